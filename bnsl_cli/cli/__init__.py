@@ -1,0 +1,1 @@
+"""The command-line layer: option parsing, rendering with rich, exit codes. Thin by design."""

@@ -1,0 +1,55 @@
+"""The exception hierarchy of the bnsl library.
+
+The library never prints or exits; it raises these. The CLI maps them to exit codes:
+``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` -> 5.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BnslError",
+    "InputDataError",
+    "ShardMismatchError",
+    "NoDagError",
+    "PrivacyBudgetError",
+    "ConvergenceWarning",
+    "ReproducibleNoiseWarning",
+]
+
+
+class BnslError(Exception):
+    """Base class of every error bnsl raises on purpose."""
+
+    exit_code = 1
+
+
+class InputDataError(BnslError):
+    """A file the user gave is missing, unreadable or holds data bnsl cannot use."""
+
+    exit_code = 3
+
+
+class ShardMismatchError(InputDataError):
+    """Participant shards disagree (e.g. different column names)."""
+
+    exit_code = 3
+
+
+class NoDagError(BnslError):
+    """No acyclic graph could be produced."""
+
+    exit_code = 4
+
+
+class PrivacyBudgetError(BnslError):
+    """The requested privacy budget is invalid or cannot be met."""
+
+    exit_code = 5
+
+
+class ConvergenceWarning(UserWarning):
+    """The optimiser stopped before meeting its tolerance; the message says what to change."""
+
+
+class ReproducibleNoiseWarning(UserWarning):
+    """DP noise was drawn from a user-given seed, so anyone knowing the seed can reproduce it."""

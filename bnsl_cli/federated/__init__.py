@@ -1,0 +1,1 @@
+"""The federated protocol: participants, the coordinator, and the messages between them."""

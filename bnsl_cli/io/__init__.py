@@ -1,0 +1,1 @@
+"""Readers and writers shared by every subcommand."""

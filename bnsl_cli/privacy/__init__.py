@@ -1,0 +1,1 @@
+"""Differential privacy: the zCDP ledger, the accountant, the mechanisms."""

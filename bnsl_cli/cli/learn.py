@@ -1,10 +1,214 @@
-"""`bnsl learn` (not yet implemented)."""
+"""``bnsl learn``: learn a DAG from participant shards."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
+from bnsl_cli.cli import common
 
-def command() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(1)
+METHOD_HELP = (
+    "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
+    "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone)"
+)
+
+
+def command(
+    shards: List[str] = typer.Argument(
+        None, help="Participant CSV files (one per participant), directories of *.csv, or quoted globs."
+    ),
+    files_from: Optional[Path] = typer.Option(None, "--files-from", help="A file listing shard paths, one per line."),
+    method: str = typer.Option("fed-sparse", "--method", "-m", envvar="BNSL_METHOD", help=METHOD_HELP),
+    lam: Optional[float] = typer.Option(
+        None,
+        "--lambda",
+        envvar="BNSL_LAMBDA",
+        help="ℓ₁ weight. fed-sparse: per participant, on B_p, default 0.01 (acts as P·λ in centralized "
+        "NOTEARS units: 0.01 with P = 8 ≈ 0.08); fed-bnsl: on W, default 0.1; notears: 0.1.",
+    ),
+    threshold: float = typer.Option(0.3, "--threshold", envvar="BNSL_THRESHOLD", help="Drop edges with |w| ≤ this."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
+    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default max(20, d))."),
+    rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),
+    rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂."),
+    rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round."),
+    rho2_growth: float = typer.Option(1.25, "--rho2-growth", help="ρ₂ growth factor per round."),
+    seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json). "
+        "Without it the edge list (source,target,weight) is printed on stdout."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout."),
+    personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
+    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
+    dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL)."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp)."),
+    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant)."),
+    clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0."),
+    selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection."),
+    conversion: str = typer.Option("tight", "--conversion", help="zCDP → (ε, δ) conversion: tight | simple."),
+    public_means: bool = typer.Option(
+        False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release."
+    ),
+    value_bound: Optional[float] = typer.Option(
+        None, "--value-bound", help="DP: public bound B on |x - centre| used to clip values for the mean release."
+    ),
+) -> None:
+    """Learn a DAG from CSV shards held by several participants, without pooling their rows.
+
+    Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
+    """
+    from bnsl_cli.errors import BnslError, InputDataError
+    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.learn import METHODS, LearnConfig
+
+    if method not in METHODS:
+        raise common.fail(f"--method: unknown method {method!r}; choose one of {', '.join(METHODS)}", 2)
+    if rounds is not None and rounds < 1:
+        raise common.fail("--rounds must be at least 1", 2)
+    if steps is not None and steps < 1:
+        raise common.fail("--steps must be at least 1", 2)
+    if threshold < 0:
+        raise common.fail("--threshold must be ≥ 0", 2)
+    if lam is not None and lam < 0:
+        raise common.fail("--lambda must be ≥ 0", 2)
+    if dp and method not in ("fed-sparse", "fed-bnsl"):
+        raise common.fail("--dp works with --method fed-sparse or fed-bnsl", 2)
+    if dp and epsilon is None:
+        raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
+    if not dp and epsilon is not None:
+        raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
+    paths = common.expand_shard_paths(shards or [], files_from)
+    if not paths:
+        raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
+    if method in ("fed-sparse", "fed-bnsl") and len(paths) < 1:
+        raise common.fail("federated methods need at least one shard", 2)
+
+    out_names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
+    if out is not None:
+        from bnsl_cli.cli.output import check_output_dir
+
+        extra = [f"participant-{k + 1:02d}" for k in range(len(paths))] if (personal or method == "local-notears") else []
+        check_output_dir(out, out_names + extra, paths, force)
+
+    tables = read_shards(paths)
+    dp_cfg = None
+    if dp:
+        from bnsl_cli.private import DPConfig
+
+        dp_cfg = DPConfig(
+            epsilon=epsilon,
+            delta=delta,
+            clip=clip,
+            selection_share=selection_share,
+            conversion=conversion,
+            public_means=public_means,
+            value_bound=value_bound,
+        )
+    cfg = LearnConfig(
+        method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
+        rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
+    )
+    result = _run_with_progress(tables, cfg, quiet)
+    if out is not None:
+        _write_outputs(out, result, method)
+    _summary(result, out, quiet)
+    if json_out:
+        common.print_json(result.report)
+    elif out is None:
+        from bnsl_cli.io.graphs import edges_csv_text
+
+        sys.stdout.write(edges_csv_text(result.W, result.names))
+
+
+def _run_with_progress(tables, cfg, quiet):
+    from bnsl_cli.learn import learn
+
+    console = common.err_console
+    max_rounds = cfg.rounds or (50 if cfg.dp is not None else 80)
+    if quiet:
+        return learn(tables, cfg)
+    if console.is_terminal:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("round {task.completed:>3.0f}/{task.total:.0f}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(cfg.method, total=max_rounds, info="")
+
+            def progress(info):
+                gap = info.get("gap")
+                text = f"h(W)={info['h']:.1e}" + (f" gap={gap:.1e}" if gap is not None else "")
+                if "edges" in info:
+                    text += f" edges={info['edges']}"
+                bar.update(task, completed=info["round"], info=text)
+
+            return learn(tables, cfg, progress)
+
+    def plain(info):
+        r = info["round"]
+        if r == 1 or r % 10 == 0:
+            gap = info.get("gap")
+            line = f"round {r:>3}: h(W)={info['h']:.2e}"
+            if gap is not None:
+                line += f" gap={gap:.2e}"
+            if "edges" in info:
+                line += f" edges={info['edges']}"
+            console.print(line, highlight=False)
+
+    return learn(tables, cfg, plain)
+
+
+def _write_outputs(out: Path, result, method: str) -> None:
+    from bnsl_cli.io.atomic import atomic_write_text
+    from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
+
+    out.mkdir(parents=True, exist_ok=True)
+    texts = {}
+    if result.local is not None:
+        for k, W in enumerate(result.local):
+            sub = f"participant-{k + 1:02d}"
+            texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
+            texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
+            texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
+    else:
+        texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
+        texts["edges.csv"] = edges_csv_text(result.W, result.names)
+        texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
+    if result.personal is not None:
+        for k, B in enumerate(result.personal):
+            texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)
+    texts["report.json"] = json.dumps(result.report, indent=2, default=common._json_default) + "\n"
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
+
+
+def _summary(result, out, quiet) -> None:
+    if quiet:
+        return
+    rep = result.report
+    comm = rep.get("communication", {})
+    edges = int((result.W != 0).sum()) if result.local is None else None
+    parts = [f"[bold]{rep['method']}[/]", f"{rep.get('rounds')} rounds"]
+    if edges is not None:
+        parts.append(f"{edges} edges")
+    if comm.get("bytes_total"):
+        parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")
+    parts.append(f"{rep['timing']['wall_s']:.2f} s")
+    if rep.get("privacy"):
+        pv = rep["privacy"]
+        parts.append(f"(ε = {pv['epsilon']:.3g}, δ = {pv['delta']:.2g})")
+    common.err_console.print(", ".join(parts))
+    if out is not None:
+        common.err_console.print(f"wrote {out}/")

@@ -1,0 +1,93 @@
+"""A participant: owns its rows, answers the coordinator's messages with its local update.
+
+The rows never leave this object; only encoded messages do. ``B[i, j]`` is the edge ``i → j``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseEntries, SparseUpdate
+from bnsl_cli.federated.pgcd import local_objective, pgcd
+
+__all__ = ["Participant", "SparseParticipant", "DenseParticipant"]
+
+
+class Participant:
+    """Common state of both local solvers: ``S = X_cᵀX_c / n``, ``B_p``, ``β_p`` and the last ``W``.
+
+    ``X`` is centred here with the participant's own column means (non-private runs). ``n_total``
+    is the public total number of rows over all participants.
+    """
+
+    def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float):
+        self.pid = int(pid)
+        Xc = X - X.mean(axis=0, keepdims=True)
+        self._S = (Xc.T @ Xc) / float(n_total)
+        self.n_rows = int(X.shape[0])
+        self.d = int(X.shape[1])
+        self.lam = float(lam)
+        self.B = np.zeros((self.d, self.d))
+        self.beta = np.zeros((self.d, self.d))
+        self.W = np.zeros((self.d, self.d))
+        self.rho2: Optional[float] = None
+        self.compute_s = 0.0
+        self.steps_taken = 0
+
+    def _receive_consensus(self, msg: ConsensusBroadcast) -> None:
+        """Dual update with the previous ρ₂ and the new W, then adopt the new W and ρ₂."""
+        if self.rho2 is not None:
+            self.beta += self.rho2 * (self.B - msg.W)
+        self.W = msg.W
+        self.rho2 = msg.rho2
+
+    def handle(self, data: bytes) -> Optional[bytes]:
+        """Answer an encoded broadcast with an encoded update (``None`` for a stop message)."""
+        msg = ConsensusBroadcast.decode(data)
+        self._receive_consensus(msg)
+        if msg.stop:
+            return None
+        t0 = time.perf_counter()
+        reply = self._local_update(msg.round)
+        self.compute_s += time.perf_counter() - t0
+        return reply.encode()
+
+    def _local_update(self, rnd: int):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def objective(self) -> float:
+        return local_objective(self._S, self.B, self.beta, self.W, self.rho2 or 0.0, self.lam)
+
+
+class SparseParticipant(Participant):
+    """Fed-Sparse-BNSL: PGCD from the previous ``B_p``; sends only the changed coordinates."""
+
+    def __init__(self, pid, X, n_total, lam, steps: int, tol: float = 1e-8):
+        super().__init__(pid, X, n_total, lam)
+        self.steps = int(steps)
+        self.tol = float(tol)
+
+    def _local_update(self, rnd: int) -> SparseUpdate:
+        res = pgcd(self._S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol)
+        self.steps_taken += res.steps
+        self.B = res.B
+        r, c = np.nonzero(res.changed)
+        entries = SparseEntries(r.astype(np.int32), c.astype(np.int32), self.B[r, c].astype(np.float64))
+        return SparseUpdate(rnd, self.pid, self.d, entries, self.objective())
+
+
+class DenseParticipant(Participant):
+    """Fed-BNSL (Ng & Zhang 2022): ``B_p = (S + ρ₂I)⁻¹ (S − β_p + ρ₂W)``; sends the dense ``B_p``.
+
+    No ℓ₁ locally (λ sits on W at the server)."""
+
+    def __init__(self, pid, X, n_total):
+        super().__init__(pid, X, n_total, lam=0.0)
+
+    def _local_update(self, rnd: int) -> DenseUpdate:
+        A = self._S + self.rho2 * np.eye(self.d)
+        self.B = np.linalg.solve(A, self._S - self.beta + self.rho2 * self.W)
+        return DenseUpdate(rnd, self.pid, self.d, self.B, self.objective())

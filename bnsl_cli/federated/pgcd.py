@@ -1,0 +1,105 @@
+"""Proximal greedy coordinate descent (PGCD), the local solver of Fed-Sparse-BNSL.
+
+Participant ``p`` minimises over ``B`` (diagonal fixed at 0; ``B[i, j]`` is the edge ``i → j``)
+
+    f_p(B) + λ‖B‖₁,   f_p(B) = ½ tr((I − B)ᵀ S (I − B)) + ⟨β, B − W⟩ + ρ₂/2 ‖B − W‖²_F
+
+with ``S = X_pᵀX_p / n`` (n = the public total number of rows). The gradient of the smooth part is
+``G = S (B − I) + β + ρ₂ (B − W)`` and its exact coordinate curvature is ``M_ij = S_ii + ρ₂``.
+For every off-diagonal coordinate the candidate and its score are
+
+    B̃_ij = ST_{λ/M_ij}(B_ij − G_ij / M_ij),   score_ij = √M_ij · |B̃_ij − B_ij|
+
+and each step applies the best-scoring candidate (the exact minimiser along that coordinate; the
+objective falls by at least score²/2). Changing ``B_mn`` by δ changes only column ``n`` of ``G``:
+``G[:, n] += δ (S[:, m] + ρ₂ e_m)``, so a step costs O(d) with per-column maxima of the scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "soft_threshold",
+    "smooth_gradient",
+    "local_objective",
+    "PGCDResult",
+    "pgcd",
+]
+
+
+def soft_threshold(x, tau):
+    """``ST_τ(x) = sign(x) · max(|x| − τ, 0)`` elementwise."""
+    return np.sign(x) * np.maximum(np.abs(x) - tau, 0.0)
+
+
+def smooth_gradient(S, B, beta, W, rho2):
+    """Full gradient ``G = S (B − I) + β + ρ₂ (B − W)`` of the smooth part (O(d³))."""
+    return S @ B - S + beta + rho2 * (B - W)
+
+
+def local_objective(S, B, beta, W, rho2, lam) -> float:
+    """``f_p(B) + λ‖B‖₁`` (see the module docstring)."""
+    R = np.eye(S.shape[0]) - B
+    D = B - W
+    return float(
+        0.5 * np.sum(R * (S @ R)) + np.sum(beta * D) + 0.5 * rho2 * np.sum(D * D) + lam * np.abs(B).sum()
+    )
+
+
+@dataclass
+class PGCDResult:
+    B: np.ndarray
+    changed: np.ndarray  # boolean d × d mask of coordinates whose value differs from the start
+    steps: int
+    max_step: float  # largest remaining candidate step |B̃ − B| when the solver stopped
+
+
+def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e-8) -> PGCDResult:
+    """Run at most ``max_steps`` PGCD steps from ``B`` (not modified); stop early when every
+    candidate step ``|B̃_ij − B_ij|`` is below ``tol``."""
+    d = S.shape[0]
+    B = np.array(B, dtype=float, copy=True)
+    G = smooth_gradient(S, B, beta, W, rho2)
+    m_row = np.diag(S) + rho2  # M_ij = S_ii + ρ₂ depends on the row only
+    inv_m = 1.0 / m_row
+    sqrt_m = np.sqrt(m_row)
+    thr = lam * inv_m
+    # candidate steps and scores for every coordinate, diagonal excluded
+    step = soft_threshold(B - G * inv_m[:, None], thr[:, None]) - B
+    np.fill_diagonal(step, 0.0)
+    score = np.abs(step) * sqrt_m[:, None]
+    col_arg = np.argmax(score, axis=0)
+    col_max = score[col_arg, np.arange(d)]
+    # every remaining step is below tol once the best score is below tol · min √M
+    stop_score = tol * float(sqrt_m.min())
+    steps = 0
+    S_cols = np.ascontiguousarray(S.T)  # row m of S_cols is column m of S
+    Bt = np.ascontiguousarray(B.T)  # work on columns as contiguous rows
+    Gt = np.ascontiguousarray(G.T)
+    for _ in range(max_steps):
+        n = int(np.argmax(col_max))
+        if col_max[n] <= stop_score:
+            break
+        m = int(col_arg[n])
+        bcol = Bt[n]
+        gcol = Gt[n]
+        delta = step[m, n]
+        bcol[m] += delta
+        gcol += delta * S_cols[m]
+        gcol[m] += rho2 * delta
+        steps += 1
+        # refresh column n's candidates
+        new = soft_threshold(bcol - gcol * inv_m, thr) - bcol
+        new[n] = 0.0
+        step[:, n] = new
+        sc = np.abs(new) * sqrt_m
+        k = int(np.argmax(sc))
+        col_arg[n] = k
+        col_max[n] = sc[k]
+    B_new = Bt.T.copy()
+    changed = B_new != B
+    B = B_new
+    return PGCDResult(B, changed, steps, float(np.max(np.abs(step))) if d > 1 else 0.0)

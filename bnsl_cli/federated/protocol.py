@@ -1,0 +1,96 @@
+"""The ADMM round loop between a coordinator and its participants, with byte accounting.
+
+Participants are reached through ``transports``: callables that take the encoded broadcast and
+return the encoded reply (or ``None``). In-process they are ``Participant.handle``; moving a
+participant to another process or machine changes only the transport.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from bnsl_cli.federated.coordinator import Coordinator
+
+__all__ = ["RunLog", "run_admm"]
+
+Transport = Callable[[bytes], Optional[bytes]]
+
+
+@dataclass
+class RunLog:
+    rounds: int = 0
+    stopped_early: bool = False
+    history: list = field(default_factory=list)
+    bytes_up: np.ndarray = None  # (rounds, P)
+    bytes_down: np.ndarray = None  # (rounds + 1, P); the last row is the final stop broadcast
+    wall_s: float = 0.0
+
+
+def run_admm(
+    coordinator: Coordinator,
+    transports: Sequence[Transport],
+    max_rounds: int,
+    *,
+    h_tol: float = 1e-8,
+    gap_tol: float = 1e-3,
+    early_stop: bool = True,
+    threshold: float = 0.3,
+    progress: Optional[Callable[[dict], None]] = None,
+    stop_check: Optional[Callable[[dict], bool]] = None,
+) -> RunLog:
+    """Run at most ``max_rounds`` ADMM rounds; stop early when ``h(W) ≤ h_tol`` and
+    ``max_p ‖B_p − W‖_max ≤ gap_tol`` (if ``early_stop``). Ends with a stop broadcast that
+    delivers the final W to every participant."""
+    t0 = time.perf_counter()
+    P = len(transports)
+    up_rows, down_rows, history = [], [], []
+    stopped = False
+    for _ in range(max_rounds):
+        t_round = time.perf_counter()
+        msg = coordinator.broadcast()
+        down = np.full(P, len(msg), dtype=np.int64)
+        up = np.zeros(P, dtype=np.int64)
+        t_local = time.perf_counter()
+        for p, send in enumerate(transports):
+            reply = send(msg)
+            if reply is not None:
+                up[p] = len(reply)
+                coordinator.receive(reply)
+        t_local = time.perf_counter() - t_local
+        info = coordinator.step()
+        W = coordinator.W
+        info["edges"] = int(np.count_nonzero(np.abs(W) > threshold))
+        info["support"] = [[int(i), int(j), float(W[i, j])] for i, j in zip(*np.nonzero(np.abs(W) > threshold))]
+        info["bytes_up"] = int(up.sum())
+        info["bytes_down"] = int(down.sum())
+        info["local_s"] = t_local
+        info["round_s"] = time.perf_counter() - t_round
+        up_rows.append(up)
+        down_rows.append(down)
+        history.append(info)
+        if progress is not None:
+            progress(info)
+        if not np.isfinite(info["h"]):
+            break
+        if early_stop and info["h"] <= h_tol and info["gap"] <= gap_tol:
+            stopped = True
+            break
+        if stop_check is not None and stop_check(info):
+            stopped = True
+            break
+    final = coordinator.broadcast(stop=True)
+    for send in transports:
+        send(final)
+    down_rows.append(np.full(P, len(final), dtype=np.int64))
+    return RunLog(
+        rounds=len(history),
+        stopped_early=stopped,
+        history=history,
+        bytes_up=np.array(up_rows).reshape(len(up_rows), P),
+        bytes_down=np.array(down_rows).reshape(len(down_rows), P),
+        wall_s=time.perf_counter() - t0,
+    )

@@ -71,6 +71,11 @@ class LearnConfig:
         c = LearnConfig(**{k: getattr(self, k) for k in self.__dataclass_fields__})
         if c.lam is None:
             c.lam = default_lambda(c.method)
+        if c.dp is not None:
+            from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
+
+            c.rounds = DP_ROUNDS if c.rounds is None else c.rounds
+            c.steps = dp_steps(d) if c.steps is None else c.steps
         if c.rounds is None:
             c.rounds = 80
         if c.steps is None:
@@ -226,7 +231,7 @@ def communication_report(log) -> dict:
             for r in range(up.shape[0])
         ]
         + [{"round": "final", "bytes_up": 0, "bytes_down": int(down[-1].sum())}],
-        "encoding": "int32 indices, float64 values, 18-byte header per message; W sent sparse when smaller",
+        "encoding": "18-byte header per message; entries as int32 flat index + float64 value; W as the smallest of dense, sparse pairs and support delta",
     }
 
 

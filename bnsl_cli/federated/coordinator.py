@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate
+from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
 from bnsl_cli.numerics import acyclicity
 
 __all__ = ["PenaltySchedule", "Coordinator"]
@@ -71,11 +71,13 @@ class Coordinator:
         self.objectives: dict[int, float] = {}
         self.server_s = 0.0
         self.lbfgs_evals = 0
+        self.link = SupportState()  # encoder state of the broadcast channel (same for every participant)
 
     # -- messages ------------------------------------------------------------------------
     def broadcast(self, stop: bool = False) -> bytes:
         """The encoded consensus message of the next round (same bytes for every participant)."""
-        return ConsensusBroadcast(self.round + 1, self.d, self.W, self.rho2, stop, self.dense).encode()
+        msg = ConsensusBroadcast(self.round + 1, self.d, self.W, self.rho2, stop, self.dense)
+        return msg.encode(None if self.dense else self.link)
 
     def receive(self, data: bytes) -> None:
         """Apply an encoded participant update to the coordinator's copy of its ``B_p``."""

@@ -10,7 +10,13 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseEntries, SparseUpdate
+from bnsl_cli.federated.messages import (
+    ConsensusBroadcast,
+    DenseUpdate,
+    SparseEntries,
+    SparseUpdate,
+    SupportState,
+)
 from bnsl_cli.federated.pgcd import local_objective, pgcd
 
 __all__ = ["Participant", "SparseParticipant", "DenseParticipant"]
@@ -19,14 +25,17 @@ __all__ = ["Participant", "SparseParticipant", "DenseParticipant"]
 class Participant:
     """Common state of both local solvers: ``S = X_cᵀX_c / n``, ``B_p``, ``β_p`` and the last ``W``.
 
-    ``X`` is centred here with the participant's own column means (non-private runs). ``n_total``
-    is the public total number of rows over all participants.
+    ``X`` is centred here with ``centre`` — by default the participant's own column means
+    (non-private runs; a private run passes a released or declared centre). ``n_total`` is the
+    public total number of rows over all participants.
     """
 
-    def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float):
+    def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float, centre: Optional[np.ndarray] = None):
         self.pid = int(pid)
-        Xc = X - X.mean(axis=0, keepdims=True)
+        Xc = X - (X.mean(axis=0, keepdims=True) if centre is None else np.asarray(centre)[None, :])
+        self._Xc = Xc
         self._S = (Xc.T @ Xc) / float(n_total)
+        self.n_total = int(n_total)
         self.n_rows = int(X.shape[0])
         self.d = int(X.shape[1])
         self.lam = float(lam)
@@ -34,6 +43,7 @@ class Participant:
         self.beta = np.zeros((self.d, self.d))
         self.W = np.zeros((self.d, self.d))
         self.rho2: Optional[float] = None
+        self.link = SupportState()  # decoder state of the broadcast channel
         self.compute_s = 0.0
         self.steps_taken = 0
 
@@ -46,7 +56,7 @@ class Participant:
 
     def handle(self, data: bytes) -> Optional[bytes]:
         """Answer an encoded broadcast with an encoded update (``None`` for a stop message)."""
-        msg = ConsensusBroadcast.decode(data)
+        msg = ConsensusBroadcast.decode(data, self.link)
         self._receive_consensus(msg)
         if msg.stop:
             return None

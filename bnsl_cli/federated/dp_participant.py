@@ -1,0 +1,239 @@
+"""Private participants: DP-PGCD (DP-Fed-Sparse-BNSL) and the noisy-covariance DP-Fed-BNSL.
+
+Every data-dependent value that leaves these objects goes through a mechanism whose event is
+recorded in the shared :class:`~bnsl_cli.privacy.ledger.PrivacyLedger` under this participant's id:
+the one-off releases (value ranges, column means, second moments; or the covariance) and, per
+DP-PGCD step, the coordinate selection (exponential mechanism, Gumbel-max) and the noisy update
+(Gaussian). The messages then carry only post-processed values: the selected coordinates and their
+new values. ``B[i, j]`` is the edge ``i → j``.
+
+DP-PGCD (ALGORITHMS.md §4), with per-sample gradients ``g_ij(x) = x_i (xᵀB_{:,j} − x_j)`` clipped at
+``C_i`` (the curvature ``M_ij = m̂_i + ρ₂`` depends on the row only, so the clip levels do too):
+
+    Ĝ_ij = (1/n) Σ_rows clip(g_ij(x), C_i) + β_ij + ρ₂ (B_ij − W_ij),        Δ_i = 2 C_i / n
+    C_i  = c · √M_i · median_{k≠l} √(v̂_k v̂_l / M_k)       (so C_i = C √(M_i / ΣM))
+
+``v̂`` are the released per-row second moments, ``m̂ = v̂ n_p / n``. Clip levels ``adaptive`` use
+``M_i = m̂_i + ρ₂`` (recomputed each round; score sensitivity ``Δ_S = 2C / (n √ΣM)``), ``static``
+use ``M_i = m̂_i`` for the levels (no per-round recomputation; ``Δ_S = max_i Δ_i / √(m̂_i + ρ₂)``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from bnsl_cli.federated.messages import DenseUpdate, SparseEntries, SparseUpdate
+from bnsl_cli.federated.participant import Participant
+from bnsl_cli.federated.pgcd import soft_threshold
+from bnsl_cli.privacy.calibrate import multiplier_for_rho
+from bnsl_cli.privacy.ledger import EXPONENTIAL, GAUSSIAN, PrivacyEvent, PrivacyLedger
+from bnsl_cli.privacy.mechanisms import gaussian_noise, gumbel_max_select, project_psd, symmetric_gaussian_matrix
+from bnsl_cli.privacy.releases import (
+    RELEASE_RANGE_CENTRED,
+    RELEASE_RANGE_RAW,
+    release_means,
+    release_range,
+    release_second_moments,
+)
+
+__all__ = ["OneOffBudget", "private_preprocessing", "DPSparseParticipant", "DPDenseParticipant", "RANGE_FRACTION"]
+
+#: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
+#: the clipping bound of that release, when the user gives no public ``--value-bound``.
+RANGE_FRACTION = 0.25
+#: Quantiles of |x| (raw, for the mean) and |x − μ̂| (centred, for the second moments) used as bounds.
+RAW_QUANTILE = 1e-3
+CENTRED_QUANTILE = 1e-2
+
+
+class OneOffBudget:
+    """zCDP budgets of the one-off releases (``rho_means = 0`` means public means: no release)."""
+
+    def __init__(self, rho_means: float, rho_moments: float, value_bound: Optional[float] = None):
+        self.rho_means = float(rho_means)
+        self.rho_moments = float(rho_moments)
+        self.value_bound = value_bound
+
+
+def private_preprocessing(pid: int, X: np.ndarray, budget: OneOffBudget, rng, ledger: PrivacyLedger):
+    """The one-off releases: (optional) raw range, column means, centred range, second moments.
+
+    Returns ``(centre, v_hat, bound_centred, notes)``. Nothing here uses the exact local mean."""
+    n, d = X.shape
+    notes = {}
+    if budget.rho_means > 0:
+        if budget.value_bound is None:
+            rho_r, rho_mu = RANGE_FRACTION * budget.rho_means, (1 - RANGE_FRACTION) * budget.rho_means
+            b_raw, ev = release_range(
+                X, np.zeros(d), multiplier_for_rho(rho_r), rng, quantile=RAW_QUANTILE, release=RELEASE_RANGE_RAW
+            )
+            ledger.record(pid, ev)
+        else:
+            rho_mu, b_raw = budget.rho_means, np.full(d, float(budget.value_bound))
+        centre, ev = release_means(X, b_raw, multiplier_for_rho(rho_mu), rng)
+        ledger.record(pid, ev)
+        notes["centring"] = "released column means (Gaussian mechanism on clipped values)"
+    else:
+        centre = np.zeros(d)
+        notes["centring"] = "declared public: data taken as centred (--public-means); no release"
+    Xc = X - centre[None, :]
+    if budget.value_bound is None:
+        rho_r, rho_m = RANGE_FRACTION * budget.rho_moments, (1 - RANGE_FRACTION) * budget.rho_moments
+        b_c, ev = release_range(
+            Xc, np.zeros(d), multiplier_for_rho(rho_r), rng, quantile=CENTRED_QUANTILE, release=RELEASE_RANGE_CENTRED
+        )
+        ledger.record(pid, ev)
+    else:
+        rho_m, b_c = budget.rho_moments, np.full(d, float(budget.value_bound))
+    v_hat, ev = release_second_moments(Xc, b_c, multiplier_for_rho(rho_m), rng)
+    ledger.record(pid, ev)
+    return centre, v_hat, b_c, notes
+
+
+class DPSparseParticipant(Participant):
+    """DP-Fed-Sparse-BNSL participant: DP-PGCD with T private steps per round."""
+
+    def __init__(
+        self,
+        pid: int,
+        X: np.ndarray,
+        n_total: int,
+        lam: float,
+        steps: int,
+        *,
+        gumbel_multiplier: float,
+        sigma_multiplier: float,
+        budget: OneOffBudget,
+        rng: np.random.Generator,
+        ledger: PrivacyLedger,
+        clip: float = 1.5,
+        clip_levels: str = "adaptive",
+    ):
+        ledger.add_participant(pid)
+        centre, v_hat, _, notes = private_preprocessing(pid, X, budget, rng, ledger)
+        super().__init__(pid, X, n_total, lam, centre=centre)
+        self._S = None  # never used: every gradient goes through clipping and noise
+        self.notes = notes
+        self.steps = int(steps)
+        self.v_hat = v_hat
+        self.m_hat = v_hat * self.n_rows / float(n_total)
+        self.clip = float(clip)
+        self.clip_levels = clip_levels
+        self.gumbel_multiplier = float(gumbel_multiplier)
+        self.sigma_multiplier = float(sigma_multiplier)
+        self.rng = rng
+        self.ledger = ledger
+        self._R = -self._Xc.copy()  # per-sample residuals X_c B − X_c, column j for child j
+        self._CS = None  # clipped sums Σ_rows clip(x_i r_j, C_i), d × d
+        self._C = None  # current clip levels per row i
+        self._buf = np.empty_like(self._Xc)
+
+    # -- clipping ------------------------------------------------------------------------------
+    def _clip_levels(self, rho2: float) -> np.ndarray:
+        M = self.m_hat + (rho2 if self.clip_levels == "adaptive" else 0.0)
+        d = self.d
+        ratio = np.sqrt(np.outer(1.0 / M, np.ones(d)) * np.outer(self.v_hat, self.v_hat))  # [k, l] = √(v_k v_l / M_k)
+        off = ~np.eye(d, dtype=bool)
+        med = float(np.median(ratio[off]))
+        return self.clip * np.sqrt(M) * med
+
+    def _clipped_column(self, j: int) -> np.ndarray:
+        buf = self._buf
+        np.multiply(self._Xc, self._R[:, j : j + 1], out=buf)
+        C = self._C
+        np.minimum(buf, C[None, :], out=buf)
+        np.maximum(buf, -C[None, :], out=buf)
+        return buf.sum(axis=0)
+
+    def _recompute_all(self) -> None:
+        self._CS = np.empty((self.d, self.d))
+        for j in range(self.d):
+            self._CS[:, j] = self._clipped_column(j)
+
+    # -- one round -----------------------------------------------------------------------------
+    def _local_update(self, rnd: int) -> SparseUpdate:
+        d, n = self.d, float(self.n_total)
+        rho2 = self.rho2
+        M = self.m_hat + rho2
+        sqrtM = np.sqrt(M)
+        C = self._clip_levels(rho2)
+        if self._C is None or self.clip_levels == "adaptive" or not np.array_equal(C, self._C):
+            self._C = C
+            self._recompute_all()
+        delta_row = 2.0 * C / n  # sensitivity of Ĝ_ij for row i
+        # score sensitivity Δ_i / √M_i: the same for every row with adaptive levels
+        delta_s = float(np.max(delta_row / sqrtM))
+        b = self.gumbel_multiplier * delta_s
+        sigma_row = self.sigma_multiplier * delta_row
+        B, beta, W = self.B, self.beta, self.W
+        G = self._CS / n + beta + rho2 * (B - W)
+        inv_m = (1.0 / M)[:, None]
+        thr = (self.lam / M)[:, None]
+        diag = np.eye(d, dtype=bool)
+        B0 = B.copy()
+        rows_used = np.zeros(d, dtype=np.int64)
+        for _ in range(self.steps):
+            step = soft_threshold(B - G * inv_m, thr) - B
+            score = np.abs(step) * sqrtM[:, None]
+            score[diag] = -np.inf
+            k = gumbel_max_select(score, b, self.rng)
+            m, j = divmod(k, d)
+            rows_used[m] += 1
+            g = G[m, j] + gaussian_noise(None, sigma_row[m], self.rng)
+            new = float(soft_threshold(B[m, j] - g / M[m], self.lam / M[m]))
+            delta = new - B[m, j]
+            if delta != 0.0:
+                B[m, j] = new
+                self._R[:, j] += delta * self._Xc[:, m]
+                self._CS[:, j] = self._clipped_column(j)
+                G[:, j] = self._CS[:, j] / n + beta[:, j] + rho2 * (B[:, j] - W[:, j])
+        self.steps_taken += self.steps
+        self.ledger.record(self.pid, PrivacyEvent("coordinate-selection", EXPONENTIAL, delta_s, b, self.steps))
+        for m in np.flatnonzero(rows_used):
+            self.ledger.record(
+                self.pid, PrivacyEvent("coordinate-update", GAUSSIAN, float(delta_row[m]), float(sigma_row[m]), int(rows_used[m]))
+            )
+        r, c = np.nonzero(B != B0)
+        entries = SparseEntries(r.astype(np.int32), c.astype(np.int32), B[r, c].astype(np.float64))
+        return SparseUpdate(rnd, self.pid, d, entries, None)
+
+
+class DPDenseParticipant(Participant):
+    """DP-Fed-BNSL participant: one Gaussian release of the clipped ``X_cᵀX_c`` (rows clipped to
+    ℓ₂ norm ``C_x = c·√(Σ_j v̂_j)``, symmetric noise, sensitivity ``√2·C_x²``), projected to PSD;
+    then the Fed-BNSL closed-form updates on it (post-processing)."""
+
+    def __init__(
+        self,
+        pid: int,
+        X: np.ndarray,
+        n_total: int,
+        *,
+        sigma_multiplier: float,
+        budget: OneOffBudget,
+        rng: np.random.Generator,
+        ledger: PrivacyLedger,
+        clip: float = 1.5,
+    ):
+        ledger.add_participant(pid)
+        centre, v_hat, _, notes = private_preprocessing(pid, X, budget, rng, ledger)
+        super().__init__(pid, X, n_total, 0.0, centre=centre)
+        self.notes = notes
+        Xc = self._Xc
+        c_x = clip * float(np.sqrt(v_hat.sum()))
+        norms = np.sqrt((Xc * Xc).sum(axis=1))
+        scale = np.minimum(1.0, c_x / np.maximum(norms, 1e-300))
+        Xs = Xc * scale[:, None]
+        sens = float(np.sqrt(2.0) * c_x**2)
+        std = sigma_multiplier * sens
+        noisy = Xs.T @ Xs + symmetric_gaussian_matrix(self.d, std, rng)
+        ledger.record(pid, PrivacyEvent("covariance", GAUSSIAN, sens, std, 1))
+        self._S = project_psd(noisy) / float(n_total)
+        self.clip_norm = c_x
+
+    def _local_update(self, rnd: int) -> DenseUpdate:
+        A = self._S + self.rho2 * np.eye(self.d)
+        self.B = np.linalg.solve(A, self._S - self.beta + self.rho2 * self.W)
+        return DenseUpdate(rnd, self.pid, self.d, self.B, None)

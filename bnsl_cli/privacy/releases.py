@@ -1,0 +1,74 @@
+"""The one-off private releases a participant makes before round 1.
+
+Every function returns the released (noisy) value and the :class:`PrivacyEvent` to record; the
+caller records it. Neighbouring relation: replace one row of this participant's data.
+
+- :func:`release_range` — a per-column bound on ``|x − c|`` from a noisy histogram of ``|x − c|``
+  over fixed, data-independent bins ``2^(k/2)``: each row adds 1 to one bin per column, so replacing
+  a row moves at most 2 units per column: L2 sensitivity ``√(2d)``. The bound is the upper edge of
+  the first bin at which the noisy cumulative count reaches ``(1 − q)·n_p`` (``n_p`` is public).
+- :func:`release_means` — ``Σ_rows clip(x_j / B_j, −1, 1)`` (columns scaled by the public bound):
+  L2 sensitivity ``2√d``; the mean is ``B_j · (noisy sum) / n_p``.
+- :func:`release_second_moments` — ``Σ_rows min(((x_j − μ̂_j)/B_j)², 1)``: sensitivity ``√d``;
+  ``v̂_j = B_j² · (noisy sum) / n_p``, floored at a small positive value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bnsl_cli.privacy.ledger import GAUSSIAN, PrivacyEvent
+from bnsl_cli.privacy.mechanisms import gaussian_noise
+
+__all__ = ["BIN_EDGES", "release_range", "release_means", "release_second_moments", "RELEASE_RANGE_RAW", "RELEASE_RANGE_CENTRED"]
+
+#: Fixed bin edges for |x|: 2^(k/2), k = −40 … 60 (about 1e-6 … 1e9). Public, data-independent.
+BIN_EDGES = 2.0 ** (np.arange(-40, 61) / 2.0)
+RELEASE_RANGE_RAW = "value-range (raw)"
+RELEASE_RANGE_CENTRED = "value-range (centred)"
+
+
+def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rng, *, quantile: float,
+                  release: str) -> tuple[np.ndarray, PrivacyEvent]:
+    """Noisy per-column upper ``quantile`` of ``|x − centre|`` on the fixed grid ``BIN_EDGES``."""
+    n, d = X.shape
+    A = np.abs(X - centre[None, :])
+    # bin index: 0 for |x| ≤ edge[0], k for edge[k-1] < |x| ≤ edge[k], len(edges) for overflow
+    idx = np.searchsorted(BIN_EDGES, A, side="left")
+    nb = BIN_EDGES.size + 1
+    flat = (np.arange(d)[None, :] * nb + idx).ravel()
+    counts = np.bincount(flat, minlength=d * nb).reshape(d, nb).astype(float)
+    sens = float(np.sqrt(2.0 * d))
+    std = sigma_multiplier * sens
+    noisy = counts + gaussian_noise(counts.shape, std, rng)
+    cum = np.cumsum(noisy, axis=1)
+    target = (1.0 - quantile) * n
+    bounds = np.empty(d)
+    top = np.append(BIN_EDGES, BIN_EDGES[-1] * np.sqrt(2.0))
+    for j in range(d):
+        k = int(np.argmax(cum[j] >= target)) if (cum[j] >= target).any() else nb - 1
+        bounds[j] = top[k]
+    return bounds, PrivacyEvent(release, GAUSSIAN, sens, std, 1)
+
+
+def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng) -> tuple[np.ndarray, PrivacyEvent]:
+    """Noisy column means of ``X`` with values clipped to ``±bound`` (per column)."""
+    n, d = X.shape
+    sums = np.clip(X / bound[None, :], -1.0, 1.0).sum(axis=0)
+    sens = 2.0 * float(np.sqrt(d))
+    std = sigma_multiplier * sens
+    noisy = sums + gaussian_noise(d, std, rng)
+    return bound * noisy / n, PrivacyEvent("column-means", GAUSSIAN, sens, std, 1)
+
+
+def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng,
+                           floor: float = 1e-6) -> tuple[np.ndarray, PrivacyEvent]:
+    """Noisy per-row second moments ``v̂_j ≈ Σ_rows x_j² / n_p`` of the centred data, each term
+    clipped at ``bound_j²``; floored at ``floor · bound_j²``."""
+    n, d = Xc.shape
+    sums = np.minimum((Xc / bound[None, :]) ** 2, 1.0).sum(axis=0)
+    sens = float(np.sqrt(d))
+    std = sigma_multiplier * sens
+    noisy = sums + gaussian_noise(d, std, rng)
+    v = bound**2 * np.maximum(noisy / n, floor)
+    return v, PrivacyEvent("second-moments", GAUSSIAN, sens, std, 1)

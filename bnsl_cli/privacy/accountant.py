@@ -208,6 +208,8 @@ def rho_for_epsilon(epsilon: float, delta: float, conversion: str = "tight") -> 
     dlt = validate_delta(delta)
     log_inv_delta = -math.log(dlt)
     rho_simple = (eps / (math.sqrt(log_inv_delta + eps) + math.sqrt(log_inv_delta))) ** 2
+    while rho_simple > 0 and _simple(rho_simple, dlt) > eps:  # undo rounding (a few ulps at most)
+        rho_simple = math.nextafter(rho_simple, 0.0)
     if conversion == "simple":
         return rho_simple
 

@@ -314,6 +314,11 @@ def _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star) -> NoisePlan:
     rho_step = rho_iter / (k * t)
     rho_sel = a * rho_step
     rho_upd = (1.0 - a) * rho_step
+    if (s_m > 0 and not rho_m > 0) or (s_mean > 0 and not rho_mean > 0):
+        raise PrivacyBudgetError(
+            f"a one-off share is too small to fund its release (second-moment share {s_m:g}, mean share "
+            f"{s_mean:g}); use 0 for no release or a larger share"
+        )
     if not (rho_sel > 0 and rho_upd > 0):
         raise PrivacyBudgetError(
             f"the per-step budget underflows (rho per step = {rho_step:.3g}); use fewer rounds or steps"

@@ -1,10 +1,444 @@
-"""`bnsl privacy-budget` (not yet implemented)."""
+"""`bnsl privacy-budget`: the noise a target (epsilon, delta) allows, or the (epsilon, delta) a noise level spends.
 
-from __future__ import annotations
+A thin layer: options are parsed here, the numbers come from ``bnsl_cli.privacy`` (imported lazily so
+that ``bnsl --help`` stays fast), the table goes to stderr and ``--json`` to stdout.
+"""
+
+# No ``from __future__ import annotations``: typer reads the option types at runtime.
+
+import math
+from enum import Enum
+from typing import Optional
 
 import typer
 
+from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, SELECTION_SHARE
 
-def command() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(1)
+
+class Conversion(str, Enum):
+    tight = "tight"
+    simple = "simple"
+
+
+class Method(str, Enum):
+    fed_sparse = "fed-sparse"
+    fed_bnsl = "fed-bnsl"
+
+
+_DELTA_HELP = (
+    "`bnsl learn --dp` uses delta = 1/n_p**2 by default (n_p = rows of the smallest participant); "
+    "give --delta D or --samples N (delta = 1/N**2)."
+)
+
+
+def command(
+    epsilon: Optional[float] = typer.Option(
+        None, "--epsilon", envvar="BNSL_EPSILON", show_default=False,
+        help="Target epsilon (> 0): calibrate the noise, or with --max-rho give the largest zCDP rho.",
+    ),
+    delta: Optional[float] = typer.Option(
+        None, "--delta", envvar="BNSL_DELTA", show_default=False,
+        help="delta in (0, 1). learn uses 1/n_p**2 by default (n_p = smallest participant's rows).",
+    ),
+    samples: Optional[int] = typer.Option(
+        None, "--samples", show_default=False,
+        help="Rows N of the smallest participant; sets delta = 1/N**2 (learn's default).",
+    ),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", show_default=False,
+        help=f"ADMM rounds K the budget is spread over \\[default: {DP_ROUNDS}, the DP default of learn].",
+    ),
+    steps: Optional[int] = typer.Option(
+        None, "--steps", show_default=False, help="DP-PGCD steps T per round."
+    ),
+    nodes: Optional[int] = typer.Option(
+        None, "--nodes", show_default=False,
+        help="Number of variables d; sets T = max(20, d) (learn's default) when --steps is not given.",
+    ),
+    rho: Optional[float] = typer.Option(
+        None, "--rho", show_default=False, help="Convert this zCDP rho to (epsilon, delta)."
+    ),
+    max_rho: bool = typer.Option(
+        False, "--max-rho", help="With --epsilon/--delta: print the largest zCDP rho they allow."
+    ),
+    gumbel_multiplier: Optional[float] = typer.Option(
+        None, "--gumbel-multiplier", show_default=False,
+        help="Spend mode: Gumbel scale / score sensitivity (b / Delta_S) of each coordinate selection.",
+    ),
+    sigma_multiplier: Optional[float] = typer.Option(
+        None, "--sigma-multiplier", show_default=False,
+        help="Spend mode: Gaussian std / sensitivity of each coordinate update (fed-bnsl: of the covariance).",
+    ),
+    moment_multiplier: Optional[float] = typer.Option(
+        None, "--moment-multiplier", show_default=False,
+        help="Spend mode: std / sensitivity of the one-off second-moment release (omit: not counted).",
+    ),
+    mean_multiplier: Optional[float] = typer.Option(
+        None, "--mean-multiplier", show_default=False,
+        help="Spend mode: std / sensitivity of the one-off column-mean release (omit: not counted).",
+    ),
+    selection_share: float = typer.Option(
+        SELECTION_SHARE, "--selection-share", envvar="BNSL_SELECTION_SHARE",
+        help="Share a of each step's budget spent on the coordinate selection (rest: the update).",
+    ),
+    moment_share: float = typer.Option(
+        MOMENT_SHARE, "--moment-share", help="Share of the whole budget for the second-moment release."
+    ),
+    mean_share: float = typer.Option(
+        MEAN_SHARE, "--mean-share", help="Share of the whole budget for the column-mean release."
+    ),
+    public_means: bool = typer.Option(
+        False, "--public-means", envvar="BNSL_PUBLIC_MEANS",
+        help="The column means are public / the data centred: no mean release (mean share 0).",
+    ),
+    conversion: Conversion = typer.Option(
+        Conversion.tight, "--conversion", envvar="BNSL_CONVERSION",
+        help="zCDP -> (epsilon, delta): tight (Canonne-Kamath-Steinke 2020) or simple (Bun-Steinke 2016).",
+    ),
+    method: Method = typer.Option(
+        Method.fed_sparse, "--method",
+        help="fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Write the result as JSON on stdout."),
+) -> None:
+    """Privacy budget <-> noise for `learn --dp` (zCDP, replace-one row of one participant).
+
+    * Noise for a target: --epsilon E --delta D --rounds K --steps T (or --nodes d).
+
+    * Budget spent by given noise: --gumbel-multiplier G --sigma-multiplier S --steps T --delta D.
+
+    * Conversions: --rho R --delta D gives epsilon; --epsilon E --delta D --max-rho gives the largest rho.
+
+    Tables go to stderr, --json to stdout. Exit code 5 when the budget is invalid or cannot be met.
+    """
+    from bnsl_cli.cli.common import fail
+
+    conv = conversion.value
+    meth = method.value
+    spend_mode = gumbel_multiplier is not None or sigma_multiplier is not None
+
+    # ---- which direction ---------------------------------------------------------------------
+    if rho is not None and (spend_mode or max_rho):
+        raise fail("--rho converts a given rho; do not combine it with noise multipliers or --max-rho", 2)
+    if spend_mode and max_rho:
+        raise fail("--max-rho needs --epsilon, not noise multipliers", 2)
+    if rho is None and not spend_mode and epsilon is None:
+        raise fail(
+            "say what to compute: --epsilon E (noise for a target budget), --gumbel-multiplier G "
+            "--sigma-multiplier S (budget spent by given noise), or --rho R (epsilon of rho-zCDP)",
+            2,
+        )
+
+    delta_value, delta_source = _resolve_delta(delta, samples, fail)
+
+    if rho is not None:
+        if not math.isfinite(rho):
+            raise fail(f"--rho must be a finite number, got {rho}", 2)
+        result = _convert(rho, delta_value, conv)
+    elif spend_mode:
+        result = _spend(
+            meth, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
+            nodes, delta_value, conv, public_means, fail,
+        )
+    elif max_rho or (meth == Method.fed_sparse.value and rounds is None and steps is None and nodes is None):
+        result = _max_rho(epsilon, delta_value, conv)
+    elif meth == Method.fed_bnsl.value:
+        result = _plan_covariance(epsilon, delta_value, conv, 0.0 if public_means else mean_share)
+    else:
+        k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
+        result = _plan_sparse(
+            epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
+            0.0 if public_means else mean_share, public_means, conv,
+        )
+    result["assumptions"]["delta"] = delta_source
+
+    if json_out:
+        from bnsl_cli.cli.common import print_json
+
+        print_json(result["json"])
+    else:
+        _render(result)
+
+
+# ------------------------------------------------------------------------------------------------
+# resolving options
+# ------------------------------------------------------------------------------------------------
+
+
+def _resolve_delta(delta, samples, fail):
+    if delta is not None and samples is not None:
+        raise fail("give either --delta or --samples (delta = 1/N**2), not both", 2)
+    if delta is not None:
+        return float(delta), f"{delta:g} (given)"
+    if samples is not None:
+        if samples < 1:
+            raise fail(f"--samples must be a positive row count, got {samples}", 2)
+        return 1.0 / float(samples) ** 2, f"1/N**2 with N = {samples} rows"
+    raise fail(f"delta is missing. {_DELTA_HELP}", 2)
+
+
+def _rounds_steps(rounds, steps, nodes, fail):
+    from bnsl_cli.privacy.defaults import dp_steps
+
+    k = DP_ROUNDS if rounds is None else rounds
+    if steps is not None:
+        return k, steps, "given"
+    if nodes is not None:
+        if nodes < 1:
+            raise fail(f"--nodes must be >= 1, got {nodes}", 2)
+        return k, dp_steps(nodes), f"max(20, d) with d = {nodes}"
+    raise fail("the steps per round are missing: give --steps T, or --nodes d to use T = max(20, d)", 2)
+
+
+def _base_assumptions(conv: str) -> dict:
+    from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS
+    from bnsl_cli.privacy.ledger import NEIGHBOURING_RELATION
+
+    return {
+        "neighbouring relation": NEIGHBOURING_RELATION,
+        "privacy model": "zCDP; releases add up; the run's guarantee is the largest participant's spend",
+        "conversion": CONVERSION_DESCRIPTIONS[conv],
+    }
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if math.isinf(x):
+            return "inf"
+        return f"{x:.6g}"
+    return str(x)
+
+
+# ------------------------------------------------------------------------------------------------
+# the four computations
+# ------------------------------------------------------------------------------------------------
+
+
+def _convert(rho: float, delta: float, conv: str) -> dict:
+    from bnsl_cli.privacy.accountant import epsilon_from_rho, validate_delta
+
+    validate_delta(delta)
+    eps = epsilon_from_rho(rho, delta, conv)
+    tight = epsilon_from_rho(rho, delta, "tight")
+    simple = epsilon_from_rho(rho, delta, "simple")
+    data = {
+        "mode": "convert",
+        "epsilon": eps,
+        "delta": delta,
+        "rho": float(rho),
+        "conversion": conv,
+        "epsilon_tight": tight,
+        "epsilon_simple": simple,
+    }
+    rows = [
+        ("rho (zCDP)", rho, "given"),
+        ("delta", delta, ""),
+        ("epsilon", eps, f"{conv} conversion"),
+        ("epsilon (tight)", tight, "Canonne-Kamath-Steinke 2020"),
+        ("epsilon (simple)", simple, "rho + 2 sqrt(rho ln(1/delta))"),
+    ]
+    return {"title": "zCDP -> (epsilon, delta)", "assumptions": _base_assumptions(conv), "rows": rows,
+            "json": data}
+
+
+def _max_rho(epsilon: float, delta: float, conv: str) -> dict:
+    from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
+
+    r = rho_for_epsilon(epsilon, delta, conv)
+    data = {
+        "mode": "max-rho",
+        "epsilon": float(epsilon),
+        "delta": delta,
+        "rho": r,
+        "conversion": conv,
+        "epsilon_at_rho": epsilon_from_rho(r, delta, conv),
+    }
+    rows = [
+        ("epsilon", epsilon, "target"),
+        ("delta", delta, ""),
+        ("rho (zCDP)", r, f"largest rho with epsilon(rho, delta) <= target ({conv})"),
+    ]
+    return {"title": "Largest zCDP budget for (epsilon, delta)", "assumptions": _base_assumptions(conv),
+            "rows": rows, "json": data}
+
+
+def _events_json(ledger, delta, conv) -> list:
+    return ledger.to_dict(delta, conv)["participants"][0]["events"]
+
+
+def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv) -> dict:
+    from bnsl_cli.privacy.calibrate import calibrate, spend
+
+    plan = calibrate(epsilon, delta, k, t, selection_share=a, moment_share=s_m, mean_share=s_mean,
+                     conversion=conv)
+    eps_spent, rho_spent = spend(plan)
+    data = {"mode": "calibrate", "method": "fed-sparse", **plan.to_dict()}
+    data.update(
+        nodes=nodes,
+        public_means=public_means,
+        epsilon_spent=eps_spent,
+        rho_spent=rho_spent,
+        neighbouring_relation=_base_assumptions(conv)["neighbouring relation"],
+        events=_events_json(plan.planned_ledger([0]), delta, conv),
+    )
+    assumptions = _base_assumptions(conv)
+    assumptions.update(
+        {
+            "rounds K": f"{k}",
+            "steps T": f"{t} ({t_source})",
+            "budget split": (
+                f"second moments {s_m:g}, column means {s_mean:g}"
+                + (" (public means: no release)" if public_means else "")
+                + f", iterations the rest; per step: selection a = {a:g}, update 1 - a = {1 - a:g}"
+            ),
+        }
+    )
+    rows = [
+        ("epsilon", plan.epsilon, "target"),
+        ("delta", plan.delta, ""),
+        ("rho* (zCDP)", plan.rho_total, "whole budget per participant"),
+        ("rho second moments", plan.rho_moments, f"{s_m:g} of rho*"),
+        ("rho column means", plan.rho_means, f"{s_mean:g} of rho*"),
+        ("rho per step", plan.rho_step, f"(rho* - one-off) / (K T), K T = {k * t}"),
+        ("rho selection / step", plan.rho_selection, f"a = {a:g}"),
+        ("rho update / step", plan.rho_update, f"1 - a = {1 - a:g}"),
+        ("Gumbel multiplier", plan.gumbel_multiplier, "b / Delta_S = 1/sqrt(2 rho_sel)"),
+        ("eps_s per selection", plan.selection_epsilon, "2 Delta_S / b (pure DP of one selection)"),
+        ("sigma multiplier", plan.sigma_multiplier, "sigma / Delta = 1/sqrt(2 rho_upd)"),
+        ("second-moment multiplier", plan.moment_multiplier, "sigma_M / Delta_M = 1/sqrt(2 rho_M)"),
+        ("column-mean multiplier", plan.mean_multiplier,
+         "no release (public means)" if plan.mean_multiplier is None else "1/sqrt(2 rho_mean)"),
+        ("epsilon spent (check)", eps_spent, "accounted from the planned ledger"),
+    ]
+    return {"title": "DP-Fed-Sparse-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
+
+
+def _plan_covariance(epsilon, delta, conv, s_mean) -> dict:
+    from bnsl_cli.privacy.calibrate import plan_covariance, spend_covariance
+
+    plan = plan_covariance(epsilon, delta, conv, mean_share=s_mean)
+    eps_spent, rho_spent = spend_covariance(plan.sigma_multiplier, delta, plan.mean_multiplier, conv)
+    data = {"mode": "calibrate", "method": "fed-bnsl", **plan.to_dict()}
+    data.update(
+        epsilon_spent=eps_spent,
+        rho_spent=rho_spent,
+        neighbouring_relation=_base_assumptions(conv)["neighbouring relation"],
+        events=_events_json(plan.planned_ledger([0]), delta, conv),
+    )
+    assumptions = _base_assumptions(conv)
+    assumptions.update(
+        {
+            "releases": "X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
+            "sensitivity": "sqrt(2) C_x**2 (replace-one)",
+            "budget split": f"column means {s_mean:g}, covariance the rest",
+        }
+    )
+    rows = [
+        ("epsilon", plan.epsilon, "target"),
+        ("delta", plan.delta, ""),
+        ("rho* (zCDP)", plan.rho_total, "whole budget per participant"),
+        ("rho covariance", plan.rho_covariance, ""),
+        ("rho column means", plan.rho_means, f"{s_mean:g} of rho*"),
+        ("sigma multiplier", plan.sigma_multiplier, "sigma / Delta = 1/sqrt(2 rho_cov)"),
+        ("column-mean multiplier", plan.mean_multiplier, "-" if plan.mean_multiplier is None else ""),
+        ("epsilon spent (check)", eps_spent, "accounted from the planned ledger"),
+    ]
+    return {"title": "DP-Fed-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
+
+
+def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail) -> dict:
+    from bnsl_cli.privacy.calibrate import CovariancePlan, NoiseMultipliers, ledger_for, spend, spend_covariance
+
+    if public_means and mean is not None:
+        raise fail("--public-means means no mean release; drop --mean-multiplier", 2)
+    assumptions = _base_assumptions(conv)
+    if meth == Method.fed_bnsl.value:
+        if g is not None:
+            raise fail("fed-bnsl makes no coordinate selections; drop --gumbel-multiplier", 2)
+        eps, r = spend_covariance(s, delta, mean, conv)
+        ledger = CovariancePlan(eps, delta, conv, 0.0, r, 0.5 / s**2, 0.0 if mean is None else 0.5 / mean**2,
+                                s, mean).planned_ledger([0])
+        data = {
+            "mode": "spend", "method": "fed-bnsl", "epsilon": eps, "delta": delta, "rho": r,
+            "conversion": conv, "sigma_multiplier": s, "mean_multiplier": mean,
+            "rho_covariance": 0.5 / s**2, "rho_means": 0.0 if mean is None else 0.5 / mean**2,
+            "neighbouring_relation": assumptions["neighbouring relation"],
+            "events": _events_json(ledger, delta, conv),
+        }
+        assumptions["releases"] = "X_p^T X_p once" + (", column means once" if mean is not None else "")
+        rows = [("sigma multiplier", s, "covariance"), ("column-mean multiplier", mean, ""),
+                ("rho (zCDP)", r, ""), ("delta", delta, ""), ("epsilon", eps, f"{conv} conversion")]
+        return {"title": "DP-Fed-BNSL budget spent", "assumptions": assumptions, "rows": rows, "json": data}
+
+    if g is None or s is None:
+        raise fail("spend mode needs both --gumbel-multiplier and --sigma-multiplier", 2)
+    k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
+    mult = NoiseMultipliers(g, s, m, mean)
+    eps, r = spend(mult, k, t, delta, conv)
+    ledger = ledger_for(mult, k, t)
+    events = _events_json(ledger, delta, conv)
+    rho_sel = 0.5 / g**2
+    rho_upd = 0.5 / s**2
+    data = {
+        "mode": "spend", "method": "fed-sparse", "epsilon": eps, "delta": delta, "rho": r,
+        "conversion": conv, "rounds": k, "steps": t, "nodes": nodes,
+        "gumbel_multiplier": g, "sigma_multiplier": s, "moment_multiplier": m, "mean_multiplier": mean,
+        "rho_selection_per_step": rho_sel, "rho_update_per_step": rho_upd,
+        "rho_moments": 0.0 if m is None else 0.5 / m**2, "rho_means": 0.0 if mean is None else 0.5 / mean**2,
+        "neighbouring_relation": assumptions["neighbouring relation"], "events": events,
+    }
+    one_off = [name for name, v in (("second moments", m), ("column means", mean)) if v is not None]
+    assumptions.update(
+        {
+            "rounds K": f"{k}",
+            "steps T": f"{t} ({t_source})",
+            "one-off releases": ", ".join(one_off) if one_off else
+            "none counted (add --moment-multiplier / --mean-multiplier to count them)",
+        }
+    )
+    rows = [
+        ("Gumbel multiplier", g, "b / Delta_S"),
+        ("sigma multiplier", s, "sigma / Delta"),
+        ("rho selection / step", rho_sel, "1/(2 G**2)"),
+        ("rho update / step", rho_upd, "1/(2 S**2)"),
+        ("rho second moments", data["rho_moments"], "-" if m is None else "1/(2 M**2)"),
+        ("rho column means", data["rho_means"], "-" if mean is None else "1/(2 Mean**2)"),
+        ("rho (zCDP)", r, f"one-off + K T (rho_sel + rho_upd), K T = {k * t}"),
+        ("delta", delta, ""),
+        ("epsilon", eps, f"{conv} conversion"),
+    ]
+    return {"title": "DP-Fed-Sparse-BNSL budget spent", "assumptions": assumptions, "rows": rows, "json": data}
+
+
+# ------------------------------------------------------------------------------------------------
+# rendering
+# ------------------------------------------------------------------------------------------------
+
+
+def _render(result: dict) -> None:
+    from rich.table import Table
+
+    from bnsl_cli.cli.common import err_console
+
+    assumptions = Table(title="Assumptions", show_header=False, title_justify="left", box=None, pad_edge=False)
+    assumptions.add_column(style="bold")
+    assumptions.add_column(overflow="fold")
+    for key, value in result["assumptions"].items():
+        assumptions.add_row(key, value)
+
+    table = Table(title=result["title"], title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value", justify="right")
+    table.add_column("how", overflow="fold")
+    for name, value, note in result["rows"]:
+        table.add_row(name, _fmt(value), note)
+
+    err_console.print(assumptions)
+    err_console.print()
+    err_console.print(table)

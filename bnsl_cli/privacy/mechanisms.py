@@ -1,0 +1,127 @@
+"""The noise mechanisms of the private learners (vectorised numpy).
+
+* :func:`gumbel_max_select` — the exponential mechanism in Gumbel-max form:
+  ``argmax_k (s_k + G_k)``, ``G_k ~ Gumbel(0, b)`` i.i.d., selects ``k`` with probability
+  ``exp(s_k / b) / sum_j exp(s_j / b)``. With score sensitivity ``Delta_S`` it costs
+  ``Delta_S**2 / (2 b**2)`` zCDP.
+* :func:`gaussian_noise`, :func:`symmetric_gaussian_matrix` — the Gaussian mechanism; with L2
+  sensitivity ``Delta`` and std ``sigma`` it costs ``Delta**2 / (2 sigma**2)`` zCDP.
+* :func:`clip`, :func:`project_psd` — clipping of inputs and post-processing of outputs.
+* :func:`make_rng` — the random generator (operating-system entropy unless a seed is given).
+
+None of these functions records anything; the caller records a
+:class:`bnsl_cli.privacy.ledger.PrivacyEvent` for every release.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import numpy as np
+
+__all__ = [
+    "make_rng",
+    "gumbel_max_select",
+    "gaussian_noise",
+    "clip",
+    "symmetric_gaussian_matrix",
+    "project_psd",
+]
+
+
+def make_rng(seed: Optional[int] = None) -> tuple[np.random.Generator, bool]:
+    """``(generator, seeded)``: a PCG64 generator from ``seed``, or from OS entropy when ``seed`` is None.
+
+    ``seeded`` tells the run report whether the noise is reproducible from a user-given seed.
+    """
+    if seed is None:
+        return np.random.default_rng(), False
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return np.random.default_rng(int(seed)), True
+
+
+def gumbel_max_select(scores: np.ndarray, scale: float, rng: np.random.Generator) -> int:
+    """Flat index of ``argmax(scores + Gumbel(0, scale))`` — the exponential mechanism.
+
+    Entry ``k`` is chosen with probability ``exp(scores[k] / scale) / sum_j exp(scores[j] / scale)``.
+    Entries equal to ``-inf`` (a mask, e.g. the diagonal) are never selected. ``scale = 0`` gives the
+    plain (non-private) argmax. Use ``np.unravel_index`` for a 2-D position. One Gumbel variate is drawn
+    per entry, so the random stream does not depend on the scores.
+
+    Raises ValueError if ``scale < 0``, a score is NaN or ``+inf``, or every entry is masked.
+    """
+    s = np.asarray(scores, dtype=float).ravel()
+    if s.size == 0:
+        raise ValueError("cannot select from an empty score array")
+    if not scale >= 0:
+        raise ValueError(f"the Gumbel scale must be >= 0, got {scale!r}")
+    if np.isnan(s).any() or np.isposinf(s).any():
+        raise ValueError("scores must be finite or -inf (masked)")
+    if np.isneginf(s).all():
+        raise ValueError("every score is masked (-inf); nothing to select")
+    if scale == 0:
+        return int(np.argmax(s))
+    noisy = s + rng.gumbel(0.0, float(scale), size=s.shape)
+    return int(np.argmax(noisy))
+
+
+def gaussian_noise(
+    shape: Optional[Union[int, tuple[int, ...]]],
+    std: Union[float, np.ndarray],
+    rng: np.random.Generator,
+) -> Union[float, np.ndarray]:
+    """Draws of ``N(0, std**2)``; ``std`` may be an array (broadcast against ``shape``).
+
+    ``shape=None`` returns a Python float for scalar ``std`` (an array of ``std``'s shape otherwise).
+    ``std = 0`` gives zeros.
+    """
+    sd = np.asarray(std, dtype=float)
+    if np.isnan(sd).any() or (sd < 0).any() or np.isinf(sd).any():
+        raise ValueError("the Gaussian noise std must be finite and >= 0")
+    if shape is None:
+        if sd.ndim == 0:
+            return float(rng.normal(0.0, float(sd)))
+        return rng.normal(0.0, 1.0, size=sd.shape) * sd
+    size = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return rng.normal(0.0, 1.0, size=size) * sd
+
+
+def clip(u: Union[float, np.ndarray], c: Union[float, np.ndarray]) -> np.ndarray:
+    """Elementwise ``max(-c, min(c, u))``; ``c >= 0`` may be an array broadcast against ``u``."""
+    c_arr = np.asarray(c, dtype=float)
+    if np.isnan(c_arr).any() or (c_arr < 0).any():
+        raise ValueError("clipping levels must be >= 0")
+    return np.clip(u, -c_arr, c_arr)
+
+
+def symmetric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric ``d x d`` noise: the upper triangle (with the diagonal) i.i.d. ``N(0, std**2)``, mirrored.
+
+    ``d (d + 1) / 2`` draws, in row-major order of the upper triangle.
+    """
+    if int(d) != d or d < 0:
+        raise ValueError(f"d must be a non-negative integer, got {d!r}")
+    if not (std >= 0 and np.isfinite(std)):
+        raise ValueError(f"the Gaussian noise std must be finite and >= 0, got {std!r}")
+    d = int(d)
+    rows, cols = np.triu_indices(d)
+    draws = rng.normal(0.0, 1.0, size=rows.size) * float(std)
+    out = np.empty((d, d))
+    out[rows, cols] = draws
+    out[cols, rows] = draws
+    return out
+
+
+def project_psd(S: np.ndarray) -> np.ndarray:
+    """Nearest positive semi-definite matrix in Frobenius norm: ``V max(L, 0) V^T`` for ``sym(S) = V L V^T``.
+
+    ``S`` is symmetrised first, ``(S + S^T) / 2``; the result is exactly symmetric.
+    """
+    A = np.asarray(S, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"project_psd needs a square matrix, got shape {A.shape}")
+    A = 0.5 * (A + A.T)
+    w, V = np.linalg.eigh(A)
+    out = (V * np.maximum(w, 0.0)) @ V.T
+    return 0.5 * (out + out.T)

@@ -25,6 +25,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.federated.messages import DenseUpdate, SparseEntries, SparseUpdate
+from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.participant import Participant
 from bnsl_cli.federated.pgcd import soft_threshold
 from bnsl_cli.privacy.calibrate import multiplier_for_rho
@@ -57,6 +58,15 @@ class OneOffBudget:
         self.value_bound = value_bound
 
 
+def _need_bound(pid: int, bound: np.ndarray, what: str) -> None:
+    if np.isnan(bound).any():
+        raise PrivacyBudgetError(
+            f"participant {pid + 1}: too few rows for a private estimate of the {what} at this ε "
+            "(the noisy histogram is all noise); pass --value-bound B (a public bound on |x|), "
+            "or --public-means if the data are centred, or raise --epsilon"
+        )
+
+
 def private_preprocessing(pid: int, X: np.ndarray, budget: OneOffBudget, rng, ledger: PrivacyLedger):
     """The one-off releases: (optional) raw range, column means, centred range, second moments.
 
@@ -70,6 +80,7 @@ def private_preprocessing(pid: int, X: np.ndarray, budget: OneOffBudget, rng, le
                 X, np.zeros(d), multiplier_for_rho(rho_r), rng, quantile=RAW_QUANTILE, release=RELEASE_RANGE_RAW
             )
             ledger.record(pid, ev)
+            _need_bound(pid, b_raw, "value range")
         else:
             rho_mu, b_raw = budget.rho_means, np.full(d, float(budget.value_bound))
         centre, ev = release_means(X, b_raw, multiplier_for_rho(rho_mu), rng)
@@ -85,6 +96,7 @@ def private_preprocessing(pid: int, X: np.ndarray, budget: OneOffBudget, rng, le
             Xc, np.zeros(d), multiplier_for_rho(rho_r), rng, quantile=CENTRED_QUANTILE, release=RELEASE_RANGE_CENTRED
         )
         ledger.record(pid, ev)
+        _need_bound(pid, b_c, "spread of the centred values")
     else:
         rho_m, b_c = budget.rho_moments, np.full(d, float(budget.value_bound))
     v_hat, ev = release_second_moments(Xc, b_c, multiplier_for_rho(rho_m), rng)
@@ -125,10 +137,14 @@ class DPSparseParticipant(Participant):
         self.sigma_multiplier = float(sigma_multiplier)
         self.rng = rng
         self.ledger = ledger
-        self._R = -self._Xc.copy()  # per-sample residuals X_c B − X_c, column j for child j
+        # rows of these are columns of the data: X_cᵀ (d × n_p) and the per-sample residuals
+        # Rᵀ = (X_c B − X_c)ᵀ, so that updating child j touches one contiguous row
+        self._XT = np.ascontiguousarray(self._Xc.T)
+        self._RT = -self._XT.copy()
+        self._ones = np.ones(self.n_rows)
         self._CS = None  # clipped sums Σ_rows clip(x_i r_j, C_i), d × d
         self._C = None  # current clip levels per row i
-        self._buf = np.empty_like(self._Xc)
+        self._buf = np.empty_like(self._XT)
 
     # -- clipping ------------------------------------------------------------------------------
     def _clip_levels(self, rho2: float) -> np.ndarray:
@@ -140,17 +156,27 @@ class DPSparseParticipant(Participant):
         return self.clip * np.sqrt(M) * med
 
     def _clipped_column(self, j: int) -> np.ndarray:
+        """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d))."""
         buf = self._buf
-        np.multiply(self._Xc, self._R[:, j : j + 1], out=buf)
-        C = self._C
-        np.minimum(buf, C[None, :], out=buf)
-        np.maximum(buf, -C[None, :], out=buf)
-        return buf.sum(axis=0)
+        np.multiply(self._XT, self._RT[j], out=buf)
+        C = self._C[:, None]
+        np.minimum(buf, C, out=buf)
+        np.maximum(buf, -C, out=buf)
+        return buf @ self._ones
 
     def _recompute_all(self) -> None:
-        self._CS = np.empty((self.d, self.d))
-        for j in range(self.d):
-            self._CS[:, j] = self._clipped_column(j)
+        """All clipped sums (O(n_p d²)), a block of children at a time."""
+        d, n = self.d, self.n_rows
+        CS = np.empty((d, d))
+        C = self._C[None, :, None]
+        block = max(1, min(d, 4_000_000 // max(1, d * n)))
+        for j0 in range(0, d, block):
+            j1 = min(d, j0 + block)
+            P = self._XT[None, :, :] * self._RT[j0:j1, None, :]
+            np.minimum(P, C, out=P)
+            np.maximum(P, -C, out=P)
+            CS[:, j0:j1] = (P @ self._ones).T
+        self._CS = CS
 
     # -- one round -----------------------------------------------------------------------------
     def _local_update(self, rnd: int) -> SparseUpdate:
@@ -186,7 +212,7 @@ class DPSparseParticipant(Participant):
             delta = new - B[m, j]
             if delta != 0.0:
                 B[m, j] = new
-                self._R[:, j] += delta * self._Xc[:, m]
+                self._RT[j] += delta * self._XT[m]
                 self._CS[:, j] = self._clipped_column(j)
                 G[:, j] = self._CS[:, j] / n + beta[:, j] + rho2 * (B[:, j] - W[:, j])
         self.steps_taken += self.steps

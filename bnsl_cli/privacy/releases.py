@@ -4,9 +4,9 @@ Every function returns the released (noisy) value and the :class:`PrivacyEvent` 
 caller records it. Neighbouring relation: replace one row of this participant's data.
 
 - :func:`release_range` — a per-column bound on ``|x − c|`` from a noisy histogram of ``|x − c|``
-  over fixed, data-independent bins ``2^(k/2)``: each row adds 1 to one bin per column, so replacing
-  a row moves at most 2 units per column: L2 sensitivity ``√(2d)``. The bound is the upper edge of
-  the first bin at which the noisy cumulative count reaches ``(1 − q)·n_p`` (``n_p`` is public).
+  over fixed, data-independent bins ``(2^(k−1), 2^k]``: each row adds 1 to one bin per column, so
+  replacing a row moves at most 2 units per column: L2 sensitivity ``√(2d)``. The bound is the
+  ``1 − q`` quantile of the denoised histogram (see the function).
 - :func:`release_means` — ``Σ_rows clip(x_j / B_j, −1, 1)`` (columns scaled by the public bound):
   L2 sensitivity ``2√d``; the mean is ``B_j · (noisy sum) / n_p``.
 - :func:`release_second_moments` — ``Σ_rows min(((x_j − μ̂_j)/B_j)², 1)``: sensitivity ``√d``;
@@ -22,32 +22,40 @@ from bnsl_cli.privacy.mechanisms import gaussian_noise
 
 __all__ = ["BIN_EDGES", "release_range", "release_means", "release_second_moments", "RELEASE_RANGE_RAW", "RELEASE_RANGE_CENTRED"]
 
-#: Fixed bin edges for |x|: 2^(k/2), k = −40 … 60 (about 1e-6 … 1e9). Public, data-independent.
-BIN_EDGES = 2.0 ** (np.arange(-40, 61) / 2.0)
+#: Fixed bin edges for |x|: 2^k, k = −20 … 30 (about 1e-6 … 1e9). Public, data-independent.
+BIN_EDGES = 2.0 ** np.arange(-20, 31).astype(float)
 RELEASE_RANGE_RAW = "value-range (raw)"
 RELEASE_RANGE_CENTRED = "value-range (centred)"
 
 
 def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rng, *, quantile: float,
                   release: str) -> tuple[np.ndarray, PrivacyEvent]:
-    """Noisy per-column upper ``quantile`` of ``|x − centre|`` on the fixed grid ``BIN_EDGES``."""
+    """Noisy per-column upper ``quantile`` of ``|x − centre|`` from a histogram on ``BIN_EDGES``.
+
+    Post-processing of the noisy counts: counts below ``4σ`` are set to 0 (so the noise of the many
+    empty bins does not add up), then the quantile of the remaining mass is interpolated
+    geometrically inside its bin. Columns whose whole histogram drowns in noise get ``nan``.
+    """
     n, d = X.shape
     A = np.abs(X - centre[None, :])
-    # bin index: 0 for |x| ≤ edge[0], k for edge[k-1] < |x| ≤ edge[k], len(edges) for overflow
-    idx = np.searchsorted(BIN_EDGES, A, side="left")
+    idx = np.searchsorted(BIN_EDGES, A, side="left")  # bin k holds edge[k-1] < |x| ≤ edge[k]
     nb = BIN_EDGES.size + 1
     flat = (np.arange(d)[None, :] * nb + idx).ravel()
     counts = np.bincount(flat, minlength=d * nb).reshape(d, nb).astype(float)
     sens = float(np.sqrt(2.0 * d))
     std = sigma_multiplier * sens
     noisy = counts + gaussian_noise(counts.shape, std, rng)
-    cum = np.cumsum(noisy, axis=1)
-    target = (1.0 - quantile) * n
-    bounds = np.empty(d)
-    top = np.append(BIN_EDGES, BIN_EDGES[-1] * np.sqrt(2.0))
-    for j in range(d):
-        k = int(np.argmax(cum[j] >= target)) if (cum[j] >= target).any() else nb - 1
-        bounds[j] = top[k]
+    kept = np.where(noisy > 4.0 * std, noisy, 0.0)
+    total = kept.sum(axis=1)
+    cum = np.cumsum(kept, axis=1)
+    lower = np.concatenate([[BIN_EDGES[0] / 2.0], BIN_EDGES])  # lower edge of each bin
+    bounds = np.full(d, np.nan)
+    for j in np.flatnonzero(total > 0):
+        target = (1.0 - quantile) * total[j]
+        k = int(np.argmax(cum[j] >= target))
+        before = cum[j, k] - kept[j, k]
+        frac = (target - before) / kept[j, k]
+        bounds[j] = lower[k] * 2.0**frac
     return bounds, PrivacyEvent(release, GAUSSIAN, sens, std, 1)
 
 

@@ -1,0 +1,278 @@
+"""`bnsl privacy-budget` driven through the real command (CliRunner, and once as a subprocess)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from bnsl_cli.cli.app import app
+from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
+from bnsl_cli.privacy.calibrate import calibrate, calibrate_covariance
+from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
+
+runner = CliRunner()
+
+
+def run(*args, env=None):
+    return runner.invoke(app, ["privacy-budget", *map(str, args)], env=env)
+
+
+def run_json(*args, env=None):
+    res = run(*args, "--json", env=env)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+# mode (a): noise plan
+# ---------------------------------------------------------------------------------------------
+
+
+def test_plan_json_keys_and_values():
+    out = run_json("--epsilon", 2, "--delta", 1e-6, "--rounds", 30, "--steps", 40)
+    for key in ("epsilon", "delta", "rho", "gumbel_multiplier", "sigma_multiplier", "moment_multiplier",
+                "mean_multiplier", "rho_selection_per_step", "rho_update_per_step", "rho_per_step",
+                "selection_share", "moment_share", "mean_share", "rounds", "steps", "conversion",
+                "neighbouring_relation", "events"):
+        assert key in out, key
+    plan = calibrate(2.0, 1e-6, 30, 40)
+    assert out["epsilon"] == 2.0 and out["delta"] == 1e-6
+    assert out["rho"] == pytest.approx(plan.rho_total, rel=1e-12)
+    assert out["gumbel_multiplier"] == pytest.approx(plan.gumbel_multiplier, rel=1e-12)
+    assert out["sigma_multiplier"] == pytest.approx(plan.sigma_multiplier, rel=1e-12)
+    assert out["epsilon_spent"] == pytest.approx(2.0, rel=1e-9)
+    assert out["rounds"] == 30 and out["steps"] == 40
+    assert out["conversion"] == "tight"
+    assert out["neighbouring_relation"] == "replace-one row of one participant"
+    assert sum(e["rho"] for e in out["events"]) == pytest.approx(out["rho"], rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [5, 20, 64])
+def test_nodes_set_steps_and_rounds_default(d):
+    out = run_json("--epsilon", 1, "--delta", 1e-8, "--nodes", d)
+    assert out["steps"] == dp_steps(d) == max(20, d)
+    assert out["rounds"] == DP_ROUNDS == 50
+    # a = 1/2: both multipliers equal sqrt(K T / (rho* - rho_M - rho_mean))
+    expected = math.sqrt(50 * max(20, d) / (out["rho"] - out["rho_moments"] - out["rho_means"]))
+    assert out["gumbel_multiplier"] == pytest.approx(expected, rel=1e-12)
+    assert out["sigma_multiplier"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_samples_sets_delta():
+    out = run_json("--epsilon", 1, "--samples", 5000, "--steps", 20)
+    assert out["delta"] == pytest.approx(1 / 5000**2, rel=1e-15)
+
+
+def test_public_means_and_shares():
+    out = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--public-means")
+    assert out["mean_multiplier"] is None and out["mean_share"] == 0.0 and out["rho_means"] == 0.0
+    assert "column-means" not in [e["release"] for e in out["events"]]
+    out = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--selection-share", 0.25)
+    assert out["rho_selection_per_step"] == pytest.approx(0.25 * out["rho_per_step"], rel=1e-12)
+    assert out["gumbel_multiplier"] > out["sigma_multiplier"]
+
+
+def test_simple_conversion_option():
+    tight = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20)
+    simple = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--conversion", "simple")
+    assert simple["conversion"] == "simple"
+    assert simple["rho"] == pytest.approx(rho_for_epsilon(1.0, 1e-8, "simple"), rel=1e-12)
+    assert simple["sigma_multiplier"] > tight["sigma_multiplier"]  # the simple conversion is looser
+
+
+def test_env_var_epsilon():
+    out = run_json("--delta", 1e-8, "--steps", 20, env={"BNSL_EPSILON": "3"})
+    assert out["epsilon"] == 3.0
+
+
+# ---------------------------------------------------------------------------------------------
+# mode (b) and agreement with (a)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [[], ["--public-means"], ["--selection-share", "0.3"],
+                                   ["--conversion", "simple"]])
+@pytest.mark.parametrize("eps, delta, K, T", [(1.0, 1e-8, 50, 20), (10.0, 4e-8, 12, 200), (0.5, 1e-5, 3, 7)])
+def test_plan_then_spend_gives_epsilon_back(eps, delta, K, T, extra):
+    plan = run_json("--epsilon", eps, "--delta", delta, "--rounds", K, "--steps", T, *extra)
+    args = ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
+            "--sigma-multiplier", repr(plan["sigma_multiplier"]),
+            "--moment-multiplier", repr(plan["moment_multiplier"]),
+            "--rounds", K, "--steps", T, "--delta", repr(delta)]
+    if plan["mean_multiplier"] is not None:
+        args += ["--mean-multiplier", repr(plan["mean_multiplier"])]
+    if "--conversion" in extra:
+        args += ["--conversion", "simple"]
+    spent = run_json(*args)
+    assert spent["mode"] == "spend"
+    assert spent["epsilon"] == pytest.approx(eps, rel=1e-9)
+    assert spent["rho"] == pytest.approx(plan["rho"], rel=1e-9)
+    for key in ("epsilon", "delta", "rho", "gumbel_multiplier", "sigma_multiplier",
+                "rho_selection_per_step", "rho_update_per_step"):
+        assert key in spent
+
+
+def test_spend_without_one_off_releases_counts_less():
+    plan = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20)
+    spent = run_json("--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
+                     "--sigma-multiplier", repr(plan["sigma_multiplier"]), "--steps", 20, "--delta", 1e-8)
+    assert spent["epsilon"] < 1.0
+    assert spent["rho"] == pytest.approx(plan["rho_iterations"], rel=1e-9)
+
+
+def test_fed_bnsl_plan_and_spend_agree():
+    plan = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl", "--public-means")
+    assert plan["sigma_multiplier"] == pytest.approx(calibrate_covariance(5.0, 1e-8), rel=1e-12)
+    assert [e["release"] for e in plan["events"]] == ["covariance"]
+    spent = run_json("--sigma-multiplier", repr(plan["sigma_multiplier"]), "--delta", 1e-8,
+                     "--method", "fed-bnsl")
+    assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
+    with_means = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl")
+    spent2 = run_json("--sigma-multiplier", repr(with_means["sigma_multiplier"]),
+                      "--mean-multiplier", repr(with_means["mean_multiplier"]),
+                      "--delta", 1e-8, "--method", "fed-bnsl")
+    assert spent2["epsilon"] == pytest.approx(5.0, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# mode (c) and --max-rho
+# ---------------------------------------------------------------------------------------------
+
+
+def test_rho_to_epsilon():
+    out = run_json("--rho", 0.1, "--delta", 1e-5)
+    assert set(("epsilon", "delta", "rho")) <= set(out)
+    assert out["epsilon"] == pytest.approx(1.914239, abs=1e-5)
+    assert out["epsilon_simple"] == pytest.approx(0.1 + 2 * math.sqrt(0.1 * math.log(1e5)), rel=1e-12)
+
+
+@pytest.mark.parametrize("extra", [["--max-rho"], [], ["--max-rho", "--steps", "20"]])
+def test_max_rho(extra):
+    out = run_json("--epsilon", 1, "--delta", 1e-5, *extra)
+    assert out["mode"] == "max-rho"
+    assert out["rho"] == pytest.approx(rho_for_epsilon(1.0, 1e-5), rel=1e-12)
+    assert epsilon_from_rho(out["rho"], 1e-5) == pytest.approx(1.0, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# human output
+# ---------------------------------------------------------------------------------------------
+
+
+def test_human_table_goes_to_stderr_only():
+    res = run("--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == ""
+    err = res.stderr
+    for text in ("replace-one row of one participant", "Canonne", "rounds K", "steps T", "selection",
+                 "Gumbel multiplier", "sigma multiplier", "254.125"):
+        assert text in err, text
+
+
+def test_human_spend_and_convert_tables():
+    res = run("--rho", 0.1, "--delta", 1e-5)
+    assert res.exit_code == 0 and res.stdout == "" and "1.91424" in res.stderr
+    res = run("--gumbel-multiplier", 50, "--sigma-multiplier", 50, "--steps", 20, "--delta", 1e-5)
+    assert res.exit_code == 0 and res.stdout == ""
+    assert "none counted" in res.stderr  # says that the one-off releases were not included
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+# ---------------------------------------------------------------------------------------------
+
+
+def _one_clean_line(res):
+    assert "Traceback" not in res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--epsilon", "0", "--delta", "1e-5", "--steps", "20"], "epsilon"),
+        (["--epsilon", "-1", "--delta", "1e-5", "--steps", "20"], "epsilon"),
+        (["--epsilon", "1", "--delta", "0", "--steps", "20"], "delta"),
+        (["--epsilon", "1", "--delta", "1.5", "--steps", "20"], "delta"),
+        (["--epsilon", "1", "--delta", "-0.1", "--max-rho"], "delta"),
+        (["--rho", "0.1", "--delta", "1"], "delta"),
+        (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--moment-share", "0.6", "--mean-share",
+          "0.5"], "whole budget"),
+        (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--moment-share", "1.0",
+          "--public-means"], "share"),
+        (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--selection-share", "1"], "selection share"),
+        (["--epsilon", "1", "--delta", "1e-5", "--steps", "0"], "steps"),
+        (["--epsilon", "1", "--delta", "1e-5", "--method", "fed-bnsl", "--mean-share", "1"], "mean share"),
+        (["--gumbel-multiplier", "0", "--sigma-multiplier", "3", "--steps", "5", "--delta", "1e-5"],
+         "multiplier"),
+    ],
+)
+def test_budget_problems_exit_5(args, match):
+    res = run(*args)
+    assert res.exit_code == 5, res.output
+    _one_clean_line(res)
+    assert match in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--epsilon", "1", "--rounds", "50", "--steps", "20"],
+        ["--epsilon", "1", "--max-rho"],
+        ["--rho", "0.5"],
+        ["--gumbel-multiplier", "10", "--sigma-multiplier", "10", "--steps", "20"],
+    ],
+)
+def test_missing_delta_is_a_usage_error(args):
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    _one_clean_line(res)
+    for text in ("delta", "1/n_p", "--delta", "--samples"):
+        assert text in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],  # nothing to compute
+        ["--delta", "1e-5", "--rounds", "10"],  # no epsilon
+        ["--epsilon", "1", "--delta", "1e-5", "--rounds", "10"],  # no steps / nodes
+        ["--epsilon", "1", "--delta", "1e-5", "--samples", "100", "--steps", "3"],  # both delta sources
+        ["--gumbel-multiplier", "10", "--delta", "1e-5", "--steps", "3"],  # sigma missing
+        ["--rho", "0.1", "--delta", "1e-5", "--max-rho"],
+    ],
+)
+def test_other_usage_errors_exit_2(args):
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    _one_clean_line(res)
+
+
+# ---------------------------------------------------------------------------------------------
+# the real process
+# ---------------------------------------------------------------------------------------------
+
+
+def test_subprocess_json_on_stdout_nothing_on_stderr():
+    proc = subprocess.run(
+        [sys.executable, "-m", "bnsl_cli", "privacy-budget", "--epsilon", "1", "--delta", "1e-8",
+         "--nodes", "20", "--json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    out = json.loads(proc.stdout)
+    assert out["epsilon"] == 1.0 and out["steps"] == 20 and out["rounds"] == 50
+
+
+def test_command_module_imports_no_numerics():
+    """`bnsl --help` stays fast: the command module imports the privacy library lazily."""
+    code = ("import sys, bnsl_cli.cli.privacy_budget; "
+            "bad = [m for m in ('numpy', 'scipy', 'bnsl_cli.privacy.calibrate') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -11,7 +11,14 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.cli.common import err_console, fail, print_json
+from bnsl_cli.cli.common import err_console, fail as _fail, print_json
+
+
+def fail(message: str, code: int) -> "typer.Exit":
+    """One error line; the message (which may hold paths or user text) is not read as markup."""
+    from rich.markup import escape
+
+    return _fail(escape(message), code)
 
 GENERATOR = "bnsl simulate"
 SCHEMA_VERSION = 1
@@ -86,9 +93,9 @@ def command(
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Random seed (>= 0). Without it fresh entropy is drawn and recorded in manifest.json."
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Output directory."),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
     weight_range: str = typer.Option(
-        "0.5,2", "--weight-range", help="LOW,HIGH: |weights| uniform on \\[LOW, HIGH], random sign."
+        "0.5,2", "--weight-range", metavar="LOW,HIGH", help="LOW,HIGH: |weights| uniform on \\[LOW, HIGH], random sign."
     ),
     noise: Noise = typer.Option(
         Noise.gaussian, "--noise", case_sensitive=False, help="Noise distribution (mean 0, variance scale²)."

@@ -9,7 +9,14 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.cli.common import err_console, fail, print_json
+from bnsl_cli.cli.common import err_console, fail as _fail, print_json
+
+
+def fail(message: str, code: int) -> "typer.Exit":
+    """One error line; the message (which may hold paths or user text) is not read as markup."""
+    from rich.markup import escape
+
+    return _fail(escape(message), code)
 
 SCHEMA_VERSION = 1
 
@@ -36,14 +43,14 @@ def _parse_sizes(text: str) -> list[float]:
 
 
 def command(
-    data: Path = typer.Argument(..., help="The CSV file to split (header row, numeric values); never modified."),
+    data: Path = typer.Argument(..., metavar="DATA.csv", help="The CSV file to split (header row, numeric values); never modified."),
     participants: Optional[int] = typer.Option(
         None,
         "--participants",
         "-p",
         help="Number of shards P. Optional with --sizes (their count) and --by (the number of distinct values).",
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Output directory for participant-NN.csv."),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory for participant-NN.csv."),
     mode: Optional[Mode] = typer.Option(
         None,
         "--mode",
@@ -52,10 +59,10 @@ def command(
         "sizes (see --sizes), group (see --by).",
     ),
     sizes: Optional[str] = typer.Option(
-        None, "--sizes", help="Proportions summing to 1, e.g. 0.5,0.3,0.2 (implies --mode sizes; rows drawn at random)."
+        None, "--sizes", metavar="Q1,Q2,...", help="Proportions summing to 1, e.g. 0.5,0.3,0.2 (implies --mode sizes; rows drawn at random)."
     ),
     by: Optional[str] = typer.Option(
-        None, "--by", help="Column whose values define the shards, one per value, sorted; the column is dropped (implies --mode group)."
+        None, "--by", metavar="COLUMN", help="Column whose values define the shards, one per value, sorted; the column is dropped (implies --mode group)."
     ),
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for random and sizes modes (>= 0); without it one is drawn and reported."

@@ -1,10 +1,256 @@
-"""`bnsl simulate` (not yet implemented)."""
+"""`bnsl simulate`: synthetic federated data from a random linear SEM with a known DAG."""
 
 from __future__ import annotations
 
+import enum
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Optional
+
 import typer
 
+from bnsl_cli.cli.common import err_console, fail as _fail, print_json
 
-def command() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(1)
+
+def fail(message: str, code: int) -> "typer.Exit":
+    """One error line; the message (which may hold paths or user text) is not read as markup."""
+    from rich.markup import escape
+
+    return _fail(escape(message), code)
+
+GENERATOR = "bnsl simulate"
+SCHEMA_VERSION = 1
+
+
+class GraphType(str, enum.Enum):
+    er = "er"
+    sf = "sf"
+
+
+class Noise(str, enum.Enum):
+    gaussian = "gaussian"
+    exponential = "exponential"
+    gumbel = "gumbel"
+    uniform = "uniform"
+
+
+def _parse_range(text: str) -> tuple[float, float]:
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2:
+        raise ValueError(f"--weight-range must be LOW,HIGH such as 0.5,2 (got {text!r})")
+    try:
+        low, high = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise ValueError(f"--weight-range must be two numbers LOW,HIGH such as 0.5,2 (got {text!r})") from None
+    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0 or high < low:
+        raise ValueError(f"--weight-range needs 0 < LOW <= HIGH (got {text!r})")
+    return low, high
+
+
+def _previous_manifest(out: Path) -> Optional[dict]:
+    """The manifest of an earlier `bnsl simulate` run in ``out``, or None."""
+    try:
+        obj = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(obj, dict) and obj.get("generator") == GENERATOR:
+        return obj
+    return None
+
+
+def _data_csv_chunks(X, names, chunk: int = 2048):
+    """CSV text of a data matrix: shortest round-trip ``repr`` of every float, ``-0.0`` as ``0.0``."""
+    yield ",".join(names) + "\n"
+    for start in range(0, X.shape[0], chunk):
+        block = (X[start : start + chunk] + 0.0).tolist()  # + 0.0 turns -0.0 into 0.0
+        yield "".join(",".join(map(repr, row)) + "\n" for row in block)
+
+
+def _write_data_csv(path: Path, X, names) -> None:
+    from bnsl_cli.io.atomic import atomic_open
+
+    with atomic_open(path, "w", newline="") as fh:
+        for part in _data_csv_chunks(X, names):
+            fh.write(part)
+
+
+def command(
+    nodes: int = typer.Option(..., "--nodes", "-d", help="Number of variables d (>= 2)."),
+    edges: int = typer.Option(
+        ...,
+        "--edges",
+        "-e",
+        help="Expected number of edges (er: each pair gets an edge with p = E / (d(d-1)/2); "
+        "sf: m = round(E / d) edges per new node). At most d(d-1)/2.",
+    ),
+    graph: GraphType = typer.Option(
+        GraphType.er, "--graph", case_sensitive=False, help="Erdős–Rényi (er) or scale-free (sf) DAG."
+    ),
+    participants: int = typer.Option(..., "--participants", "-p", help="Number of shards P (>= 1)."),
+    samples: int = typer.Option(..., "--samples", "-n", help="Rows per participant (>= 2)."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Random seed (>= 0). Without it fresh entropy is drawn and recorded in manifest.json."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
+    weight_range: str = typer.Option(
+        "0.5,2", "--weight-range", metavar="LOW,HIGH", help="LOW,HIGH: |weights| uniform on \\[LOW, HIGH], random sign."
+    ),
+    noise: Noise = typer.Option(
+        Noise.gaussian, "--noise", case_sensitive=False, help="Noise distribution (mean 0, variance scale²)."
+    ),
+    noise_scale: float = typer.Option(1.0, "--noise-scale", help="Noise standard deviation, the same for every variable."),
+    heterogeneous: bool = typer.Option(
+        False, "--heterogeneous", help="Same DAG, participant-specific weights (written to truths/)."
+    ),
+    spread: float = typer.Option(
+        0.5, "--spread", help="With --heterogeneous: |w_p| = |w| + U\\[-spread, spread], reflected at LOW, sign kept."
+    ),
+    force: bool = typer.Option(False, "--force", help="Write into a non-empty directory not made by bnsl simulate."),
+    json_out: bool = typer.Option(False, "--json", help="Print the manifest as JSON on stdout."),
+) -> None:
+    """Simulate a random DAG, its weights and P participant shards from the linear SEM X = XW + N.
+
+    Orientation: W\\[i, j] is the weight of the edge i -> j (rows are parents). Writes truth.csv,
+    truth.dot, manifest.json and shards/participant-NN.csv (or data.csv when P = 1); with
+    --heterogeneous also truths/participant-NN.csv. The same seed gives byte-identical files.
+    """
+    import numpy as np
+
+    from bnsl_cli import __version__
+    from bnsl_cli import simulate as sim
+    from bnsl_cli.io.atomic import atomic_write_text
+    from bnsl_cli.io.graphs import ORIENTATION, adjacency_csv_text, dot_text
+
+    try:
+        low, high = _parse_range(weight_range)
+        sim.check_params(
+            nodes,
+            edges,
+            graph.value,
+            participants=participants,
+            samples=samples,
+            weight_range=(low, high),
+            noise=noise.value,
+            noise_scale=noise_scale,
+            spread=spread,
+        )
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    if seed is not None and seed < 0:
+        raise fail(f"--seed must be >= 0 (got {seed})", 2)
+
+    def check_target() -> Optional[dict]:
+        if out.exists() and not out.is_dir():
+            raise fail(f"{out}: exists and is not a directory; choose another --out", 2)
+        previous = _previous_manifest(out) if out.is_dir() else None
+        if out.is_dir() and any(out.iterdir()) and previous is None and not force:
+            raise fail(
+                f"{out}: directory is not empty and was not written by bnsl simulate; "
+                "choose another --out or add --force",
+                2,
+            )
+        return previous
+
+    check_target()
+    result = sim.simulate(
+        nodes,
+        edges,
+        participants=participants,
+        samples=samples,
+        graph_type=graph.value,
+        weight_range=(low, high),
+        noise=noise.value,
+        noise_scale=noise_scale,
+        heterogeneous=heterogeneous,
+        spread=spread,
+        seed=seed,
+    )
+    names = list(result.names)
+    P = participants
+    width = max(2, len(str(P)))
+    n_edges = result.n_edges
+
+    # Everything to write, as (relative path, kind, rows, writer). Generation has succeeded here.
+    plan: list[tuple[str, str, dict, object]] = []
+    plan.append(("truth.csv", "truth", {"rows": nodes, "edges": n_edges},
+                 lambda p: atomic_write_text(p, adjacency_csv_text(result.W, names))))
+    plan.append(("truth.dot", "truth_dot", {"edges": n_edges},
+                 lambda p: atomic_write_text(p, dot_text(result.W, names, title="bnsl simulate: true DAG"))))
+    if heterogeneous:
+        for k, Wp in enumerate(result.weights, start=1):
+            plan.append((f"truths/participant-{k:0{width}d}.csv", "participant_truth",
+                         {"participant": k, "rows": nodes, "edges": int(np.count_nonzero(Wp))},
+                         lambda p, Wp=Wp: atomic_write_text(p, adjacency_csv_text(Wp, names))))
+    if P == 1:
+        plan.append(("data.csv", "data", {"participant": 1, "rows": samples},
+                     lambda p: _write_data_csv(p, result.shards[0], names)))
+    else:
+        for k, X in enumerate(result.shards, start=1):
+            plan.append((f"shards/participant-{k:0{width}d}.csv", "data", {"participant": k, "rows": samples},
+                         lambda p, X=X: _write_data_csv(p, X, names)))
+
+    options = dict(result.params)
+    options["graph"] = graph.value
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "generator": GENERATOR,
+        "bnsl_version": __version__,
+        "numpy_version": np.__version__,
+        "orientation": ORIENTATION,
+        "model": "X = X W + N; noise columns independent, mean 0, variance noise_scale^2",
+        "seed": result.seed,
+        "seed_given": seed is not None,
+        "options": options,
+        "truth": {"nodes": names, "edges": n_edges, "expected_edges": edges},
+        "files": [{"path": rel, "kind": kind, **info} for rel, kind, info, _ in plan]
+        + [{"path": "manifest.json", "kind": "manifest"}],
+    }
+
+    previous = check_target()
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for rel, _, _, write in plan:
+            write(out / rel)
+        atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    if previous is not None:
+        _remove_stale(out, previous, {rel for rel, *_ in plan} | {"manifest.json"})
+
+    first, last = f"{1:0{width}d}", f"{P:0{width}d}"
+    written = ["truth.csv", "truth.dot"]
+    if heterogeneous:
+        written.append(f"truths/participant-{first}.csv" + (f" … participant-{last}.csv" if P > 1 else ""))
+    written.append("data.csv" if P == 1 else f"shards/participant-{first}.csv … participant-{last}.csv")
+    written.append("manifest.json")
+    err_console.print(
+        f"simulated {graph.value} DAG: {nodes} nodes, {n_edges} edge{'s' if n_edges != 1 else ''} "
+        f"(expected {edges}); {P} participant{'s' if P != 1 else ''} × {samples} rows"
+        f"{', heterogeneous weights' if heterogeneous else ''}; seed {result.seed}",
+        soft_wrap=True,
+        markup=False,
+    )
+    err_console.print(f"wrote {out}/: {', '.join(written)}", soft_wrap=True, markup=False)
+    if json_out:
+        print_json(manifest)
+
+
+def _remove_stale(out: Path, previous: dict, keep: set[str]) -> None:
+    """Delete files an earlier `bnsl simulate` run listed in its manifest and this run did not write."""
+    root = out.resolve()
+    for entry in previous.get("files", []):
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(rel, str) or rel in keep:
+            continue
+        target = (out / rel).resolve()
+        if root not in target.parents or not target.is_file():
+            continue
+        target.unlink()
+        parent = target.parent
+        if parent != root and not any(parent.iterdir()):
+            parent.rmdir()

@@ -70,5 +70,5 @@ def main(argv: Optional[list[str]] = None) -> None:
     except BnslError as exc:  # raised outside a command's own handler
         if common.STATE["debug"]:
             traceback.print_exc()
-        common.err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        common.fail(str(exc), exc.exit_code)
         sys.exit(exc.exit_code)

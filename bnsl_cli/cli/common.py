@@ -19,8 +19,12 @@ STATE = {"debug": False}
 
 
 def fail(message: str, code: int) -> "typer.Exit":
-    """Print one clean line on stderr and return an Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True)
+    """Print one clean line on stderr and return an Exit to raise.
+
+    The message is plain text (paths and user input may hold ``[``), never rich markup."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, markup=True)
     return typer.Exit(code)
 
 
@@ -91,7 +95,9 @@ def env_default(name: str):
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
-    err_console.print(f"[bold yellow]warning:[/] {message}", soft_wrap=True)
+    from rich.markup import escape
+
+    err_console.print(f"[bold yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
 
 
 def guarded(func):

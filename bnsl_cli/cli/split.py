@@ -9,14 +9,7 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.cli.common import err_console, fail as _fail, print_json
-
-
-def fail(message: str, code: int) -> "typer.Exit":
-    """One error line; the message (which may hold paths or user text) is not read as markup."""
-    from rich.markup import escape
-
-    return _fail(escape(message), code)
+from bnsl_cli.cli.common import err_console, fail, print_json
 
 SCHEMA_VERSION = 1
 

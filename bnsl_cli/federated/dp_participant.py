@@ -159,23 +159,16 @@ class DPSparseParticipant(Participant):
         """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d))."""
         buf = self._buf
         np.multiply(self._XT, self._RT[j], out=buf)
-        C = self._C[:, None]
-        np.minimum(buf, C, out=buf)
-        np.maximum(buf, -C, out=buf)
+        np.clip(buf, self._Clo, self._Chi, out=buf)
         return buf @ self._ones
 
     def _recompute_all(self) -> None:
-        """All clipped sums (O(n_p d²)), a block of children at a time."""
-        d, n = self.d, self.n_rows
-        CS = np.empty((d, d))
-        C = self._C[None, :, None]
-        block = max(1, min(d, 4_000_000 // max(1, d * n)))
-        for j0 in range(0, d, block):
-            j1 = min(d, j0 + block)
-            P = self._XT[None, :, :] * self._RT[j0:j1, None, :]
-            np.minimum(P, C, out=P)
-            np.maximum(P, -C, out=P)
-            CS[:, j0:j1] = (P @ self._ones).T
+        """All clipped sums (O(n_p d²)), with the clip levels ``self._C``."""
+        self._Chi = self._C[:, None].copy()
+        self._Clo = -self._Chi
+        CS = np.empty((self.d, self.d))
+        for j in range(self.d):
+            CS[:, j] = self._clipped_column(j)
         self._CS = CS
 
     # -- one round -----------------------------------------------------------------------------

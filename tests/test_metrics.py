@@ -348,3 +348,24 @@ def test_identical_graphs_are_perfect():
     assert m["shd"] == 0 and m["tpr"] == 1.0 and m["fdr"] == 0.0 and m["f1"] == 1.0
     assert m["weight_mse"] == 0.0
     assert m["v_structures_correct"] == m["v_structures_true"]
+
+
+def test_truth_with_two_cycle_counts_prediction_as_true_not_reversed():
+    # truth a <-> b (allowed cyclic); estimate a -> b: a true positive, not reversed
+    T = np.array([[0, 1.0], [1.0, 0]])
+    E = np.array([[0, 1.0], [0, 0]])
+    m = structure_metrics(E, T, allow_cyclic_truth=True)
+    assert (m["tp"], m["reversed"], m["fp"], m["fn"], m["shd"]) == (1, 0, 0, 1, 0)
+
+
+def test_self_loop_in_estimate_counts_like_count_accuracy():
+    # count_accuracy's skeleton is tril(B + B^T) including the diagonal: a self-loop is an extra adjacency
+    T = np.zeros((3, 3))
+    T[0, 1] = 1
+    E = T.copy()
+    E[2, 2] = 1
+    m = structure_metrics(E, T)
+    ref = reference_count_accuracy(T, E)
+    assert m["shd"] == ref["shd"] == 1 and m["extra"] == 1
+    assert m["fdr"] == pytest.approx(ref["fdr"]) and m["nnz"] == ref["nnz"] == 2
+    assert m["is_dag"] is False

@@ -22,6 +22,7 @@ import io
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -308,14 +309,140 @@ def _dot_unquote(s: str) -> str:
     return s
 
 
-def _read_dot_graph(path: Path, text: str) -> Graph:
+class _DotUnsupported(Exception):
+    """The fast DOT parser met something it does not handle; pydot decides."""
+
+
+_DOT_TOKEN = re.compile(
+    r"""
+    (?P<skip>\s+|//[^\n]*|/\*.*?\*/|(?<![^\n])\#[^\n]*)
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<id>[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*|-?(?:\.\d+|\d+(?:\.\d*)?))
+  | (?P<op>->|--|[{}\[\]=;,:])
+    """,
+    re.S | re.X,
+)
+_DOT_KEYWORDS = {"strict", "graph", "digraph", "node", "edge", "subgraph"}
+
+_DOT_ID_PART = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^:]*)')
+_DotParse = tuple  # (kind, nodes: list[(id, attrs)], edges: list[(src, dst, attrs)])
+
+
+def _dot_tokens(text: str) -> list[tuple[str, str]]:
+    out, pos, n = [], 0, len(text)
+    while pos < n:
+        m = _DOT_TOKEN.match(text, pos)
+        if m is None:
+            raise _DotUnsupported(f"unexpected character at offset {pos}")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "skip":
+            continue
+        tok = m.group()
+        if kind == "id" and tok.lower() in _DOT_KEYWORDS:
+            kind = "kw"
+            tok = tok.lower()
+        out.append((kind, tok))
+    return out
+
+
+def _parse_dot_fast(text: str) -> _DotParse:
+    """A small recursive-descent parser for flat DOT graphs (node, edge and attribute statements,
+    edge chains, ports, comments). Subgraphs, HTML strings and other rarities raise
+    :class:`_DotUnsupported` so that pydot handles them."""
+    toks = _dot_tokens(text)
+    k = 0
+
+    def peek(o: int = 0):
+        return toks[k + o] if k + o < len(toks) else ("eof", "")
+
+    def take(kind=None, value=None):
+        nonlocal k
+        t = peek()
+        if (kind and t[0] != kind) or (value and t[1] != value):
+            raise _DotUnsupported(f"expected {value or kind}, found {t[1]!r}")
+        k += 1
+        return t
+
+    def ident() -> str:
+        t = peek()
+        if t[0] not in ("id", "str"):
+            raise _DotUnsupported(f"expected an id, found {t[1]!r}")
+        take()
+        return _dot_unquote(t[1]) if t[0] == "str" else t[1]
+
+    def attr_lists() -> dict:
+        attrs: dict[str, str] = {}
+        while peek()[1] == "[":
+            take()
+            while peek()[1] != "]":
+                key = ident()
+                take(value="=")
+                attrs[key] = ident()
+                if peek()[1] in (",", ";"):
+                    take()
+            take(value="]")
+        return attrs
+
+    def node_id() -> str:
+        nid = ident()
+        for _ in range(2):  # ports a:p:c are ignored
+            if peek()[1] == ":":
+                take()
+                ident()
+        return nid
+
+    if peek() == ("kw", "strict"):
+        take()
+    kind = take("kw")[1]
+    if kind not in ("graph", "digraph"):
+        raise _DotUnsupported("not a graph")
+    if peek()[0] in ("id", "str"):
+        ident()
+    take(value="{")
+    nodes: list[tuple[str, dict]] = []
+    edges: list[tuple[str, str, dict]] = []
+    while peek()[1] != "}":
+        t = peek()
+        if t[1] == ";":
+            take()
+            continue
+        if t[0] == "kw":
+            if t[1] == "subgraph":
+                raise _DotUnsupported("subgraph")
+            take()
+            attr_lists()  # default attributes: ignored
+        elif peek(1)[1] == "=":
+            ident(), take(), ident()  # graph attribute a = b
+        else:
+            chain = [node_id()]
+            while peek()[1] in ("->", "--"):
+                take()
+                if peek()[1] == "{":
+                    raise _DotUnsupported("edge to a subgraph")
+                chain.append(node_id())
+            attrs = attr_lists()
+            if len(chain) == 1:
+                nodes.append((chain[0], attrs))
+            else:
+                edges.extend((u, v, attrs) for u, v in zip(chain, chain[1:]))
+    take(value="}")
+    if peek()[0] != "eof":
+        raise _DotUnsupported("text after the graph")
+    return kind, nodes, edges
+
+
+def _parse_dot_pydot(path: Path, text: str) -> _DotParse:
     try:
-        import pydot
+        with warnings.catch_warnings():  # pyparsing deprecation chatter from pydot's grammar
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import pydot
     except ImportError:  # pragma: no cover - pydot is a dependency
         raise InputDataError(f"{path}: reading DOT needs the pydot package") from None
     chatter = io.StringIO()  # pydot prints parse errors; the library never prints
     try:
-        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
             graphs = pydot.graph_from_dot_data(text)
     except Exception:
         graphs = None
@@ -324,43 +451,59 @@ def _read_dot_graph(path: Path, text: str) -> Graph:
         hint = f" ({detail[-1]})" if detail else ""
         raise InputDataError(f"{path}: not a valid DOT graph{hint}")
     g = graphs[0]
-    if g.get_type() != "digraph":
-        raise InputDataError(f"{path}: DOT graph is undirected ('graph'); a 'digraph' is needed")
-
-    label_of: dict[str, str] = {}
-    order: list[str] = []
+    nodes = []
     for node in g.get_nodes():
         nid = _dot_unquote(node.get_name())
         if nid in ("node", "edge", "graph"):
             continue
-        label = node.get_attributes().get("label")
-        label_of[nid] = _dot_unquote(label) if label is not None else nid
-        order.append(nid)
-    declared = bool(order)
+        nodes.append((nid, {k: _dot_unquote(str(v)) for k, v in node.get_attributes().items()}))
     edges = []
     for e in g.get_edges():
         ends = (e.get_source(), e.get_destination())
         if not all(isinstance(x, str) for x in ends):
             raise InputDataError(f"{path}: edges to subgraphs are not supported; list each edge a -> b")
-        s, t = (_dot_unquote(x) for x in ends)
+        s, t = (_dot_unquote(_DOT_ID_PART.match(x).group(1)) for x in ends)  # drop ports
+        edges.append((s, t, {k: _dot_unquote(str(v)) for k, v in e.get_attributes().items()}))
+    return g.get_type(), nodes, edges
+
+
+def _read_dot_graph(path: Path, text: str) -> Graph:
+    """DOT: node statements give names (``label=`` if present, else the id); an edge's weight is
+    its ``weight_value``, else ``weight``, else a numeric ``label``, else 1."""
+    try:
+        kind, nodes, edges = _parse_dot_fast(text)
+    except _DotUnsupported:
+        kind, nodes, edges = _parse_dot_pydot(path, text)
+    if kind != "digraph":
+        raise InputDataError(f"{path}: DOT graph is undirected ('graph'); a 'digraph' is needed")
+
+    label_of: dict[str, str] = {}
+    order: list[str] = []
+    for nid, attrs in nodes:
+        if nid not in label_of:
+            order.append(nid)
+        if "label" in attrs or nid not in label_of:
+            label_of[nid] = attrs.get("label", nid)
+    declared = bool(order)
+    weighted = []
+    for s, t, attrs in edges:
         for n in (s, t):
             if n not in label_of:
                 label_of[n] = n
                 order.append(n)
-        attrs = e.get_attributes()
         w = 1.0
         for key in ("weight_value", "weight", "label"):
             if key in attrs:
                 try:
-                    w = float(_dot_unquote(str(attrs[key])))
+                    w = float(attrs[key])
                     break
                 except ValueError:
                     continue
-        edges.append((label_of[s], label_of[t], w))
+        weighted.append((label_of[s], label_of[t], w))
     names = [label_of[n] for n in order]
     if len(set(names)) != len(names):
         raise InputDataError(f"{path}: duplicate node labels in the DOT graph")
-    return _from_edges(names, edges, path, all_nodes_listed=declared or not edges)
+    return _from_edges(names, weighted, path, all_nodes_listed=declared or not weighted)
 
 
 def _read_json_graph(path: Path, text: str) -> Graph:

@@ -12,6 +12,9 @@ Formats written by bnsl:
 - report JSON: ``{"graph": {"nodes": [...], "edges": [{"source", "target", "weight"}, ...]}, ...}``.
 
 Readers also accept a plain 0/1 (or weighted) matrix with a header row of names and no index column.
+An edges CSV cannot name isolated nodes, so a graph read from one has ``all_nodes_listed=False``.
+DOT is read by a small built-in parser for flat graphs; anything it does not handle (subgraphs,
+HTML labels, …) goes to pydot.
 """
 
 from __future__ import annotations

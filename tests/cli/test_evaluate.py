@@ -183,3 +183,18 @@ def test_help_states_orientation():
     assert "W[i, j] is the edge i -> j" in res.stdout
     for opt in ("--truth", "--threshold", "--json", "--csv", "--allow-cyclic-truth"):
         assert opt in res.stdout
+
+
+def test_real_process_exit_code_and_clean_error(tmp_path, truth):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text(",a,b\na,0,x\nb,0,0\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bnsl_cli", "evaluate", str(bad), "--truth", str(truth)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 3
+    assert proc.stdout == ""
+    assert proc.stderr.strip() == f"error: {bad}: row 2, column 'b': 'x' is not a number"

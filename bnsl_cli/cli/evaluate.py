@@ -1,10 +1,146 @@
-"""`bnsl evaluate` (not yet implemented)."""
+"""`bnsl evaluate`: compare estimated graphs with a true graph (SHD, TPR, FDR, FPR, F1, …)."""
 
 from __future__ import annotations
 
+import csv
+import sys
+from pathlib import Path
+from typing import List
+
 import typer
 
+from bnsl_cli.cli.common import fail, print_json
 
-def command() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(1)
+#: Columns of the summary table: (metric key, header).
+TABLE_COLUMNS = (
+    ("nnz", "nnz"),
+    ("shd", "SHD"),
+    ("tpr", "TPR"),
+    ("fdr", "FDR"),
+    ("fpr", "FPR"),
+    ("f1", "F1"),
+    ("tp", "TP"),
+    ("reversed", "rev"),
+    ("extra", "extra"),
+    ("missing", "missing"),
+    ("skeleton_f1", "skel F1"),
+    ("is_dag", "DAG"),
+)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _render_table(rows: list[dict], truth: Path, to_stderr: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"evaluated against {truth}", title_justify="left")
+    table.add_column("estimate", overflow="fold")
+    for _, head in TABLE_COLUMNS:
+        table.add_column(head, justify="right")
+    for r in rows:
+        table.add_row(str(r["estimate"]), *(_cell(r[k]) for k, _ in TABLE_COLUMNS))
+    console = Console(stderr=to_stderr, highlight=False)
+    if not console.is_terminal:  # a pipe or a log file: never squeeze or truncate cells
+        width = Console(width=100_000).measure(table).maximum
+        console = Console(stderr=to_stderr, highlight=False, width=max(width, 40), color_system=None)
+    console.print(table)
+
+
+def _write_csv(rows: list[dict]) -> None:
+    keys = list(rows[0].keys())
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(keys)
+    for r in rows:
+        writer.writerow(
+            ["" if r[k] is None else (str(r[k]).lower() if isinstance(r[k], bool) else r[k]) for k in keys]
+        )
+    sys.stdout.flush()
+
+
+def command(
+    estimates: List[Path] = typer.Argument(
+        ...,
+        metavar="ESTIMATE",
+        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix with header, DOT or report JSON.",
+        show_default=False,
+    ),
+    truth: Path = typer.Option(
+        ...,
+        "--truth",
+        "-t",
+        metavar="TRUTH",
+        help="True graph, in any of the formats above.",
+        show_default=False,
+    ),
+    threshold: float = typer.Option(
+        0.0,
+        "--threshold",
+        min=0.0,
+        help="Treat estimated entries with |w| <= T as no edge (0: any non-zero entry is an edge).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Write a JSON list (one object per estimate) to stdout."),
+    as_csv: bool = typer.Option(False, "--csv", help="Write CSV (one row per estimate) to stdout."),
+    allow_cyclic_truth: bool = typer.Option(
+        False, "--allow-cyclic-truth", help="Evaluate against a truth graph that has cycles (e.g. Sachs' consensus graph)."
+    ),
+) -> None:
+    """Compare estimated graphs with a true graph: SHD, TPR, FDR, FPR, precision, recall, F1, v-structures.
+
+    Orientation: W\\[i, j] is the edge i -> j (rows are parents, columns children). An edge is any entry with |w| > --threshold. Nodes are matched by name; nodes an edges CSV does not mention are isolated. Metrics follow NOTEARS' count_accuracy; a rate whose denominator is 0 is null. One row per estimate.
+
+    Output: with --json or --csv the results go to stdout and the summary table to stderr, so a pipe gets clean data; with neither, the table is the result and goes to stdout.
+
+    Exit code 3 for unreadable or mismatched files and for a cyclic truth without --allow-cyclic-truth.
+    """
+    from bnsl_cli.errors import InputDataError
+    from bnsl_cli.io.graphs import read_graph
+    from bnsl_cli.metrics import structure_metrics
+
+    if as_json and as_csv:
+        raise fail("use either --json or --csv, not both", 2)
+
+    true_graph = read_graph(truth)
+    est_graphs = [(p, read_graph(p)) for p in estimates]  # validate every file before computing
+
+    universe = list(true_graph.names)
+    known = set(universe)
+    for path, g in est_graphs:
+        unknown = [n for n in g.names if n not in known]
+        if not unknown:
+            continue
+        if true_graph.all_nodes_listed:
+            shown = ", ".join(map(repr, unknown[:5])) + (" …" if len(unknown) > 5 else "")
+            raise InputDataError(f"{path}: node(s) {shown} are not in the truth {truth}")
+        universe.extend(unknown)  # the truth's format cannot list isolated nodes
+        known.update(unknown)
+    true_graph = true_graph.reorder(universe, source=str(truth), allow_missing=True)
+
+    rows = []
+    for path, g in est_graphs:
+        W_est = g.reorder(universe, source=str(path), allow_missing=True).W
+        try:
+            m = structure_metrics(
+                W_est,
+                true_graph.W,
+                allow_cyclic_truth=allow_cyclic_truth,
+                threshold=threshold,
+                names=universe,
+            )
+        except InputDataError as exc:
+            raise InputDataError(f"{truth}: {exc}") from None
+        rows.append({"estimate": str(path), "d": len(universe), **m})
+
+    if as_json:
+        print_json(rows)
+    elif as_csv:
+        _write_csv(rows)
+    _render_table(rows, truth, to_stderr=as_json or as_csv)

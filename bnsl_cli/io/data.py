@@ -82,21 +82,29 @@ def check_columns(names: Sequence[str], path: Path) -> None:
         seen[h] = k
 
 
-def _locate_bad_cell(path: Path, text: str, names: Sequence[str]) -> InputDataError:
-    """Slow path: find the first cell that is not a finite number and describe it."""
-    reader = csv.reader(io.StringIO(text.lstrip("\r\n")))
+def _find_bad_cell(
+    path: Path, text: str, names: Sequence[str], skip: Sequence[str] = ()
+) -> InputDataError | None:
+    """Slow path: find the first cell that is not a finite number and describe it (None if all are)."""
+    body = text.lstrip("\r\n")
+    skipped = text[: len(text) - len(body)].count("\n")  # leading blank lines keep their numbers
+    reader = csv.reader(io.StringIO(body))
     next(reader)
     d = len(names)
-    for line_no, row in enumerate(reader, start=2):
+    for line_no, row in enumerate(reader, start=2 + skipped):
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != d:
             return InputDataError(f"{path}: row {line_no} has {len(row)} fields, the header has {d}")
         for k, cell in enumerate(row):
+            if names[k] in skip:  # a text column (``keep``)
+                continue
             c = cell.strip()
             if c == "":
                 return InputDataError(f"{path}: row {line_no}, column {names[k]!r}: missing value")
             try:
+                if "_" in c:  # Python's float() accepts 1_000, a CSV reader does not
+                    raise ValueError(c)
                 v = float(c)
             except ValueError:
                 return InputDataError(f"{path}: row {line_no}, column {names[k]!r}: {c!r} is not a number")
@@ -104,7 +112,14 @@ def _locate_bad_cell(path: Path, text: str, names: Sequence[str]) -> InputDataEr
                 return InputDataError(
                     f"{path}: row {line_no}, column {names[k]!r}: {c!r} is not a finite number"
                 )
-    return InputDataError(f"{path}: could not parse the file as numeric CSV")
+    return None
+
+
+def _locate_bad_cell(path: Path, text: str, names: Sequence[str], skip: Sequence[str] = ()) -> InputDataError:
+    """The error for a file the fast parser rejected."""
+    return _find_bad_cell(path, text, names, skip) or InputDataError(
+        f"{path}: could not parse the file as numeric CSV"
+    )
 
 
 def read_table(
@@ -141,11 +156,17 @@ def read_table(
             engine="c",
         )
     except (ValueError, pd.errors.ParserError):
-        raise _locate_bad_cell(path, text, header) from None
+        raise _locate_bad_cell(path, text, header, keep) from None
     num_names = [h for h in header if h not in keep]
     X = df[num_names].to_numpy(dtype=np.float64, copy=True) if num_names else np.zeros((len(df), 0))
     if X.size and not np.isfinite(X).all():
-        raise _locate_bad_cell(path, text, header)
+        raise _locate_bad_cell(path, text, header, keep)
+    first_nl = text.find("\n", len(text) - len(text.lstrip("\r\n")))
+    if first_nl >= 0 and ("True" in text[first_nl:] or "False" in text[first_nl:]):
+        # pandas' float parser reads the words True/False as 1/0; they are not numbers
+        bad = _find_bad_cell(path, text, header, keep)
+        if bad is not None:
+            raise bad
     if X.shape[0] < min_rows:
         raise InputDataError(f"{path}: {X.shape[0]} data row(s); at least {min_rows} are needed")
     if check_constant and X.shape[0] >= 1:

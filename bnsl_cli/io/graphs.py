@@ -12,16 +12,21 @@ Formats written by bnsl:
 - report JSON: ``{"graph": {"nodes": [...], "edges": [{"source", "target", "weight"}, ...]}, ...}``.
 
 Readers also accept a plain 0/1 (or weighted) matrix with a header row of names and no index column.
+An edges CSV cannot name isolated nodes, so a graph read from one has ``all_nodes_listed=False``.
+DOT is read by a small built-in parser for flat graphs; anything it does not handle (subgraphs,
+HTML labels, …) goes to pydot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 import re
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -48,25 +53,40 @@ ORIENTATION = "W[i, j] is the weight of the edge i -> j (rows are parents, colum
 
 @dataclass(frozen=True)
 class Graph:
-    """A weighted directed graph: ``W[i, j]`` is the weight of the edge ``names[i] -> names[j]``."""
+    """A weighted directed graph: ``W[i, j]`` is the weight of the edge ``names[i] -> names[j]``.
+
+    ``all_nodes_listed`` is False when the file format cannot name isolated nodes (an edges CSV,
+    or a DOT file without node statements): nodes missing from such a file are isolated.
+    """
 
     W: np.ndarray
     names: tuple[str, ...]
+    all_nodes_listed: bool = field(default=True, compare=False)
 
-    def reorder(self, names: Sequence[str], source: str = "estimate") -> "Graph":
-        """The same graph with its nodes in the order of ``names`` (matched by name)."""
+    def reorder(self, names: Sequence[str], source: str = "estimate", *, allow_missing: bool = False) -> "Graph":
+        """The same graph with its nodes in the order of ``names`` (matched by name).
+
+        With ``allow_missing``, names this graph lacks become isolated nodes (zero rows and columns);
+        names this graph has that are not in ``names`` are always an error naming ``source``.
+        """
         names = tuple(names)
-        if set(names) != set(self.names):
-            missing = sorted(set(names) - set(self.names))
-            extra = sorted(set(self.names) - set(names))
+        missing = sorted(set(names) - set(self.names))
+        extra = sorted(set(self.names) - set(names))
+        if extra or (missing and not allow_missing):
             parts = []
-            if missing:
-                parts.append("missing nodes " + ", ".join(missing[:5]))
+            if missing and not allow_missing:
+                parts.append("missing nodes " + ", ".join(map(repr, missing[:5])))
             if extra:
-                parts.append("unknown nodes " + ", ".join(extra[:5]))
+                parts.append("unknown nodes " + ", ".join(map(repr, extra[:5])))
             raise InputDataError(f"{source}: node names do not match the truth ({'; '.join(parts)})")
-        idx = [self.names.index(n) for n in names]
-        return Graph(self.W[np.ix_(idx, idx)], names)
+        pos = {n: k for k, n in enumerate(self.names)}
+        d = len(names)
+        W = np.zeros((d, d), dtype=float)
+        have = np.array([k for k, n in enumerate(names) if n in pos], dtype=int)
+        src = np.array([pos[names[k]] for k in have], dtype=int)
+        if have.size:
+            W[np.ix_(have, have)] = np.asarray(self.W, dtype=float)[np.ix_(src, src)]
+        return Graph(W, names, self.all_nodes_listed)
 
 
 def format_float(x: float) -> str:
@@ -191,36 +211,62 @@ def _parse_number(cell: str, path: Path, row: int, col: str) -> float:
     return v
 
 
-def _from_edges(names_order: list[str], edges: list[tuple[str, str, float]], path: Path) -> Graph:
+def _from_edges(
+    names_order: list[str], edges: list[tuple[str, str, float]], path: Path, all_nodes_listed: bool = True
+) -> Graph:
     index = {n: k for k, n in enumerate(names_order)}
     W = np.zeros((len(names_order), len(names_order)))
+    seen: set[tuple[str, str]] = set()
     for s, t, w in edges:
         if s == t:
             raise InputDataError(f"{path}: self-loop on node {s!r}")
+        if (s, t) in seen:
+            raise InputDataError(f"{path}: edge {s!r} -> {t!r} is listed twice")
+        seen.add((s, t))
+        if not math.isfinite(w):
+            raise InputDataError(f"{path}: edge {s!r} -> {t!r} has a non-finite weight {w!r}")
         W[index[s], index[t]] = w
-    return Graph(W, tuple(names_order))
+    return Graph(W, tuple(names_order), all_nodes_listed)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_csv_graph(path: Path, text: str) -> Graph:
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
-    header = [c.strip() for c in rows[0]]
-    body = rows[1:]
+    numbered = [(k, r) for k, r in enumerate(csv.reader(io.StringIO(text)), start=1) if any(c.strip() for c in r)]
+    if not numbered:
+        raise InputDataError(f"{path}: file holds no values")
+    header = [c.strip() for c in numbered[0][1]]
+    body = numbered[1:]
     lower = [h.lower() for h in header]
     if lower[:2] == ["source", "target"]:
         has_w = len(lower) >= 3 and lower[2] == "weight"
         edges, order = [], []
-        for r_no, r in enumerate(body, start=2):
+        for r_no, r in body:
             if len(r) < 2:
                 raise InputDataError(f"{path}: row {r_no}: expected source,target[,weight]")
             s, t = r[0].strip(), r[1].strip()
-            w = _parse_number(r[2], path, r_no, "weight") if has_w and len(r) > 2 else 1.0
+            if not s or not t:
+                raise InputDataError(f"{path}: row {r_no}: empty node name")
+            w = _parse_number(r[2].strip(), path, r_no, "weight") if has_w and len(r) > 2 else 1.0
             for n in (s, t):
                 if n not in order:
                     order.append(n)
             edges.append((s, t, w))
-        return _from_edges(order, edges, path)
+        return _from_edges(order, edges, path, all_nodes_listed=False)
+    if header[0] != "" and all(_is_number(h) for h in header):
+        raise InputDataError(
+            f"{path}: no header row of node names (the first line holds numbers); "
+            "add a line with the names, or use a source,target,weight edges file"
+        )
     # adjacency: with an index column (first header cell empty, or rows one longer than names)
-    if header and header[0] == "" or (body and len(body[0]) == len(header) and len(header) == len(body) + 1):
+    first_len = len(body[0][1]) if body else 0
+    if header[0] == "" or (body and first_len == len(header) and len(header) == len(body) + 1):
         names = header[1:]
         has_index = True
     else:
@@ -229,76 +275,238 @@ def _read_csv_graph(path: Path, text: str) -> Graph:
     d = len(names)
     if d == 0:
         raise InputDataError(f"{path}: no node names in the header")
+    for k, n in enumerate(names, start=1):
+        if n == "":
+            raise InputDataError(f"{path}: column {k + has_index} of the header has an empty node name")
     if len(set(names)) != d:
-        raise InputDataError(f"{path}: duplicate node names in the header")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise InputDataError(f"{path}: duplicate node names in the header ({', '.join(map(repr, dup[:5]))})")
     if len(body) != d:
         raise InputDataError(f"{path}: expected a {d} x {d} matrix, found {len(body)} rows")
     W = np.zeros((d, d))
-    for i, r in enumerate(body):
+    for i, (r_no, r) in enumerate(body):
         cells = r[1:] if has_index else r
         if has_index and r[0].strip() != names[i]:
             raise InputDataError(
-                f"{path}: row {i + 2} is labelled {r[0].strip()!r} but column {i + 1} is {names[i]!r}"
+                f"{path}: row {r_no} is labelled {r[0].strip()!r} but column {i + 1} is {names[i]!r}"
             )
         if len(cells) != d:
-            raise InputDataError(f"{path}: row {i + 2} has {len(cells)} values, expected {d}")
+            raise InputDataError(f"{path}: row {r_no} has {len(cells)} values, expected {d}")
         for j, c in enumerate(cells):
-            W[i, j] = _parse_number(c, path, i + 2, names[j])
+            W[i, j] = _parse_number(c.strip(), path, r_no, names[j])
+    diag = np.flatnonzero(np.diag(W))
+    if diag.size:
+        n = names[int(diag[0])]
+        raise InputDataError(f"{path}: self-loop on node {n!r} (non-zero diagonal entry)")
     return Graph(W, tuple(names))
 
 
-_DOT_NODE = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[\w.]+)\s*(\[(.*)\])?\s*;?\s*$')
+_DOT_ESCAPE = re.compile(r"\\(.)", re.S)
 
 
-def _read_dot_graph(path: Path, text: str) -> Graph:
+def _dot_unquote(s: str) -> str:
+    """A DOT id as text: strip the quotes and undo the escapes :func:`_dot_quote` writes."""
+    s = s.strip()
+    if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
+        s = _DOT_ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), s[1:-1])
+    return s
+
+
+class _DotUnsupported(Exception):
+    """The fast DOT parser met something it does not handle; pydot decides."""
+
+
+_DOT_TOKEN = re.compile(
+    r"""
+    (?P<skip>\s+|//[^\n]*|/\*.*?\*/|(?<![^\n])\#[^\n]*)
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<id>[A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*|-?(?:\.\d+|\d+(?:\.\d*)?))
+  | (?P<op>->|--|[{}\[\]=;,:])
+    """,
+    re.S | re.X,
+)
+_DOT_KEYWORDS = {"strict", "graph", "digraph", "node", "edge", "subgraph"}
+
+_DOT_ID_PART = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[^:]*)')
+_DotParse = tuple  # (kind, nodes: list[(id, attrs)], edges: list[(src, dst, attrs)])
+
+
+def _dot_tokens(text: str) -> list[tuple[str, str]]:
+    out, pos, n = [], 0, len(text)
+    while pos < n:
+        m = _DOT_TOKEN.match(text, pos)
+        if m is None:
+            raise _DotUnsupported(f"unexpected character at offset {pos}")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "skip":
+            continue
+        tok = m.group()
+        if kind == "id" and tok.lower() in _DOT_KEYWORDS:
+            kind = "kw"
+            tok = tok.lower()
+        out.append((kind, tok))
+    return out
+
+
+def _parse_dot_fast(text: str) -> _DotParse:
+    """A small recursive-descent parser for flat DOT graphs (node, edge and attribute statements,
+    edge chains, ports, comments). Subgraphs, HTML strings and other rarities raise
+    :class:`_DotUnsupported` so that pydot handles them."""
+    toks = _dot_tokens(text)
+    k = 0
+
+    def peek(o: int = 0):
+        return toks[k + o] if k + o < len(toks) else ("eof", "")
+
+    def take(kind=None, value=None):
+        nonlocal k
+        t = peek()
+        if (kind and t[0] != kind) or (value and t[1] != value):
+            raise _DotUnsupported(f"expected {value or kind}, found {t[1]!r}")
+        k += 1
+        return t
+
+    def ident() -> str:
+        t = peek()
+        if t[0] not in ("id", "str"):
+            raise _DotUnsupported(f"expected an id, found {t[1]!r}")
+        take()
+        return _dot_unquote(t[1]) if t[0] == "str" else t[1]
+
+    def attr_lists() -> dict:
+        attrs: dict[str, str] = {}
+        while peek()[1] == "[":
+            take()
+            while peek()[1] != "]":
+                key = ident()
+                take(value="=")
+                attrs[key] = ident()
+                if peek()[1] in (",", ";"):
+                    take()
+            take(value="]")
+        return attrs
+
+    def node_id() -> str:
+        nid = ident()
+        for _ in range(2):  # ports a:p:c are ignored
+            if peek()[1] == ":":
+                take()
+                ident()
+        return nid
+
+    if peek() == ("kw", "strict"):
+        take()
+    kind = take("kw")[1]
+    if kind not in ("graph", "digraph"):
+        raise _DotUnsupported("not a graph")
+    if peek()[0] in ("id", "str"):
+        ident()
+    take(value="{")
+    nodes: list[tuple[str, dict]] = []
+    edges: list[tuple[str, str, dict]] = []
+    while peek()[1] != "}":
+        t = peek()
+        if t[1] == ";":
+            take()
+            continue
+        if t[0] == "kw":
+            if t[1] == "subgraph":
+                raise _DotUnsupported("subgraph")
+            take()
+            attr_lists()  # default attributes: ignored
+        elif peek(1)[1] == "=":
+            ident(), take(), ident()  # graph attribute a = b
+        else:
+            chain = [node_id()]
+            while peek()[1] in ("->", "--"):
+                take()
+                if peek()[1] == "{":
+                    raise _DotUnsupported("edge to a subgraph")
+                chain.append(node_id())
+            attrs = attr_lists()
+            if len(chain) == 1:
+                nodes.append((chain[0], attrs))
+            else:
+                edges.extend((u, v, attrs) for u, v in zip(chain, chain[1:]))
+    take(value="}")
+    if peek()[0] != "eof":
+        raise _DotUnsupported("text after the graph")
+    return kind, nodes, edges
+
+
+def _parse_dot_pydot(path: Path, text: str) -> _DotParse:
     try:
-        import pydot
+        with warnings.catch_warnings():  # pyparsing deprecation chatter from pydot's grammar
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import pydot
     except ImportError:  # pragma: no cover - pydot is a dependency
         raise InputDataError(f"{path}: reading DOT needs the pydot package") from None
+    chatter = io.StringIO()  # pydot prints parse errors; the library never prints
     try:
-        graphs = pydot.graph_from_dot_data(text)
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            graphs = pydot.graph_from_dot_data(text)
     except Exception:
         graphs = None
     if not graphs:
-        raise InputDataError(f"{path}: not a valid DOT graph")
+        detail = [ln.strip() for ln in chatter.getvalue().splitlines() if "line:" in ln]
+        hint = f" ({detail[-1]})" if detail else ""
+        raise InputDataError(f"{path}: not a valid DOT graph{hint}")
     g = graphs[0]
+    nodes = []
+    for node in g.get_nodes():
+        nid = _dot_unquote(node.get_name())
+        if nid in ("node", "edge", "graph"):
+            continue
+        nodes.append((nid, {k: _dot_unquote(str(v)) for k, v in node.get_attributes().items()}))
+    edges = []
+    for e in g.get_edges():
+        ends = (e.get_source(), e.get_destination())
+        if not all(isinstance(x, str) for x in ends):
+            raise InputDataError(f"{path}: edges to subgraphs are not supported; list each edge a -> b")
+        s, t = (_dot_unquote(_DOT_ID_PART.match(x).group(1)) for x in ends)  # drop ports
+        edges.append((s, t, {k: _dot_unquote(str(v)) for k, v in e.get_attributes().items()}))
+    return g.get_type(), nodes, edges
 
-    def unq(s: str) -> str:
-        s = s.strip()
-        if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
-            s = s[1:-1].replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
-        return s
+
+def _read_dot_graph(path: Path, text: str) -> Graph:
+    """DOT: node statements give names (``label=`` if present, else the id); an edge's weight is
+    its ``weight_value``, else ``weight``, else a numeric ``label``, else 1."""
+    try:
+        kind, nodes, edges = _parse_dot_fast(text)
+    except _DotUnsupported:
+        kind, nodes, edges = _parse_dot_pydot(path, text)
+    if kind != "digraph":
+        raise InputDataError(f"{path}: DOT graph is undirected ('graph'); a 'digraph' is needed")
 
     label_of: dict[str, str] = {}
     order: list[str] = []
-    for node in g.get_nodes():
-        nid = unq(node.get_name())
-        if nid in ("node", "edge", "graph"):
-            continue
-        label = node.get_attributes().get("label")
-        label_of[nid] = unq(label) if label is not None else nid
-        order.append(nid)
-    edges = []
-    for e in g.get_edges():
-        s, t = unq(str(e.get_source())), unq(str(e.get_destination()))
+    for nid, attrs in nodes:
+        if nid not in label_of:
+            order.append(nid)
+        if "label" in attrs or nid not in label_of:
+            label_of[nid] = attrs.get("label", nid)
+    declared = bool(order)
+    weighted = []
+    for s, t, attrs in edges:
         for n in (s, t):
             if n not in label_of:
                 label_of[n] = n
                 order.append(n)
-        attrs = e.get_attributes()
         w = 1.0
         for key in ("weight_value", "weight", "label"):
             if key in attrs:
                 try:
-                    w = float(unq(str(attrs[key])))
+                    w = float(attrs[key])
                     break
                 except ValueError:
                     continue
-        edges.append((label_of[s], label_of[t], w))
+        weighted.append((label_of[s], label_of[t], w))
     names = [label_of[n] for n in order]
     if len(set(names)) != len(names):
         raise InputDataError(f"{path}: duplicate node labels in the DOT graph")
-    return _from_edges(names, edges, path)
+    return _from_edges(names, weighted, path, all_nodes_listed=declared or not weighted)
 
 
 def _read_json_graph(path: Path, text: str) -> Graph:
@@ -307,18 +515,38 @@ def _read_json_graph(path: Path, text: str) -> Graph:
     except json.JSONDecodeError as exc:
         raise InputDataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     graph = obj.get("graph") if isinstance(obj, dict) else None
+    if graph is None and isinstance(obj, dict) and "nodes" in obj and "edges" in obj:
+        graph = obj  # a bare graph object
     if not isinstance(graph, dict) or "nodes" not in graph or "edges" not in graph:
         raise InputDataError(f"{path}: JSON has no 'graph' object with 'nodes' and 'edges'")
+    if not isinstance(graph["nodes"], list) or not isinstance(graph["edges"], list):
+        raise InputDataError(f"{path}: 'nodes' and 'edges' must be JSON lists")
     names = [str(n) for n in graph["nodes"]]
-    edges = [(str(e["source"]), str(e["target"]), float(e.get("weight", 1.0))) for e in graph["edges"]]
+    if len(set(names)) != len(names):
+        raise InputDataError(f"{path}: duplicate node names in 'nodes'")
+    edges = []
+    for k, e in enumerate(graph["edges"]):
+        if not isinstance(e, dict) or "source" not in e or "target" not in e:
+            raise InputDataError(f"{path}: edge {k} needs 'source' and 'target'")
+        w = e.get("weight", 1.0)
+        if isinstance(w, bool) or not isinstance(w, (int, float)):
+            raise InputDataError(f"{path}: edge {k} has a non-numeric weight {w!r}")
+        edges.append((str(e["source"]), str(e["target"]), float(w)))
     unknown = {n for s, t, _ in edges for n in (s, t)} - set(names)
     if unknown:
         raise InputDataError(f"{path}: edges name unknown nodes {sorted(unknown)[:5]}")
     return _from_edges(names, edges, path)
 
 
+_DOT_START = re.compile(r'(//|/\*|(strict\s+)?(di)?graph\s*("(?:[^"\\]|\\.)*"|[\w.]+)?\s*\{)', re.I)
+
+
 def read_graph(path: str | Path) -> Graph:
-    """Read a graph from adjacency CSV, edges CSV, a 0/1 matrix with header, DOT or report JSON."""
+    """Read a graph from adjacency CSV, edges CSV, a 0/1 matrix with header, DOT or report JSON.
+
+    ``W[i, j]`` of the result is the weight of the edge ``names[i] -> names[j]``. Every problem is an
+    :class:`~bnsl_cli.errors.InputDataError` whose message starts with the file name.
+    """
     path = Path(path)
     text = _read_text(path)
     suffix = path.suffix.lower()
@@ -327,8 +555,8 @@ def read_graph(path: str | Path) -> Graph:
     if suffix == ".json":
         return _read_json_graph(path, text)
     stripped = text.lstrip()
-    if stripped.startswith("{"):
+    if stripped.startswith(("{", "[")):
         return _read_json_graph(path, text)
-    if stripped.startswith(("digraph", "strict", "//", "graph")):
+    if _DOT_START.match(stripped):
         return _read_dot_graph(path, text)
     return _read_csv_graph(path, text)

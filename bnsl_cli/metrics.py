@@ -1,0 +1,269 @@
+"""Structure-learning accuracy: an estimated graph against a true graph.
+
+Orientation: entry ``W[i, j]`` is the weight of the edge from node ``i`` to node ``j`` (rows are
+parents, columns are children). Only the pattern of non-zero entries matters for the structure
+metrics: the predicted edge set is ``E = {(i, j) : W_est[i, j] != 0}`` and the true edge set is
+``T = {(i, j) : W_true[i, j] != 0}``; ``d`` is the number of nodes.
+
+The directed metrics follow NOTEARS' ``count_accuracy`` (Zheng et al., 2018) exactly. Every
+predicted edge falls in one of three disjoint classes:
+
+- true positive ``tp``: ``(i, j) ∈ E`` and ``(i, j) ∈ T``;
+- ``reversed``: ``(i, j) ∈ E``, ``(i, j) ∉ T`` and ``(j, i) ∈ T``;
+- false: ``(i, j) ∈ E`` with neither ``(i, j)`` nor ``(j, i)`` in ``T``.
+
+So ``nnz = |E| = tp + reversed + false`` and
+
+- ``fp = reversed + false`` (the numerator of FDR and FPR in ``count_accuracy``);
+- ``fn = |T| − tp``: true edges not predicted in the correct direction (missing or reversed);
+- ``fdr = fp / |E|``;  ``tpr = recall = tp / |T|``;  ``fpr = fp / (d(d − 1)/2 − |T|)`` (directed false
+  edges over undirected negative pairs, as in ``count_accuracy``: with reversed edges it can exceed 1);
+- ``precision = tp / |E|`` (= 1 − fdr);  ``f1 = 2·precision·recall / (precision + recall)``.
+
+SHD is computed on skeletons as ``count_accuracy`` does: with ``S_est`` and ``S_true`` the sets of
+unordered adjacent pairs (the non-zero pattern of the lower triangle of ``B + Bᵀ``), ``extra = |S_est \\ S_true|``,
+``missing = |S_true \\ S_est|`` and ``shd = extra + missing + reversed``.
+
+Skeleton metrics use the same pair sets: ``skeleton_precision = |S_est ∩ S_true| / |S_est|``,
+``skeleton_recall = |S_est ∩ S_true| / |S_true|``, ``skeleton_f1`` their harmonic mean.
+A v-structure is ``i → k ← j`` with ``i`` and ``j`` not adjacent (counted once per unordered pair
+``{i, j}``); ``v_structures_correct`` counts those present in both graphs.
+
+``weight_mse = ‖Ŵ − W*‖²_F / ‖W*‖²_F`` is reported only when both matrices are weighted (some entry
+outside ``{0, 1}``), otherwise ``None``.
+
+Unlike ``count_accuracy``, which divides by ``max(denominator, 1)``, a rate whose denominator is
+zero (or negative: ``d(d − 1)/2 − |T|`` for a truth with many 2-cycles) is ``None``. A cyclic
+estimate is evaluated (``count_accuracy`` rejects it) and flagged with ``is_dag = False``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from bnsl_cli.errors import InputDataError
+
+__all__ = ["METRIC_KEYS", "structure_metrics", "v_structures", "is_dag", "find_cycle"]
+
+#: The keys of :func:`structure_metrics`' result, in order.
+METRIC_KEYS = (
+    "shd",
+    "tpr",
+    "fdr",
+    "fpr",
+    "nnz",
+    "precision",
+    "recall",
+    "f1",
+    "tp",
+    "fp",
+    "fn",
+    "reversed",
+    "extra",
+    "missing",
+    "skeleton_precision",
+    "skeleton_recall",
+    "skeleton_f1",
+    "v_structures_found",
+    "v_structures_true",
+    "v_structures_correct",
+    "weight_mse",
+    "is_dag",
+)
+
+
+def _ratio(num: float, den: float) -> Optional[float]:
+    """``num / den`` as a float, or ``None`` when the denominator is not positive."""
+    return float(num) / float(den) if den > 0 else None
+
+
+def _f1(p: Optional[float], r: Optional[float]) -> Optional[float]:
+    if p is None or r is None:
+        return None
+    return 0.0 if p + r == 0 else 2.0 * p * r / (p + r)
+
+
+def _as_square(W, what: str) -> np.ndarray:
+    A = np.asarray(W, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise InputDataError(f"{what}: expected a square matrix, got shape {A.shape}")
+    if not np.isfinite(A).all():
+        raise InputDataError(f"{what}: matrix holds NaN or infinite entries")
+    return A
+
+
+def find_cycle(B) -> Optional[list[int]]:
+    """Node indices ``[i0, i1, …, i0]`` of one directed cycle of ``B`` (edge ``i → j`` iff
+    ``B[i, j] != 0``; a self-loop is a cycle), or ``None`` for a DAG."""
+    import networkx as nx
+
+    G = nx.from_numpy_array(np.asarray(B) != 0, create_using=nx.DiGraph)
+    try:
+        cyc = nx.find_cycle(G, orientation="original")
+    except nx.NetworkXNoCycle:
+        return None
+    return [int(u) for u, _, _ in cyc] + [int(cyc[0][0])]
+
+
+def is_dag(B) -> bool:
+    """True when the directed graph with an edge ``i → j`` for each ``B[i, j] != 0`` has no cycle."""
+    import networkx as nx
+
+    return bool(nx.is_directed_acyclic_graph(nx.from_numpy_array(np.asarray(B) != 0, create_using=nx.DiGraph)))
+
+
+def _adjacency(B: np.ndarray) -> np.ndarray:
+    """Symmetric boolean skeleton with an empty diagonal."""
+    A = B | B.T
+    np.fill_diagonal(A, False)
+    return A
+
+
+def _count_v(P: np.ndarray, A: np.ndarray) -> int:
+    """Number of triples ``i → k ← j`` (``P[i, k]`` and ``P[j, k]``, ``i < j``) with ``A[i, j]`` false.
+
+    Per child ``k`` with ``m_k`` parents: ``C(m_k, 2)`` parent pairs, of which
+    ``(Pᵀ A P)[k, k] / 2`` are adjacent (``A`` symmetric with an empty diagonal).
+    """
+    P = P.copy()
+    np.fill_diagonal(P, False)
+    Pf = P.astype(float)
+    m = Pf.sum(axis=0)
+    adjacent_pairs = (Pf * (A.astype(float) @ Pf)).sum(axis=0) / 2.0
+    return int(round(float((m * (m - 1) / 2.0 - adjacent_pairs).sum())))
+
+
+def v_structures(B) -> np.ndarray:
+    """All v-structures ``i → k ← j`` with ``i`` and ``j`` non-adjacent, as rows ``(i, k, j)``, ``i < j``.
+
+    ``B[i, j] != 0`` is the edge ``i → j``. Returns an ``int`` array of shape ``(m, 3)``, sorted by
+    ``k`` then ``i`` then ``j``.
+    """
+    Bb = _as_square(B, "graph") != 0
+    np.fill_diagonal(Bb, False)
+    A = _adjacency(Bb)
+    rows = []
+    for k in np.flatnonzero(Bb.sum(axis=0) >= 2):  # one step per child with >= 2 parents
+        pa = np.flatnonzero(Bb[:, k])
+        free = np.triu(~A[np.ix_(pa, pa)], 1)
+        a, b = np.nonzero(free)
+        if a.size:
+            rows.append(np.column_stack([pa[a], np.full(a.size, k), pa[b]]))
+    if not rows:
+        return np.zeros((0, 3), dtype=int)
+    return np.concatenate(rows).astype(int)
+
+
+def _is_weighted(W: np.ndarray) -> bool:
+    return bool(np.any((W != 0) & (W != 1)))
+
+
+def structure_metrics(
+    W_est,
+    W_true,
+    *,
+    allow_cyclic_truth: bool = False,
+    threshold: float = 0.0,
+    names: Optional[Sequence[str]] = None,
+) -> dict:
+    """Compare an estimated graph with the true one (NOTEARS ``count_accuracy`` definitions).
+
+    Parameters
+    ----------
+    W_est, W_true : (d, d) array-like
+        ``W[i, j]`` is the weight of the edge ``i → j``; an edge is any non-zero entry.
+    allow_cyclic_truth : bool
+        A cyclic truth raises :class:`~bnsl_cli.errors.InputDataError` unless this is True.
+    threshold : float
+        Entries of ``W_est`` with ``|w| <= threshold`` are set to zero first (0: any non-zero is an edge).
+        ``weight_mse`` uses the thresholded estimate.
+    names : sequence of str, optional
+        Node names, used only to name the nodes of a cycle in the error message.
+
+    Returns
+    -------
+    dict
+        Keys :data:`METRIC_KEYS` (see the module docstring for the formulas): counts as ``int``,
+        rates as ``float`` or ``None`` when their denominator is zero, ``is_dag`` (of the estimate)
+        as ``bool``.
+    """
+    We = _as_square(W_est, "estimate")
+    Wt = _as_square(W_true, "truth")
+    if We.shape != Wt.shape:
+        raise InputDataError(f"estimate has shape {We.shape} but the truth has shape {Wt.shape}")
+    if threshold < 0 or not np.isfinite(threshold):
+        raise InputDataError(f"threshold must be a finite number >= 0, got {threshold!r}")
+    if threshold > 0:
+        We = np.where(np.abs(We) <= threshold, 0.0, We)
+    d = We.shape[0]
+
+    if not allow_cyclic_truth:
+        cyc = find_cycle(Wt)
+        if cyc is not None:
+            label = [str(names[k]) if names is not None else str(k) for k in cyc]
+            raise InputDataError(
+                "the truth graph has a cycle (" + " -> ".join(label) + "); "
+                "pass --allow-cyclic-truth to evaluate against it anyway"
+            )
+
+    E = We != 0  # predicted edges
+    T = Wt != 0  # true edges
+    n_E = int(E.sum())
+    n_T = int(T.sum())
+
+    tp = int((E & T).sum())
+    rev = int((E & ~T & T.T).sum())
+    false = int((E & ~T & ~T.T).sum())
+    fp = rev + false
+    fn = n_T - tp
+
+    # skeletons: unordered adjacent pairs, the lower triangle of B + B^T as in count_accuracy
+    # (its diagonal holds self-loops, which the graph readers reject)
+    lower = np.tril(np.ones((d, d), dtype=bool))
+    S_est = (E | E.T) & lower
+    S_true = (T | T.T) & lower
+    n_Se, n_St = int(S_est.sum()), int(S_true.sum())
+    s_common = int((S_est & S_true).sum())
+    extra = n_Se - s_common
+    missing = n_St - s_common
+
+    precision = _ratio(tp, n_E)
+    recall = _ratio(tp, n_T)
+    sk_p = _ratio(s_common, n_Se)
+    sk_r = _ratio(s_common, n_St)
+
+    A_est, A_true = _adjacency(E), _adjacency(T)
+    v_found = _count_v(E, A_est)
+    v_true = _count_v(T, A_true)
+    v_correct = _count_v(E & T, A_est | A_true)
+
+    weight_mse = None
+    if _is_weighted(We) and _is_weighted(Wt):
+        weight_mse = float(((We - Wt) ** 2).sum() / (Wt**2).sum())
+
+    return {
+        "shd": extra + missing + rev,
+        "tpr": recall,
+        "fdr": _ratio(fp, n_E),
+        "fpr": _ratio(fp, d * (d - 1) / 2 - n_T),
+        "nnz": n_E,
+        "precision": precision,
+        "recall": recall,
+        "f1": _f1(precision, recall),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "reversed": rev,
+        "extra": extra,
+        "missing": missing,
+        "skeleton_precision": sk_p,
+        "skeleton_recall": sk_r,
+        "skeleton_f1": _f1(sk_p, sk_r),
+        "v_structures_found": v_found,
+        "v_structures_true": v_true,
+        "v_structures_correct": v_correct,
+        "weight_mse": weight_mse,
+        "is_dag": is_dag(E),
+    }

@@ -69,14 +69,15 @@ def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng
     return bound * noisy / n, PrivacyEvent("column-means", GAUSSIAN, sens, std, 1)
 
 
-def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng,
-                           floor: float = 1e-6) -> tuple[np.ndarray, PrivacyEvent]:
+def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng
+                           ) -> tuple[np.ndarray, PrivacyEvent]:
     """Noisy per-row second moments ``v̂_j ≈ Σ_rows x_j² / n_p`` of the centred data, each term
-    clipped at ``bound_j²``; floored at ``floor · bound_j²``."""
+    clipped at ``bound_j²``. A noisy sum below its own noise std (or below 1e-9·n_p) is raised to
+    that level, so ``v̂`` stays positive (post-processing)."""
     n, d = Xc.shape
     sums = np.minimum((Xc / bound[None, :]) ** 2, 1.0).sum(axis=0)
     sens = float(np.sqrt(d))
     std = sigma_multiplier * sens
     noisy = sums + gaussian_noise(d, std, rng)
-    v = bound**2 * np.maximum(noisy / n, floor)
+    v = bound**2 * np.maximum(noisy, max(std, 1e-9 * n)) / n
     return v, PrivacyEvent("second-moments", GAUSSIAN, sens, std, 1)

@@ -56,7 +56,7 @@ def run_private(tables, cfg, names, report, progress):
     from bnsl_cli.federated.protocol import run_admm
     from bnsl_cli.learn import LearnResult, _finish_graph, _removed_json, communication_report
     from bnsl_cli.io.graphs import graph_to_json
-    from bnsl_cli.privacy.calibrate import calibrate, plan_covariance
+    from bnsl_cli.privacy.calibrate import calibrate, dp_fed_bnsl_plan, dp_fed_bnsl_split
     from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
     from bnsl_cli.privacy.ledger import PrivacyLedger
     from bnsl_cli.privacy.mechanisms import make_rng
@@ -95,12 +95,8 @@ def run_private(tables, cfg, names, report, progress):
         coord = Coordinator(d, P, schedule)
         mechanism = "DP-PGCD: exponential-mechanism selection (Gumbel-max) + Gaussian noisy update per step"
     else:
-        plan = plan_covariance(dp.epsilon, delta, dp.conversion, mean_share=mean_share + MOMENT_SHARE)
-        one_off = plan.rho_means
-        budget = OneOffBudget(
-            one_off * mean_share / (mean_share + MOMENT_SHARE), one_off * MOMENT_SHARE / (mean_share + MOMENT_SHARE),
-            dp.value_bound,
-        )
+        plan = dp_fed_bnsl_plan(dp.epsilon, delta, dp.conversion, dp.public_means)
+        budget = OneOffBudget(*dp_fed_bnsl_split(plan, dp.public_means), dp.value_bound)
         parts = [
             DPDenseParticipant(
                 k, t.X, n_total, sigma_multiplier=plan.sigma_multiplier, budget=budget,

@@ -27,12 +27,13 @@ def command(
         None,
         "--lambda",
         envvar="BNSL_LAMBDA",
-        help="ℓ₁ weight. fed-sparse: per participant, on B_p, default 0.01 (acts as P·λ in centralized "
-        "NOTEARS units: 0.01 with P = 8 ≈ 0.08); fed-bnsl: on W, default 0.1; notears: 0.1.",
+        help="ℓ₁ weight. fed-sparse: per participant, on B_p, default 0.005 (the local losses are normalised "
+        "by the public total n, so it acts as P·λ in centralized NOTEARS units: 0.005 with P = 8 ≈ 0.04); "
+        "fed-bnsl: on W, default 0.03; notears / local-notears: 0.1.",
     ),
     threshold: float = typer.Option(0.3, "--threshold", envvar="BNSL_THRESHOLD", help="Drop edges with |w| ≤ this."),
     rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
-    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default max(20, d))."),
+    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default max(20, 2d); with --dp max(20, d))."),
     rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),
     rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂."),
     rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round."),
@@ -56,7 +57,13 @@ def command(
         False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release."
     ),
     value_bound: Optional[float] = typer.Option(
-        None, "--value-bound", help="DP: public bound B on |x - centre| used to clip values for the mean release."
+        None, "--value-bound",
+        help="DP: a public bound B on |x| (and on |x − centre|) used to clip the mean and second-moment "
+        "releases; without it the bounds come from noisy range histograms.",
+    ),
+    clip_levels: str = typer.Option(
+        "auto", "--clip-levels", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
+        "(adaptive below 50 variables, static from 50 on: measured faster there).",
     ),
 ) -> None:
     """Learn a DAG from CSV shards held by several participants, without pooling their rows.
@@ -109,6 +116,7 @@ def command(
             conversion=conversion,
             public_means=public_means,
             value_bound=value_bound,
+            clip_levels=clip_levels,
         )
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,

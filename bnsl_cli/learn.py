@@ -67,6 +67,8 @@ class LearnConfig:
     h_tol: float = 1e-8
     gap_tol: float = 1e-3
     seed: Optional[int] = None
+    snap: float = 1e-3
+    workers: Optional[int] = None  # participant worker processes (None: one per CPU, at most P)
     personal: bool = False
     dp: Optional[object] = None  # a bnsl_cli.private.DPConfig when the run is private
 
@@ -221,6 +223,12 @@ def _run_notears(tables, cfg, names, report, progress) -> LearnResult:
     return LearnResult(names, local[0], local[0], report, local=local)
 
 
+def _workers_used(cfg, P: int) -> int:
+    from bnsl_cli.federated.fleet import default_workers
+
+    return default_workers(P) if cfg.workers is None else max(1, min(cfg.workers, P))
+
+
 def communication_report(log) -> dict:
     """Bytes up/down per participant and per round, from the encoded message lengths."""
     up, down = log.bytes_up, log.bytes_down
@@ -261,29 +269,38 @@ def convergence_check(log, cfg, report, method_label: str) -> None:
         )
 
 
+def run_fleet(coord, parts, cfg, progress):
+    """Run the ADMM rounds with the participants in worker processes (``cfg.workers``) or here;
+    returns the run log and the participants with their final state."""
+    from bnsl_cli.federated.fleet import make_fleet
+    from bnsl_cli.federated.protocol import run_admm
+
+    fleet = make_fleet(parts, cfg.workers)
+    try:
+        log = run_admm(
+            coord, fleet, cfg.rounds, h_tol=cfg.h_tol, gap_tol=cfg.gap_tol, threshold=cfg.threshold, progress=progress
+        )
+        parts = fleet.finish()
+    finally:
+        if hasattr(fleet, "close"):
+            fleet.close()
+    return log, parts
+
+
 def _run_federated(tables, cfg, names, report, progress) -> LearnResult:
     from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
     from bnsl_cli.federated.participant import DenseParticipant, SparseParticipant
-    from bnsl_cli.federated.protocol import run_admm
 
     d, P = len(names), len(tables)
     n_total = sum(t.n for t in tables)
     schedule = PenaltySchedule(cfg.rho1, cfg.rho2, cfg.rho1_growth, cfg.rho2_growth, cfg.rho_max)
     if cfg.method == "fed-sparse":
         parts = [SparseParticipant(k, t.X, n_total, cfg.lam, cfg.steps, cfg.tol) for k, t in enumerate(tables)]
-        coord = Coordinator(d, P, schedule)
+        coord = Coordinator(d, P, schedule, snap=cfg.snap)
     else:
         parts = [DenseParticipant(k, t.X, n_total) for k, t in enumerate(tables)]
         coord = Coordinator(d, P, schedule, l1=cfg.lam, dense=True)
-    log = run_admm(
-        coord,
-        [p.handle for p in parts],
-        cfg.rounds,
-        h_tol=cfg.h_tol,
-        gap_tol=cfg.gap_tol,
-        threshold=cfg.threshold,
-        progress=progress,
-    )
+    log, parts = run_fleet(coord, parts, cfg, progress)
     W_raw = coord.W.copy()
     W, removed = _finish_graph(W_raw, cfg.threshold, cfg.method)
     convergence_check(log, cfg, report, cfg.method)
@@ -295,6 +312,7 @@ def _run_federated(tables, cfg, names, report, progress) -> LearnResult:
         history=log.history,
         communication=communication_report(log),
         timing={
+            "workers": _workers_used(cfg, len(parts)),
             "participants_s": [p.compute_s for p in parts],
             "server_s": coord.server_s,
             "protocol_s": log.wall_s,

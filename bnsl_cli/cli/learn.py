@@ -46,6 +46,11 @@ def command(
     json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout."),
     personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", envvar="BNSL_WORKERS",
+        help="Worker processes that host the participants (default: one per available CPU, at most one "
+        "per participant; 1 = all in this process). Only encoded messages cross between processes.",
+    ),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
     dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL)."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp)."),
@@ -78,6 +83,8 @@ def command(
         raise common.fail(f"--method: unknown method {method!r}; choose one of {', '.join(METHODS)}", 2)
     if rounds is not None and rounds < 1:
         raise common.fail("--rounds must be at least 1", 2)
+    if workers is not None and workers < 1:
+        raise common.fail("--workers must be at least 1", 2)
     if steps is not None and steps < 1:
         raise common.fail("--steps must be at least 1", 2)
     if threshold < 0:
@@ -121,6 +128,7 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
+        workers=workers,
     )
     result = _run_with_progress(tables, cfg, quiet)
     if out is not None:

@@ -53,6 +53,7 @@ class Coordinator:
         l1: float = 0.0,
         dense: bool = False,
         ftol: float = 1e-6,
+        snap: float = 0.0,
     ):
         self.d = d
         self.P = n_participants
@@ -60,6 +61,7 @@ class Coordinator:
         self.l1 = float(l1)
         self.dense = dense
         self.ftol = ftol
+        self.snap = float(snap)
         self.W = np.zeros((d, d))
         self.B = np.zeros((n_participants, d, d))
         self.beta = np.zeros((n_participants, d, d))
@@ -99,6 +101,8 @@ class Coordinator:
             W = self._w_step_l1()
         else:
             W = self._w_step_support()
+        if self.snap > 0:
+            W[np.abs(W) < self.snap] = 0.0
         h = acyclicity(W)[0]
         if not np.isfinite(h):
             h = float("inf")

@@ -68,6 +68,7 @@ class LearnConfig:
     gap_tol: float = 1e-3
     seed: Optional[int] = None
     snap: float = 1e-3
+    server_ftol: float = 1e-6
     workers: Optional[int] = None  # participant worker processes (None: one per CPU, at most P)
     personal: bool = False
     dp: Optional[object] = None  # a bnsl_cli.private.DPConfig when the run is private
@@ -296,10 +297,10 @@ def _run_federated(tables, cfg, names, report, progress) -> LearnResult:
     schedule = PenaltySchedule(cfg.rho1, cfg.rho2, cfg.rho1_growth, cfg.rho2_growth, cfg.rho_max)
     if cfg.method == "fed-sparse":
         parts = [SparseParticipant(k, t.X, n_total, cfg.lam, cfg.steps, cfg.tol) for k, t in enumerate(tables)]
-        coord = Coordinator(d, P, schedule, snap=cfg.snap)
+        coord = Coordinator(d, P, schedule, snap=cfg.snap, ftol=cfg.server_ftol)
     else:
         parts = [DenseParticipant(k, t.X, n_total) for k, t in enumerate(tables)]
-        coord = Coordinator(d, P, schedule, l1=cfg.lam, dense=True)
+        coord = Coordinator(d, P, schedule, l1=cfg.lam, dense=True, ftol=cfg.server_ftol)
     log, parts = run_fleet(coord, parts, cfg, progress)
     W_raw = coord.W.copy()
     W, removed = _finish_graph(W_raw, cfg.threshold, cfg.method)
@@ -314,7 +315,7 @@ def _run_federated(tables, cfg, names, report, progress) -> LearnResult:
         timing={
             "workers": _workers_used(cfg, len(parts)),
             "participants_s": [p.compute_s for p in parts],
-            "server_s": coord.server_s,
+            "server_s": coord.server_s, "server_evaluations": coord.lbfgs_evals,
             "protocol_s": log.wall_s,
         },
         graph=graph_to_json(W, names),

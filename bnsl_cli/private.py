@@ -136,7 +136,7 @@ def run_private(tables, cfg, names, report, progress):
         final={"h": last["h"], "gap": last["gap"], "objective": None},
         history=log.history,
         communication=communication_report(log),
-        timing={"workers": _workers_used(cfg, P), "participants_s": [p.compute_s for p in parts], "server_s": coord.server_s, "protocol_s": log.wall_s},
+        timing={"workers": _workers_used(cfg, P), "participants_s": [p.compute_s for p in parts], "server_s": coord.server_s, "server_evaluations": coord.lbfgs_evals, "protocol_s": log.wall_s},
         graph=graph_to_json(W, names),
         removed_for_acyclicity=_removed_json(removed, names),
         privacy=privacy,

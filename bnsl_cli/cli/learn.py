@@ -75,7 +75,6 @@ def command(
 
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
-    from bnsl_cli.errors import BnslError, InputDataError
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.learn import METHODS, LearnConfig
 
@@ -100,8 +99,6 @@ def command(
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
-    if method in ("fed-sparse", "fed-bnsl") and len(paths) < 1:
-        raise common.fail("federated methods need at least one shard", 2)
 
     out_names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
     if out is not None:

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.optimize
 
 from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
-from bnsl_cli.numerics import acyclicity
+from bnsl_cli.numerics import acyclicity, acyclicity_blocks, cyclic_blocks
 
 __all__ = ["PenaltySchedule", "Coordinator"]
 
@@ -140,10 +140,12 @@ class Coordinator:
         const = float(np.sum(betas * Bs))
         alpha, rho1, rho2 = self.alpha, self.rho1, self.rho2
         Wfull = np.zeros(d * d)
+        # h and ∇h only involve the strongly connected components of the support graph
+        blocks = cyclic_blocks(support)
 
         def fun(w):
             Wfull[idx] = w
-            h, gh = acyclicity(Wfull.reshape(d, d))
+            h, gh = acyclicity_blocks(Wfull.reshape(d, d), blocks)
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(w)
             diff = Bs - w[None, :]

@@ -81,3 +81,17 @@ def test_personal_matrices_and_same_seed_same_result(data):
     b = learn(tables, LearnConfig(personal=True, rounds=20))
     assert len(a.personal) == len(tables)
     assert np.array_equal(a.W_raw, b.W_raw)
+
+
+@pytest.mark.parametrize("method", ["fed-sparse", "notears"])
+def test_permuting_columns_permutes_the_graph(data, method):
+    sim, tables = data
+    perm = np.random.default_rng(0).permutation(len(sim.names))
+    names = tuple(sim.names[k] for k in perm)
+    shuffled = [Table(t.X[:, perm], names, t.path) for t in tables]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = learn(tables, LearnConfig(method=method))
+        b = learn(shuffled, LearnConfig(method=method))
+    assert np.array_equal(a.W[np.ix_(perm, perm)] != 0, b.W != 0)
+    np.testing.assert_allclose(a.W[np.ix_(perm, perm)], b.W, atol=2e-2)  # solver tolerance

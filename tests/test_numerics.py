@@ -48,3 +48,19 @@ def test_threshold_to_dag_drops_only_the_weakest_cycle_edges():
     assert is_dag(D) and D[0, 2] == 0  # thresholded
     assert removed == [(2, 0, 0.5)]
     assert D[0, 1] == 1.0 and D[1, 2] == 0.8
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+
+@given(arrays(np.float64, (7, 7), elements=st.floats(-3, 3)), st.floats(0, 2))
+@settings(max_examples=100, deadline=None)
+def test_threshold_until_dag_always_yields_a_dag(W, threshold):
+    D, removed = threshold_to_dag(W, threshold)
+    assert is_dag(D)
+    assert np.all((D == 0) | (np.abs(D) > threshold))
+    assert np.all((D == 0) | (D == W))
+    for i, j, w in removed:
+        assert abs(w) > threshold and D[i, j] == 0

@@ -80,6 +80,10 @@ class LearnConfig:
         c = LearnConfig(**{k: getattr(self, k) for k in self.__dataclass_fields__})
         if c.lam is None:
             c.lam = default_lambda(c.method)
+            if c.dp is not None and c.method == "fed-sparse":
+                from bnsl_cli.privacy.defaults import DP_LAMBDA
+
+                c.lam = DP_LAMBDA
         if c.dp is not None:
             from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
 

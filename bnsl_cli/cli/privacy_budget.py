@@ -53,7 +53,7 @@ def command(
     ),
     nodes: Optional[int] = typer.Option(
         None, "--nodes", show_default=False,
-        help="Number of variables d; sets T = max(20, d) (learn's default) when --steps is not given.",
+        help="Number of variables d; sets T = max(20, d // 2) (learn --dp default) when --steps is not given.",
     ),
     rho: Optional[float] = typer.Option(
         None, "--rho", show_default=False, help="Convert this zCDP rho to (epsilon, delta)."
@@ -190,8 +190,8 @@ def _rounds_steps(rounds, steps, nodes, fail):
     if nodes is not None:
         if nodes < 1:
             raise fail(f"--nodes must be >= 1, got {nodes}", 2)
-        return k, dp_steps(nodes), f"max(20, d) with d = {nodes}"
-    raise fail("the steps per round are missing: give --steps T, or --nodes d to use T = max(20, d)", 2)
+        return k, dp_steps(nodes), f"max(20, d // 2) with d = {nodes}"
+    raise fail("the steps per round are missing: give --steps T, or --nodes d to use T = max(20, d // 2)", 2)
 
 
 def _base_assumptions(conv: str) -> dict:

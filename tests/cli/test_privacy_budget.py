@@ -53,10 +53,10 @@ def test_plan_json_keys_and_values():
 @pytest.mark.parametrize("d", [5, 20, 64])
 def test_nodes_set_steps_and_rounds_default(d):
     out = run_json("--epsilon", 1, "--delta", 1e-8, "--nodes", d)
-    assert out["steps"] == dp_steps(d) == max(20, d)
+    assert out["steps"] == dp_steps(d) == max(20, d // 2)
     assert out["rounds"] == DP_ROUNDS == 50
     # a = 1/2: both multipliers equal sqrt(K T / (rho* - rho_M - rho_mean))
-    expected = math.sqrt(50 * max(20, d) / (out["rho"] - out["rho_moments"] - out["rho_means"]))
+    expected = math.sqrt(50 * max(20, d // 2) / (out["rho"] - out["rho_moments"] - out["rho_means"]))
     assert out["gumbel_multiplier"] == pytest.approx(expected, rel=1e-12)
     assert out["sigma_multiplier"] == pytest.approx(expected, rel=1e-12)
 

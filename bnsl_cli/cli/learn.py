@@ -34,7 +34,7 @@ def command(
     ),
     threshold: float = typer.Option(0.3, "--threshold", envvar="BNSL_THRESHOLD", help="Drop edges with |w| ≤ this."),
     rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
-    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default max(20, 2d); with --dp max(20, d/2))."),
+    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default 3d; with --dp max(20, d/2))."),
     rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),
     rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂."),
     rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round."),

@@ -522,13 +522,13 @@ def _positive(name: str, v: float) -> float:
 
 #: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
 #: the clipping bound of that release, when no public value bound is given.
-RANGE_FRACTION = 0.25
+RANGE_FRACTION = 0.5
 
 
 def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list:
     """``[(release, rho), ...]`` of the one-off releases, in the order a participant makes them.
 
-    Without a public value bound, a quarter (``RANGE_FRACTION``) of each budget pays for the noisy
+    Without a public value bound, half (``RANGE_FRACTION``) of each budget pays for the noisy
     range histogram that sets the clipping bound of the release that follows: ``value-range (raw)``
     then ``column-means`` (skipped when ``rho_means = 0``: public means), ``value-range (centred)``
     then ``second-moments``.

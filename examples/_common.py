@@ -185,6 +185,8 @@ def pyplot():
 def band(ax, x, mean, std, label: str, *, marker: Optional[str] = "o", **kw):
     """A line with a shaded ±1 std band."""
     x, mean, std = (np.asarray(v, dtype=float) for v in (x, mean, std))
+    if len(x) > 25:
+        marker = None
     (line,) = ax.plot(x, mean, marker=marker, label=label, **kw)
     ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
     return line

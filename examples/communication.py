@@ -75,23 +75,29 @@ def bars(summary: pd.DataFrame, path, cfg, n_seeds):
         return None
     dims = sorted(summary["d"].unique())
     x = np.arange(len(dims))
-    width = 0.38
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.2
+    fig, ax = plt.subplots(figsize=(9, 4.4))
     colours = {"fed-sparse": "#3182bd", "fed-bnsl": "#e6550d"}
-    for k, method in enumerate(METHODS):
+    k = 0
+    for method in METHODS:
         sub = summary[summary["method"] == method].set_index("d").reindex(dims)
-        pos = x + (k - 0.5) * width
-        ax.bar(pos, sub["mb_up_mean"], width, color=colours[method], label=f"{C.LABELS[method]}: up")
-        ax.bar(pos, sub["mb_down_mean"], width, bottom=sub["mb_up_mean"], color=colours[method], alpha=0.45,
-               hatch="//", label=f"{C.LABELS[method]}: down")
-        ax.errorbar(pos, sub["mb_total_mean"], yerr=sub["mb_total_std"], fmt="none", ecolor="black", capsize=3)
+        for part, alpha, hatch in (("up", 1.0, None), ("down", 0.45, "//")):
+            pos = x + (k - 1.5) * width
+            ax.bar(pos, sub[f"mb_{part}_mean"], width, yerr=sub[f"mb_{part}_std"], capsize=2, color=colours[method],
+                   alpha=alpha, hatch=hatch, label=f"{C.LABELS[method]}: {part}")
+            k += 1
+        top = np.maximum(sub["mb_up_mean"] + sub["mb_up_std"], sub["mb_down_mean"] + sub["mb_down_std"])
+        for xi, tot, y in zip(x, sub["mb_total_mean"], top):
+            off = -width if method == "fed-sparse" else width
+            ax.annotate(f"Σ {tot:.3g}", (xi + off, y * 1.05), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, [f"d = {d}" for d in dims])
-    ax.set_xlabel("number of variables d")
+    ax.set_xlabel("number of variables d (Σ: total MB, up + down)")
     ax.set_ylabel("data sent over the whole run (MB, log scale)")
     ax.set_yscale("log")
-    ax.set_title(f"ER1, P = {cfg['participants']}, n_p = {cfg['samples']}; mean over {n_seeds} seed(s), bars ±1 std of the total",
-                 fontsize=9)
-    ax.legend(fontsize=8)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 2.0)
+    ax.set_title(f"ER1, P = {cfg['participants']}, n_p = {cfg['samples']}; mean ± std over {n_seeds} seed(s)", fontsize=9)
+    ax.legend(fontsize=8, ncol=2)
     ax.grid(alpha=0.3, axis="y")
     return C.save(fig, path)
 

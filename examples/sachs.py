@@ -103,7 +103,7 @@ def figure(summary: pd.DataFrame, path, n_seeds):
     plt = C.pyplot()
     if plt is None:
         return None
-    labels = [C.LABELS[m] + (f"\n(ε = {EPSILON:g})" if m.startswith("dp-") else "") for m in summary["method"]]
+    labels = [C.LABELS[m].replace(" (", "\n(") + (f"\n(ε = {EPSILON:g})" if m.startswith("dp-") else "") for m in summary["method"]]
     x = np.arange(len(summary))
     w = 0.38
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))

@@ -76,12 +76,12 @@ def command(
         show_default=False,
     ),
     shards: List[str] = typer.Argument(
-        None, metavar="SHARDS...", help="Participant CSV files, directories of *.csv, or quoted globs."
+        None, metavar="SHARDS", help="Participant CSV files, directories of *.csv, or quoted globs."
     ),
     files_from: Optional[Path] = typer.Option(None, "--files-from", help="A file listing shard paths, one per line."),
     out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
     ridge: float = typer.Option(
-        0.0, "--ridge", envvar="BNSL_RIDGE", help="Ridge R ≥ 0: solves (S_pa,pa + R·I) w = S_pa,j with S = XᵀX/n_p."
+        0.0, "--ridge", envvar="BNSL_RIDGE", help="Ridge R ≥ 0: solves (S_pa,pa + R·I) w = S_pa,j with S = XᵀX/n_p of the centred rows (0: plain least squares)."
     ),
     truth_dir: Optional[Path] = typer.Option(
         None,

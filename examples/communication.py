@@ -1,6 +1,6 @@
 """Communication cost: megabytes sent up (participants → server) and down per method and dimension.
 
-Homogeneous data (ER1, P = 8, n_p = 5000) for d ∈ {10, 20, 50, 100}; non-private Fed-Sparse-BNSL
+Homogeneous data (ER1, P = 8, n_p = 5000) for d ∈ {10, 20, 50, 100, 200}; non-private Fed-Sparse-BNSL
 (sparse messages: the coordinates each participant changed, W as its cheapest encoding) against
 Fed-BNSL (dense d × d messages both ways). Bytes are those of the encoded messages that the protocol
 counts in ``report["communication"]`` (1 MB = 10⁶ bytes), summed over all rounds and participants
@@ -26,13 +26,13 @@ METHODS = ("fed-sparse", "fed-bnsl")
 def settings(quick: bool) -> dict:
     if quick:
         return dict(dims=(5, 10), participants=4, samples=500, seeds=1)
-    return dict(dims=(10, 20, 50, 100), participants=8, samples=5000, seeds=2)
+    return dict(dims=(10, 20, 50, 100, 200), participants=8, samples=5000, seeds=2)
 
 
 def main(argv=None) -> int:
     p = C.parser("communication", __doc__, settings(False)["seeds"])
     p.add_argument("--dims", type=lambda s: tuple(int(v) for v in s.split(",")), default=None,
-                   help="comma list of d (default 10,20,50,100; quick 5,10)")
+                   help="comma list of d (default 10,20,50,100,200; quick 5,10)")
     args = p.parse_args(argv)
     cfg = settings(args.quick)
     dims = args.dims or cfg["dims"]

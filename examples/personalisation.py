@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     summary["seed_median_std"] = per_seed.std(ddof=1).fillna(0.0).to_numpy()
     summary["d"], summary["participants"], summary["rows_each"], summary["lambda_fed_sparse"] = d, P, n_p, lam
     sdf = pd.DataFrame(struct)
-    structure = C.summarise(sdf, ["approach"], ["shd", "tpr", "fdr", "nnz"])
+    structure = C.summarise(sdf, ["approach"], ["shd", "tpr", "fdr", "nnz"]).rename(columns={"n_seeds": "n_graphs"})
     out = args.out
     files = [
         C.write_csv(summary, out / "personalisation.csv"),

@@ -27,6 +27,19 @@ def _is_refit_output(out: Path) -> bool:
     return isinstance(obj, dict) and obj.get("generator") == GENERATOR
 
 
+def _stale_outputs(out: Path, files: list[str]) -> list[Path]:
+    """participant-NN.csv files an earlier ``bnsl refit`` wrote into ``out`` that this run does not rewrite."""
+    if not _is_refit_output(out):
+        return []
+    try:
+        old = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("participants", [])
+    except (OSError, ValueError):
+        return []
+    keep = set(files)
+    names = {Path(str(r.get("output", ""))).name for r in old if isinstance(r, dict)}
+    return [out / n for n in sorted(names) if n.startswith("participant-") and n not in keep]
+
+
 def _estimate_path(estimate: Path) -> Path:
     """A ``bnsl learn --out`` directory stands for its ``adjacency.csv``."""
     if estimate.is_dir() and (estimate / "adjacency.csv").is_file():
@@ -172,10 +185,13 @@ def command(
         "column means); nothing is sent between participants or to a server",
         "participants": rows,
     }
+    stale = _stale_outputs(out, files)
     out.mkdir(parents=True, exist_ok=True)
     for fname, fit in zip(files, fits):
         atomic_write_text(out / fname, adjacency_csv_text(fit.W, names))
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2, default=common._json_default) + "\n")
+    for p in stale:  # an earlier refit into this directory had more participants
+        p.unlink(missing_ok=True)
     if not quiet:
         _render(rows)
         common.err_console.print(f"wrote {out}/")

@@ -69,6 +69,10 @@ def test_mse_is_null_without_truth_and_rerun_into_same_dir_works(tmp_path, heter
         assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
     assert len(rows) == 3 and all(r["mse"] is None for r in rows)
+    # a rerun with fewer participants removes the outputs it no longer writes
+    res = run(est, shards / "participant-01.csv", shards / "participant-02.csv", "--out", out, "-q")
+    assert res.exit_code == 0, res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["participant-01.csv", "participant-02.csv", "summary.json"]
 
 
 def test_ridge_shrinks_weights(tmp_path, hetero):

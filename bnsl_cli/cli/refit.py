@@ -1,10 +1,199 @@
-"""`bnsl refit` (not yet implemented)."""
+"""``bnsl refit``: per-participant least-squares weights on a learned structure (personalisation)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
+from bnsl_cli.cli import common
 
-def command() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(1)
+SUMMARY = "summary.json"
+GENERATOR = "bnsl refit"
+SCHEMA_VERSION = 1
+
+
+def _participant_file(k: int) -> str:
+    return f"participant-{k + 1:02d}.csv"
+
+
+def _is_refit_output(out: Path) -> bool:
+    try:
+        obj = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(obj, dict) and obj.get("generator") == GENERATOR
+
+
+def _stale_outputs(out: Path, files: list[str]) -> list[Path]:
+    """participant-NN.csv files an earlier ``bnsl refit`` wrote into ``out`` that this run does not rewrite."""
+    if not _is_refit_output(out):
+        return []
+    try:
+        old = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("participants", [])
+    except (OSError, ValueError):
+        return []
+    keep = set(files)
+    names = {Path(str(r.get("output", ""))).name for r in old if isinstance(r, dict)}
+    return [out / n for n in sorted(names) if n.startswith("participant-") and n not in keep]
+
+
+def _estimate_path(estimate: Path) -> Path:
+    """A ``bnsl learn --out`` directory stands for its ``adjacency.csv``."""
+    if estimate.is_dir() and (estimate / "adjacency.csv").is_file():
+        return estimate / "adjacency.csv"
+    return estimate
+
+
+def _truth_paths(truth_dir: Path, shards: list[Path]) -> list[Path]:
+    """Truth of each shard: same file name in ``truth_dir``, else ``participant-NN.csv`` by position."""
+    from bnsl_cli.errors import InputDataError
+
+    if not truth_dir.is_dir():
+        raise InputDataError(f"{truth_dir}: --truth-dir is not a directory")
+    out = []
+    for k, shard in enumerate(shards):
+        same = truth_dir / shard.name
+        by_pos = truth_dir / _participant_file(k)
+        if same.is_file():
+            out.append(same)
+        elif by_pos.is_file():
+            out.append(by_pos)
+        else:
+            raise InputDataError(
+                f"{truth_dir}: no truth for shard {shard} (looked for {same.name} and {by_pos.name})"
+            )
+    return out
+
+
+def _render(rows: list[dict]) -> None:
+    from rich.table import Table
+
+    table = Table(title="refit (each participant on its own rows)", title_justify="left")
+    for head in ("participant", "file", "rows", "edges", "MSE"):
+        table.add_column(head, justify="left" if head == "file" else "right", overflow="fold")
+    for r in rows:
+        mse = "-" if r["mse"] is None else f"{r['mse']:.4f}"
+        table.add_row(str(r["participant"]), r["file"], str(r["rows"]), str(r["edges"]), mse)
+    common.err_console.print(table)
+
+
+def command(
+    estimate: Path = typer.Argument(
+        ...,
+        metavar="ESTIMATE",
+        help="The learned structure: adjacency CSV, edges CSV, 0/1 matrix, DOT or report JSON "
+        "(or a `bnsl learn --out` directory). Its non-zeros fix each node's parents.",
+        show_default=False,
+    ),
+    shards: List[str] = typer.Argument(
+        None, metavar="SHARDS", help="Participant CSV files, directories of *.csv, or quoted globs."
+    ),
+    files_from: Optional[Path] = typer.Option(None, "--files-from", help="A file listing shard paths, one per line."),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
+    ridge: float = typer.Option(
+        0.0, "--ridge", envvar="BNSL_RIDGE", help="Ridge R ≥ 0: solves (S_pa,pa + R·I) w = S_pa,j with S = XᵀX/n_p of the centred rows (0: plain least squares)."
+    ),
+    truth_dir: Optional[Path] = typer.Option(
+        None,
+        "--truth-dir",
+        metavar="DIR",
+        help="Per-participant true weights (as `bnsl simulate --heterogeneous` writes in truths/): "
+        "adds the normalised MSE ‖Ŵ_p − W*_p‖²/‖W*_p‖² per participant.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object per participant (a list) on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
+    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
+) -> None:
+    """Refit the edge weights of a learned DAG on each participant's own rows (personalisation).
+
+    For every participant and node, least squares of the node on its parents in ESTIMATE, on that
+    participant's rows centred with its own column means. Nothing crosses participants: each fit uses
+    one shard only. Writes DIR/participant-NN.csv (weighted adjacency, W\\[i, j] = weight of i -> j,
+    rows are parents) and DIR/summary.json.
+    """
+    import math
+
+    import numpy as np
+
+    from bnsl_cli import __version__
+    from bnsl_cli.cli.output import check_output_dir
+    from bnsl_cli.errors import InputDataError
+    from bnsl_cli.io.atomic import atomic_write_text
+    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.graphs import ORIENTATION, adjacency_csv_text, read_graph
+    from bnsl_cli.metrics import is_dag
+    from bnsl_cli.refit import align_graph, refit_participants
+
+    if not math.isfinite(ridge) or ridge < 0:
+        raise common.fail(f"--ridge must be a finite number ≥ 0 (got {ridge:g})", 2)
+    paths = common.expand_shard_paths(shards or [], files_from)
+    if not paths:
+        raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
+    est_path = _estimate_path(estimate)
+    files = [_participant_file(k) for k in range(len(paths))]
+    inputs = [*paths, est_path]
+    truths_paths = _truth_paths(truth_dir, paths) if truth_dir is not None else None
+    if truths_paths:
+        inputs += truths_paths
+    check_output_dir(out, files + [SUMMARY], inputs, force or _is_refit_output(out))
+
+    graph = read_graph(est_path)
+    tables = read_shards(paths)
+    names = tables[0].names
+    structure = align_graph(graph, names, source=str(est_path))
+    if not is_dag(structure != 0):
+        import warnings
+
+        warnings.warn(f"{est_path}: the structure has a directed cycle; each node is still fitted on its parents")
+    truths = None
+    if truths_paths:
+        truths = [align_graph(read_graph(p), names, source=str(p)) for p in truths_paths]
+        for p, T in zip(truths_paths, truths):
+            if not np.any(T):
+                raise InputDataError(f"{p}: the truth has no edges, the normalised MSE is undefined")
+    fits = refit_participants([t.X for t in tables], structure, names, ridge=ridge, truths=truths)
+
+    rows = []
+    for k, (t, fit) in enumerate(zip(tables, fits)):
+        rows.append(
+            {
+                "participant": fit.participant,
+                "file": str(t.path),
+                "rows": fit.rows,
+                "edges": fit.edges,
+                "mse": fit.mse,
+                "output": str(out / files[k]),
+                "truth": None if truths_paths is None else str(truths_paths[k]),
+                "ridge": ridge,
+                "rank_deficient": list(fit.rank_deficient),
+                "residual_variance": {n: float(v) for n, v in zip(names, fit.residual_variance)},
+            }
+        )
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "generator": GENERATOR,
+        "version": __version__,
+        "orientation": ORIENTATION,
+        "estimate": str(est_path),
+        "nodes": list(names),
+        "edges": int(np.count_nonzero(structure)),
+        "options": {"ridge": ridge, "truth_dir": None if truth_dir is None else str(truth_dir)},
+        "locality": "each participant's weights are fitted on its own rows only (centred with its own "
+        "column means); nothing is sent between participants or to a server",
+        "participants": rows,
+    }
+    stale = _stale_outputs(out, files)
+    out.mkdir(parents=True, exist_ok=True)
+    for fname, fit in zip(files, fits):
+        atomic_write_text(out / fname, adjacency_csv_text(fit.W, names))
+    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2, default=common._json_default) + "\n")
+    for p in stale:  # an earlier refit into this directory had more participants
+        p.unlink(missing_ok=True)
+    if not quiet:
+        _render(rows)
+        common.err_console.print(f"wrote {out}/")
+    if json_out:
+        common.print_json([{k: v for k, v in r.items() if k != "residual_variance"} for r in rows])

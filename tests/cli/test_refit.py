@@ -1,0 +1,146 @@
+"""`bnsl refit` driven through the real Typer app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bnsl_cli.cli.app import app
+from bnsl_cli.io.graphs import read_graph, write_adjacency_csv, write_edges_csv
+from bnsl_cli.simulate import simulate
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, ["refit", *map(str, args)])
+
+
+def _write_data(path: Path, X, names):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [",".join(names)] + [",".join(repr(float(v)) for v in row) for row in X]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture()
+def hetero(tmp_path):
+    sim = simulate(6, 7, participants=3, samples=3000, heterogeneous=True, spread=0.8, seed=11)
+    shards = tmp_path / "shards"
+    truths = tmp_path / "truths"
+    for p, (X, Wp) in enumerate(zip(sim.shards, sim.weights)):
+        _write_data(shards / f"participant-{p + 1:02d}.csv", X, sim.names)
+        write_adjacency_csv(truths / f"participant-{p + 1:02d}.csv", Wp, sim.names)
+    est = tmp_path / "estimate.csv"
+    write_adjacency_csv(est, np.where(sim.W != 0, 1.0, 0.0), sim.names)
+    return sim, shards, truths, est
+
+
+def test_refit_writes_one_adjacency_per_participant_and_recovers_weights(tmp_path, hetero):
+    sim, shards, truths, est = hetero
+    out = tmp_path / "out"
+    res = run(est, shards, "--out", out, "--truth-dir", truths, "--json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["participant"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert {"participant", "file", "rows", "mse", "edges"} <= set(r)
+        assert r["rows"] == 3000 and r["edges"] == sim.n_edges
+        assert r["mse"] < 0.01
+    for p in range(3):
+        g = read_graph(out / f"participant-{p + 1:02d}.csv")
+        assert g.names == sim.names
+        assert np.allclose(g.W, sim.weights[p], atol=0.1)
+        assert np.all(g.W[sim.W == 0] == 0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["generator"] == "bnsl refit" and len(summary["participants"]) == 3
+    assert "own rows" in summary["locality"]
+    assert "MSE" in res.stderr  # table on stderr, JSON alone on stdout
+
+
+def test_mse_is_null_without_truth_and_rerun_into_same_dir_works(tmp_path, hetero):
+    _, shards, _, est = hetero
+    out = tmp_path / "out"
+    for _ in range(2):
+        res = run(est, str(shards / "*.csv"), "--out", out, "--json", "--quiet")
+        assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert len(rows) == 3 and all(r["mse"] is None for r in rows)
+    # a rerun with fewer participants removes the outputs it no longer writes
+    res = run(est, shards / "participant-01.csv", shards / "participant-02.csv", "--out", out, "-q")
+    assert res.exit_code == 0, res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["participant-01.csv", "participant-02.csv", "summary.json"]
+
+
+def test_ridge_shrinks_weights(tmp_path, hetero):
+    _, shards, _, est = hetero
+    sums = []
+    for k, ridge in enumerate((0.0, 5.0)):
+        out = tmp_path / f"r{k}"
+        res = run(est, shards, "--out", out, "--ridge", ridge, "-q")
+        assert res.exit_code == 0, res.stderr
+        sums.append(np.abs(read_graph(out / "participant-01.csv").W).sum())
+    assert sums[1] < 0.8 * sums[0]
+
+
+def test_nodes_matched_by_name_and_edges_csv_estimate(tmp_path, hetero):
+    sim, shards, truths, _ = hetero
+    est = tmp_path / "edges.csv"
+    write_edges_csv(est, sim.W, sim.names)  # an edges CSV cannot list isolated nodes
+    res = run(est, shards, "--files-from", "/dev/null", "--out", tmp_path / "o", "--truth-dir", truths, "--json", "-q")
+    assert res.exit_code == 0, res.stderr
+    assert all(r["mse"] < 0.01 for r in json.loads(res.stdout))
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing_estimate", "unknown_node", "bad_data", "no_truth", "shard_mismatch", "estimate_shape"],
+)
+def test_bad_input_exits_3_with_one_line(tmp_path, hetero, case):
+    sim, shards, truths, est = hetero
+    args = [est, shards]
+    if case == "missing_estimate":
+        args[0] = tmp_path / "nope.csv"
+    elif case == "unknown_node":
+        names = list(sim.names)
+        names[0] = "zzz"
+        args[0] = tmp_path / "renamed.csv"
+        write_adjacency_csv(args[0], sim.W, names)
+    elif case == "bad_data":
+        bad = tmp_path / "bad.csv"
+        bad.write_text(",".join(sim.names) + "\n" + ",".join(["1"] * 5 + ["x"]) + "\n" + ",".join(["2"] * 6) + "\n")
+        args[1] = bad
+    elif case == "no_truth":
+        args += ["--truth-dir", tmp_path / "empty"]
+        (tmp_path / "empty").mkdir()
+    elif case == "shard_mismatch":
+        other = tmp_path / "other.csv"
+        _write_data(other, np.random.default_rng(0).normal(size=(5, 2)), ["a", "b"])
+        args += [other]
+    elif case == "estimate_shape":
+        args[0] = shards / "participant-01.csv"
+    res = run(*args, "--out", tmp_path / "o")
+    assert res.exit_code == 3, (res.stdout, res.stderr)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_refuses_to_clobber_foreign_files(tmp_path, hetero):
+    _, shards, _, est = hetero
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "participant-01.csv").write_text("precious\n")
+    res = run(est, shards, "--out", out)
+    assert res.exit_code == 3
+    assert (out / "participant-01.csv").read_text() == "precious\n"
+    assert run(est, shards, "--out", out, "--force", "-q").exit_code == 0
+
+
+def test_negative_ridge_is_a_usage_error(tmp_path, hetero):
+    _, shards, _, est = hetero
+    assert run(est, shards, "--out", tmp_path / "o", "--ridge", "-1").exit_code == 2

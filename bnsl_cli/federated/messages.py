@@ -185,6 +185,17 @@ class ConsensusBroadcast:
         return cls(rnd, d, W, rho2, bool(stop), fmt == 1)
 
 
+def _pack_objective(objective: Optional[float]) -> bytes:
+    """Flag byte, then the float64 objective when present (non-private runs only)."""
+    return b"\x00" if objective is None else b"\x01" + _F64.pack(objective)
+
+
+def _unpack_objective(data: bytes, off: int) -> tuple[Optional[float], int]:
+    if data[off] == 1:
+        return _F64.unpack_from(data, off + 1)[0], off + 9
+    return None, off + 1
+
+
 @dataclass(frozen=True)
 class SparseUpdate:
     """Participant → server: the entries of ``B_p`` that changed this round, as ``(i, j, value)``.
@@ -201,7 +212,7 @@ class SparseUpdate:
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_SPARSE_UPDATE, _VERSION, self.round, self.sender, self.d, len(self.entries))
-        obj = b"\x00" if self.objective is None else b"\x01" + _F64.pack(self.objective)
+        obj = _pack_objective(self.objective)
         return head + obj + _pairs_bytes(self.entries, self.d)
 
     @classmethod
@@ -209,13 +220,7 @@ class SparseUpdate:
         kind, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
         if kind != _KIND_SPARSE_UPDATE:
             raise ValueError("not a sparse update message")
-        off = HEADER.size
-        objective = None
-        if data[off] == 1:
-            objective = _F64.unpack_from(data, off + 1)[0]
-            off += 9
-        else:
-            off += 1
+        objective, off = _unpack_objective(data, HEADER.size)
         return cls(rnd, sender, d, _pairs_from(memoryview(data)[off:], count, d), objective)
 
 
@@ -231,7 +236,7 @@ class DenseUpdate:
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_DENSE_UPDATE, _VERSION, self.round, self.sender, self.d, self.d * self.d)
-        obj = b"\x00" if self.objective is None else b"\x01" + _F64.pack(self.objective)
+        obj = _pack_objective(self.objective)
         return head + obj + np.ascontiguousarray(self.B, dtype="<f8").tobytes()
 
     @classmethod
@@ -239,12 +244,6 @@ class DenseUpdate:
         kind, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
         if kind != _KIND_DENSE_UPDATE:
             raise ValueError("not a dense update message")
-        off = HEADER.size
-        objective = None
-        if data[off] == 1:
-            objective = _F64.unpack_from(data, off + 1)[0]
-            off += 9
-        else:
-            off += 1
+        objective, off = _unpack_objective(data, HEADER.size)
         B = np.frombuffer(memoryview(data)[off : off + 8 * d * d], dtype="<f8").reshape(d, d).copy()
         return cls(rnd, sender, d, B, objective)

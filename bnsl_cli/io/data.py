@@ -41,18 +41,9 @@ class Table:
 
 
 def _read_header(path: Path) -> tuple[list[str], str]:
-    if not path.exists():
-        raise InputDataError(f"{path}: file not found")
-    if path.is_dir():
-        raise InputDataError(f"{path}: is a directory, expected a CSV file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputDataError(f"{path}: not a text file (UTF-8 CSV expected)") from None
-    except OSError as exc:
-        raise InputDataError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not text.strip():
-        raise InputDataError(f"{path}: file is empty")
+    from bnsl_cli.io.graphs import read_text_file
+
+    text = read_text_file(path, "a CSV file")
     first = text.lstrip("\r\n").splitlines()[0]
     header = next(csv.reader([first]))
     return [h.strip() for h in header], text

@@ -185,11 +185,12 @@ def graph_to_json(W: np.ndarray, names: Sequence[str]) -> dict:
 # Readers
 
 
-def _read_text(path: Path) -> str:
+def read_text_file(path: Path, what: str = "a graph file") -> str:
+    """The text of ``path`` (UTF-8), or an :class:`InputDataError` naming the file and the problem."""
     if not path.exists():
         raise InputDataError(f"{path}: file not found")
     if path.is_dir():
-        raise InputDataError(f"{path}: is a directory, expected a graph file")
+        raise InputDataError(f"{path}: is a directory, expected {what}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
@@ -548,7 +549,7 @@ def read_graph(path: str | Path) -> Graph:
     :class:`~bnsl_cli.errors.InputDataError` whose message starts with the file name.
     """
     path = Path(path)
-    text = _read_text(path)
+    text = read_text_file(path)
     suffix = path.suffix.lower()
     if suffix in (".dot", ".gv"):
         return _read_dot_graph(path, text)

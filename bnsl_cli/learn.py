@@ -70,7 +70,7 @@ class LearnConfig:
     seed: Optional[int] = None
     snap: float = 1e-3
     server_ftol: float = 1e-6
-    workers: Optional[int] = None  # participant worker processes (None: one per CPU, at most P)
+    workers: Optional[int] = 1  # participant worker processes (None: one per available CPU, at most P)
     personal: bool = False
     dp: Optional[object] = None  # a bnsl_cli.private.DPConfig when the run is private
 

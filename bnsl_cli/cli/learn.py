@@ -47,10 +47,11 @@ def command(
     json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout."),
     personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
-    workers: Optional[int] = typer.Option(
-        None, "--workers", envvar="BNSL_WORKERS",
-        help="Worker processes that host the participants (default: one per available CPU, at most one "
-        "per participant; 1 = all in this process). Only encoded messages cross between processes.",
+    workers: int = typer.Option(
+        1, "--workers", envvar="BNSL_WORKERS",
+        help="Worker processes that host the participants (at most one per participant; 1 = all in this "
+        "process). Only encoded messages cross between processes; results are identical. Helps on idle "
+        "cores; on a busy shared machine it was slower (README).",
     ),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
     dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL)."),

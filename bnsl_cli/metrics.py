@@ -43,6 +43,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from bnsl_cli.dag import is_dag
 from bnsl_cli.errors import InputDataError
 
 __all__ = ["METRIC_KEYS", "structure_metrics", "v_structures", "is_dag", "find_cycle"]
@@ -105,13 +106,6 @@ def find_cycle(B) -> Optional[list[int]]:
     except nx.NetworkXNoCycle:
         return None
     return [int(u) for u, _, _ in cyc] + [int(cyc[0][0])]
-
-
-def is_dag(B) -> bool:
-    """True when the directed graph with an edge ``i → j`` for each ``B[i, j] != 0`` has no cycle."""
-    import networkx as nx
-
-    return bool(nx.is_directed_acyclic_graph(nx.from_numpy_array(np.asarray(B) != 0, create_using=nx.DiGraph)))
 
 
 def _adjacency(B: np.ndarray) -> np.ndarray:

@@ -53,10 +53,9 @@ def _check(dp: DPConfig) -> None:
 def run_private(tables, cfg, names, report, progress):
     from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
     from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, OneOffBudget
-    from bnsl_cli.federated.protocol import run_admm
-    from bnsl_cli.learn import LearnResult, _finish_graph, _removed_json, communication_report
+    from bnsl_cli.learn import LearnResult, _finish_graph, _removed_json, _workers_used, communication_report, run_fleet
     from bnsl_cli.io.graphs import graph_to_json
-    from bnsl_cli.privacy.calibrate import calibrate, plan_covariance
+    from bnsl_cli.privacy.calibrate import calibrate, dp_fed_bnsl_plan, dp_fed_bnsl_split
     from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
     from bnsl_cli.privacy.ledger import PrivacyLedger
     from bnsl_cli.privacy.mechanisms import make_rng
@@ -92,15 +91,11 @@ def run_private(tables, cfg, names, report, progress):
             )
             for k, t in enumerate(tables)
         ]
-        coord = Coordinator(d, P, schedule)
+        coord = Coordinator(d, P, schedule, snap=cfg.snap)
         mechanism = "DP-PGCD: exponential-mechanism selection (Gumbel-max) + Gaussian noisy update per step"
     else:
-        plan = plan_covariance(dp.epsilon, delta, dp.conversion, mean_share=mean_share + MOMENT_SHARE)
-        one_off = plan.rho_means
-        budget = OneOffBudget(
-            one_off * mean_share / (mean_share + MOMENT_SHARE), one_off * MOMENT_SHARE / (mean_share + MOMENT_SHARE),
-            dp.value_bound,
-        )
+        plan = dp_fed_bnsl_plan(dp.epsilon, delta, dp.conversion, dp.public_means)
+        budget = OneOffBudget(*dp_fed_bnsl_split(plan, dp.public_means), dp.value_bound)
         parts = [
             DPDenseParticipant(
                 k, t.X, n_total, sigma_multiplier=plan.sigma_multiplier, budget=budget,
@@ -111,10 +106,7 @@ def run_private(tables, cfg, names, report, progress):
         coord = Coordinator(d, P, schedule, l1=cfg.lam, dense=True)
         mechanism = "one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)"
 
-    log = run_admm(
-        coord, [p.handle for p in parts], cfg.rounds,
-        h_tol=cfg.h_tol, gap_tol=cfg.gap_tol, threshold=cfg.threshold, progress=progress,
-    )
+    log, parts = run_fleet(coord, parts, cfg, progress)
     W_raw = coord.W.copy()
     W, removed = _finish_graph(W_raw, cfg.threshold, cfg.method + " --dp")
     last = log.history[-1]
@@ -144,7 +136,7 @@ def run_private(tables, cfg, names, report, progress):
         final={"h": last["h"], "gap": last["gap"], "objective": None},
         history=log.history,
         communication=communication_report(log),
-        timing={"participants_s": [p.compute_s for p in parts], "server_s": coord.server_s, "protocol_s": log.wall_s},
+        timing={"workers": _workers_used(cfg, P), "participants_s": [p.compute_s for p in parts], "server_s": coord.server_s, "server_evaluations": coord.lbfgs_evals, "protocol_s": log.wall_s},
         graph=graph_to_json(W, names),
         removed_for_acyclicity=_removed_json(removed, names),
         privacy=privacy,

@@ -53,7 +53,7 @@ def command(
     ),
     nodes: Optional[int] = typer.Option(
         None, "--nodes", show_default=False,
-        help="Number of variables d; sets T = max(20, d) (learn's default) when --steps is not given.",
+        help="Number of variables d; sets T = max(20, d // 2) (learn --dp default) when --steps is not given.",
     ),
     rho: Optional[float] = typer.Option(
         None, "--rho", show_default=False, help="Convert this zCDP rho to (epsilon, delta)."
@@ -82,14 +82,18 @@ def command(
         help="Share a of each step's budget spent on the coordinate selection (rest: the update).",
     ),
     moment_share: float = typer.Option(
-        MOMENT_SHARE, "--moment-share", help="Share of the whole budget for the second-moment release."
+        MOMENT_SHARE, "--moment-share", help="fed-sparse: share of the whole budget for the second-moment release (learn --dp uses the default)."
     ),
     mean_share: float = typer.Option(
-        MEAN_SHARE, "--mean-share", help="Share of the whole budget for the column-mean release."
+        MEAN_SHARE, "--mean-share", help="fed-sparse: share of the whole budget for the column-mean release (learn --dp uses the default)."
     ),
     public_means: bool = typer.Option(
         False, "--public-means", envvar="BNSL_PUBLIC_MEANS",
         help="The column means are public / the data centred: no mean release (mean share 0).",
+    ),
+    value_bound: Optional[float] = typer.Option(
+        None, "--value-bound",
+        help="As in learn --dp: a public bound on |x|; then no value-range histograms are released.",
     ),
     conversion: Conversion = typer.Option(
         Conversion.tight, "--conversion", envvar="BNSL_CONVERSION",
@@ -143,12 +147,12 @@ def command(
     elif max_rho or (meth == Method.fed_sparse.value and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
     elif meth == Method.fed_bnsl.value:
-        result = _plan_covariance(epsilon, delta_value, conv, 0.0 if public_means else mean_share)
+        result = _plan_covariance(epsilon, delta_value, conv, public_means, value_bound is not None)
     else:
         k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
         result = _plan_sparse(
             epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
-            0.0 if public_means else mean_share, public_means, conv,
+            0.0 if public_means else mean_share, public_means, conv, value_bound is not None,
         )
     result["assumptions"]["delta"] = delta_source
 
@@ -186,8 +190,8 @@ def _rounds_steps(rounds, steps, nodes, fail):
     if nodes is not None:
         if nodes < 1:
             raise fail(f"--nodes must be >= 1, got {nodes}", 2)
-        return k, dp_steps(nodes), f"max(20, d) with d = {nodes}"
-    raise fail("the steps per round are missing: give --steps T, or --nodes d to use T = max(20, d)", 2)
+        return k, dp_steps(nodes), f"max(20, d // 2) with d = {nodes}"
+    raise fail("the steps per round are missing: give --steps T, or --nodes d to use T = max(20, d // 2)", 2)
 
 
 def _base_assumptions(conv: str) -> dict:
@@ -272,8 +276,20 @@ def _events_json(ledger, delta, conv) -> list:
     return ledger.to_dict(delta, conv)["participants"][0]["events"]
 
 
-def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv) -> dict:
-    from bnsl_cli.privacy.calibrate import calibrate, spend
+def _one_off_rows(releases) -> list:
+    from bnsl_cli.privacy.calibrate import multiplier_for_rho
+
+    return [(f"{name} multiplier", multiplier_for_rho(rho), f"sigma / Delta, rho = {rho:.4g}") for name, rho in releases]
+
+
+def _one_off_json(releases) -> list:
+    from bnsl_cli.privacy.calibrate import multiplier_for_rho
+
+    return [{"release": name, "rho": rho, "sigma_multiplier": multiplier_for_rho(rho)} for name, rho in releases]
+
+
+def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound_given=False) -> dict:
+    from bnsl_cli.privacy.calibrate import calibrate, one_off_releases, spend
 
     plan = calibrate(epsilon, delta, k, t, selection_share=a, moment_share=s_m, mean_share=s_mean,
                      conversion=conv)
@@ -311,32 +327,32 @@ def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_m
         ("Gumbel multiplier", plan.gumbel_multiplier, "b / Delta_S = 1/sqrt(2 rho_sel)"),
         ("eps_s per selection", plan.selection_epsilon, "2 Delta_S / b (pure DP of one selection)"),
         ("sigma multiplier", plan.sigma_multiplier, "sigma / Delta = 1/sqrt(2 rho_upd)"),
-        ("second-moment multiplier", plan.moment_multiplier, "sigma_M / Delta_M = 1/sqrt(2 rho_M)"),
-        ("column-mean multiplier", plan.mean_multiplier,
-         "no release (public means)" if plan.mean_multiplier is None else "1/sqrt(2 rho_mean)"),
-        ("epsilon spent (check)", eps_spent, "accounted from the planned ledger"),
     ]
+    rows += _one_off_rows(one_off_releases(plan.rho_means, plan.rho_moments, value_bound_given))
+    rows.append(("epsilon spent (check)", eps_spent, "accounted from the planned ledger"))
+    data["one_off_releases"] = _one_off_json(one_off_releases(plan.rho_means, plan.rho_moments, value_bound_given))
     return {"title": "DP-Fed-Sparse-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _plan_covariance(epsilon, delta, conv, s_mean) -> dict:
-    from bnsl_cli.privacy.calibrate import plan_covariance, spend_covariance
+def _plan_covariance(epsilon, delta, conv, public_means, value_bound_given=False) -> dict:
+    from bnsl_cli.privacy.calibrate import dp_fed_bnsl_plan, dp_fed_bnsl_split, one_off_releases, spend_covariance
 
-    plan = plan_covariance(epsilon, delta, conv, mean_share=s_mean)
+    plan = dp_fed_bnsl_plan(epsilon, delta, conv, public_means)
     eps_spent, rho_spent = spend_covariance(plan.sigma_multiplier, delta, plan.mean_multiplier, conv)
+    releases = one_off_releases(*dp_fed_bnsl_split(plan, public_means), value_bound_given)
     data = {"mode": "calibrate", "method": "fed-bnsl", **plan.to_dict()}
     data.update(
         epsilon_spent=eps_spent,
         rho_spent=rho_spent,
         neighbouring_relation=_base_assumptions(conv)["neighbouring relation"],
-        events=_events_json(plan.planned_ledger([0]), delta, conv),
+        one_off_releases=_one_off_json(releases),
     )
     assumptions = _base_assumptions(conv)
     assumptions.update(
         {
-            "releases": "X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
+            "releases": "one-off releases, then X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
             "sensitivity": "sqrt(2) C_x**2 (replace-one)",
-            "budget split": f"column means {s_mean:g}, covariance the rest",
+            "budget split": f"one-off releases {plan.mean_share:g} of rho*, covariance the rest",
         }
     )
     rows = [
@@ -344,11 +360,11 @@ def _plan_covariance(epsilon, delta, conv, s_mean) -> dict:
         ("delta", plan.delta, ""),
         ("rho* (zCDP)", plan.rho_total, "whole budget per participant"),
         ("rho covariance", plan.rho_covariance, ""),
-        ("rho column means", plan.rho_means, f"{s_mean:g} of rho*"),
+        ("rho one-off releases", plan.rho_means, f"{plan.mean_share:g} of rho*"),
         ("sigma multiplier", plan.sigma_multiplier, "sigma / Delta = 1/sqrt(2 rho_cov)"),
-        ("column-mean multiplier", plan.mean_multiplier, "-" if plan.mean_multiplier is None else ""),
-        ("epsilon spent (check)", eps_spent, "accounted from the planned ledger"),
     ]
+    rows += _one_off_rows(releases)
+    rows.append(("epsilon spent (check)", eps_spent, "accounted from the planned ledger"))
     return {"title": "DP-Fed-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.optimize
 
 from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
-from bnsl_cli.numerics import acyclicity
+from bnsl_cli.numerics import acyclicity, acyclicity_blocks, cyclic_blocks
 
 __all__ = ["PenaltySchedule", "Coordinator"]
 
@@ -53,6 +53,7 @@ class Coordinator:
         l1: float = 0.0,
         dense: bool = False,
         ftol: float = 1e-6,
+        snap: float = 0.0,
     ):
         self.d = d
         self.P = n_participants
@@ -60,6 +61,7 @@ class Coordinator:
         self.l1 = float(l1)
         self.dense = dense
         self.ftol = ftol
+        self.snap = float(snap)
         self.W = np.zeros((d, d))
         self.B = np.zeros((n_participants, d, d))
         self.beta = np.zeros((n_participants, d, d))
@@ -99,6 +101,8 @@ class Coordinator:
             W = self._w_step_l1()
         else:
             W = self._w_step_support()
+        if self.snap > 0:
+            W[np.abs(W) < self.snap] = 0.0
         h = acyclicity(W)[0]
         if not np.isfinite(h):
             h = float("inf")
@@ -136,10 +140,12 @@ class Coordinator:
         const = float(np.sum(betas * Bs))
         alpha, rho1, rho2 = self.alpha, self.rho1, self.rho2
         Wfull = np.zeros(d * d)
+        # h and ∇h only involve the strongly connected components of the support graph
+        blocks = cyclic_blocks(support)
 
         def fun(w):
             Wfull[idx] = w
-            h, gh = acyclicity(Wfull.reshape(d, d))
+            h, gh = acyclicity_blocks(Wfull.reshape(d, d), blocks)
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(w)
             diff = Bs - w[None, :]

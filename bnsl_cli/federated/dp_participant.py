@@ -28,7 +28,7 @@ from bnsl_cli.federated.messages import DenseUpdate, SparseEntries, SparseUpdate
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.participant import Participant
 from bnsl_cli.federated.pgcd import soft_threshold
-from bnsl_cli.privacy.calibrate import multiplier_for_rho
+from bnsl_cli.privacy.calibrate import multiplier_for_rho, one_off_releases
 from bnsl_cli.privacy.ledger import EXPONENTIAL, GAUSSIAN, PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, gumbel_max_select, project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.releases import (
@@ -39,11 +39,8 @@ from bnsl_cli.privacy.releases import (
     release_second_moments,
 )
 
-__all__ = ["OneOffBudget", "private_preprocessing", "DPSparseParticipant", "DPDenseParticipant", "RANGE_FRACTION"]
+__all__ = ["OneOffBudget", "private_preprocessing", "DPSparseParticipant", "DPDenseParticipant"]
 
-#: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
-#: the clipping bound of that release, when the user gives no public ``--value-bound``.
-RANGE_FRACTION = 0.25
 #: Quantiles of |x| (raw, for the mean) and |x − μ̂| (centred, for the second moments) used as bounds.
 RAW_QUANTILE = 1e-3
 CENTRED_QUANTILE = 1e-2
@@ -68,38 +65,41 @@ def _need_bound(pid: int, bound: np.ndarray, what: str) -> None:
 
 
 def private_preprocessing(pid: int, X: np.ndarray, budget: OneOffBudget, rng, ledger: PrivacyLedger):
-    """The one-off releases: (optional) raw range, column means, centred range, second moments.
+    """The one-off releases: (optional) raw range, column means, centred range, second moments,
+    with the budget split of :func:`~bnsl_cli.privacy.calibrate.one_off_releases`.
 
     Returns ``(centre, v_hat, bound_centred, notes)``. Nothing here uses the exact local mean."""
     n, d = X.shape
+    given = budget.value_bound is not None
+    rho = dict(one_off_releases(budget.rho_means, budget.rho_moments, given))
     notes = {}
-    if budget.rho_means > 0:
-        if budget.value_bound is None:
-            rho_r, rho_mu = RANGE_FRACTION * budget.rho_means, (1 - RANGE_FRACTION) * budget.rho_means
+    if "column-means" in rho:
+        if given:
+            b_raw = np.full(d, float(budget.value_bound))
+        else:
             b_raw, ev = release_range(
-                X, np.zeros(d), multiplier_for_rho(rho_r), rng, quantile=RAW_QUANTILE, release=RELEASE_RANGE_RAW
+                X, np.zeros(d), multiplier_for_rho(rho[RELEASE_RANGE_RAW]), rng, quantile=RAW_QUANTILE,
+                release=RELEASE_RANGE_RAW,
             )
             ledger.record(pid, ev)
             _need_bound(pid, b_raw, "value range")
-        else:
-            rho_mu, b_raw = budget.rho_means, np.full(d, float(budget.value_bound))
-        centre, ev = release_means(X, b_raw, multiplier_for_rho(rho_mu), rng)
+        centre, ev = release_means(X, b_raw, multiplier_for_rho(rho["column-means"]), rng)
         ledger.record(pid, ev)
         notes["centring"] = "released column means (Gaussian mechanism on clipped values)"
     else:
         centre = np.zeros(d)
         notes["centring"] = "declared public: data taken as centred (--public-means); no release"
     Xc = X - centre[None, :]
-    if budget.value_bound is None:
-        rho_r, rho_m = RANGE_FRACTION * budget.rho_moments, (1 - RANGE_FRACTION) * budget.rho_moments
+    if given:
+        b_c = np.full(d, float(budget.value_bound))
+    else:
         b_c, ev = release_range(
-            Xc, np.zeros(d), multiplier_for_rho(rho_r), rng, quantile=CENTRED_QUANTILE, release=RELEASE_RANGE_CENTRED
+            Xc, np.zeros(d), multiplier_for_rho(rho[RELEASE_RANGE_CENTRED]), rng, quantile=CENTRED_QUANTILE,
+            release=RELEASE_RANGE_CENTRED,
         )
         ledger.record(pid, ev)
         _need_bound(pid, b_c, "spread of the centred values")
-    else:
-        rho_m, b_c = budget.rho_moments, np.full(d, float(budget.value_bound))
-    v_hat, ev = release_second_moments(Xc, b_c, multiplier_for_rho(rho_m), rng)
+    v_hat, ev = release_second_moments(Xc, b_c, multiplier_for_rho(rho["second-moments"]), rng)
     ledger.record(pid, ev)
     return centre, v_hat, b_c, notes
 

@@ -55,6 +55,7 @@ class PGCDResult:
     changed: np.ndarray  # boolean d × d mask of coordinates whose value differs from the start
     steps: int
     max_step: float  # largest remaining candidate step |B̃ − B| when the solver stopped
+    G: np.ndarray  # the incrementally maintained gradient at the returned B
 
 
 def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e-8) -> PGCDResult:
@@ -102,4 +103,4 @@ def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e
     B_new = Bt.T.copy()
     changed = B_new != B
     B = B_new
-    return PGCDResult(B, changed, steps, float(np.max(np.abs(step))) if d > 1 else 0.0)
+    return PGCDResult(B, changed, steps, float(np.max(np.abs(step))) if d > 1 else 0.0, Gt.T.copy())

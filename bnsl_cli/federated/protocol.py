@@ -1,23 +1,22 @@
 """The ADMM round loop between a coordinator and its participants, with byte accounting.
 
-Participants are reached through ``transports``: callables that take the encoded broadcast and
-return the encoded reply (or ``None``). In-process they are ``Participant.handle``; moving a
-participant to another process or machine changes only the transport.
+Participants are reached through a *fleet* (:mod:`bnsl_cli.federated.fleet`) that delivers the
+encoded broadcast and returns the encoded replies: in this process, or in worker processes —
+moving participants elsewhere changes only the fleet. A plain list of callables
+(``Participant.handle``) is accepted too.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import numpy as np
 
 from bnsl_cli.federated.coordinator import Coordinator
 
 __all__ = ["RunLog", "run_admm"]
-
-Transport = Callable[[bytes], Optional[bytes]]
 
 
 @dataclass
@@ -32,7 +31,7 @@ class RunLog:
 
 def run_admm(
     coordinator: Coordinator,
-    transports: Sequence[Transport],
+    fleet,
     max_rounds: int,
     *,
     h_tol: float = 1e-8,
@@ -45,8 +44,12 @@ def run_admm(
     """Run at most ``max_rounds`` ADMM rounds; stop early when ``h(W) ≤ h_tol`` and
     ``max_p ‖B_p − W‖_max ≤ gap_tol`` (if ``early_stop``). Ends with a stop broadcast that
     delivers the final W to every participant."""
+    from bnsl_cli.federated.fleet import LocalFleet
+
+    if not hasattr(fleet, "exchange"):
+        fleet = LocalFleet(fleet)
     t0 = time.perf_counter()
-    P = len(transports)
+    P = len(fleet)
     up_rows, down_rows, history = [], [], []
     stopped = False
     for _ in range(max_rounds):
@@ -55,8 +58,7 @@ def run_admm(
         down = np.full(P, len(msg), dtype=np.int64)
         up = np.zeros(P, dtype=np.int64)
         t_local = time.perf_counter()
-        for p, send in enumerate(transports):
-            reply = send(msg)
+        for p, reply in enumerate(fleet.exchange(msg)):
             if reply is not None:
                 up[p] = len(reply)
                 coordinator.receive(reply)
@@ -83,8 +85,7 @@ def run_admm(
             stopped = True
             break
     final = coordinator.broadcast(stop=True)
-    for send in transports:
-        send(final)
+    fleet.exchange(final)
     down_rows.append(np.full(P, len(final), dtype=np.int64))
     return RunLog(
         rounds=len(history),

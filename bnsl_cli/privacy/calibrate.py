@@ -514,3 +514,49 @@ def _positive(name: str, v: float) -> float:
     if not (v is not None and v > 0):
         raise PrivacyBudgetError(f"the {name} noise multiplier must be > 0, got {v!r}")
     return float(v)
+
+
+# ----------------------------------------------------------------------------------------------
+# One-off releases as learn --dp makes them (shared with privacy-budget so both print the same)
+# ----------------------------------------------------------------------------------------------
+
+#: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
+#: the clipping bound of that release, when no public value bound is given.
+RANGE_FRACTION = 0.5
+
+
+def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list:
+    """``[(release, rho), ...]`` of the one-off releases, in the order a participant makes them.
+
+    Without a public value bound, half (``RANGE_FRACTION``) of each budget pays for the noisy
+    range histogram that sets the clipping bound of the release that follows: ``value-range (raw)``
+    then ``column-means`` (skipped when ``rho_means = 0``: public means), ``value-range (centred)``
+    then ``second-moments``.
+    """
+    out = []
+    f = 0.0 if value_bound_given else RANGE_FRACTION
+    if rho_means > 0:
+        if f:
+            out.append(("value-range (raw)", f * rho_means))
+        out.append((RELEASE_MEANS, (1 - f) * rho_means))
+    if rho_moments > 0:
+        if f:
+            out.append(("value-range (centred)", f * rho_moments))
+        out.append((RELEASE_MOMENTS, (1 - f) * rho_moments))
+    return out
+
+
+def dp_fed_bnsl_plan(epsilon: float, delta: float, conversion: str = "tight", public_means: bool = False) -> CovariancePlan:
+    """DP-Fed-BNSL as ``learn --dp --method fed-bnsl`` runs it: the one-off releases (means unless
+    public, second moments for the row clip norm) take ``MEAN_SHARE + MOMENT_SHARE`` of ρ*, the
+    covariance the rest. ``plan.rho_means`` is the one-off total; split it with
+    :func:`dp_fed_bnsl_one_offs`."""
+    share = (0.0 if public_means else MEAN_SHARE) + MOMENT_SHARE
+    return plan_covariance(epsilon, delta, conversion, mean_share=share)
+
+
+def dp_fed_bnsl_split(plan: CovariancePlan, public_means: bool) -> tuple[float, float]:
+    """``(rho_means, rho_moments)``: the one-off total of :func:`dp_fed_bnsl_plan`, split by share."""
+    mean_share = 0.0 if public_means else MEAN_SHARE
+    total = mean_share + MOMENT_SHARE
+    return plan.rho_means * mean_share / total, plan.rho_means * MOMENT_SHARE / total

@@ -150,6 +150,13 @@ class PrivacyLedger:
         for p in participants:
             self.record(p, event)
 
+    def replace_events(self, participant: int, events: Iterable[PrivacyEvent]) -> None:
+        """Set one participant's events to ``events`` (its own ledger, kept where it ran)."""
+        pid = _pid(participant)
+        self._events[pid] = {}
+        for ev in events:
+            self.record(pid, ev)
+
     def merge(self, other: "PrivacyLedger") -> None:
         """Add every event of ``other`` to this ledger."""
         for p in other.participants:

@@ -4,7 +4,7 @@ Every function returns the released (noisy) value and the :class:`PrivacyEvent` 
 caller records it. Neighbouring relation: replace one row of this participant's data.
 
 - :func:`release_range` — a per-column bound on ``|x − c|`` from a noisy histogram of ``|x − c|``
-  over fixed, data-independent bins ``(2^(k−1), 2^k]``: each row adds 1 to one bin per column, so
+  over fixed, data-independent bins ``(4^(k−1), 4^k]``: each row adds 1 to one bin per column, so
   replacing a row moves at most 2 units per column: L2 sensitivity ``√(2d)``. The bound is the
   ``1 − q`` quantile of the denoised histogram (see the function).
 - :func:`release_means` — ``Σ_rows clip(x_j / B_j, −1, 1)`` (columns scaled by the public bound):
@@ -22,8 +22,9 @@ from bnsl_cli.privacy.mechanisms import gaussian_noise
 
 __all__ = ["BIN_EDGES", "release_range", "release_means", "release_second_moments", "RELEASE_RANGE_RAW", "RELEASE_RANGE_CENTRED"]
 
-#: Fixed bin edges for |x|: 2^k, k = −20 … 30 (about 1e-6 … 1e9). Public, data-independent.
-BIN_EDGES = 2.0 ** np.arange(-20, 31).astype(float)
+#: Fixed bin edges for |x|: 4^k, k = −10 … 15 (about 1e-6 … 1e9). Public, data-independent.
+#: Coarse bins keep the counts well above the noise at small budgets.
+BIN_EDGES = 4.0 ** np.arange(-10, 16).astype(float)
 RELEASE_RANGE_RAW = "value-range (raw)"
 RELEASE_RANGE_CENTRED = "value-range (centred)"
 
@@ -32,9 +33,11 @@ def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rn
                   release: str) -> tuple[np.ndarray, PrivacyEvent]:
     """Noisy per-column upper ``quantile`` of ``|x − centre|`` from a histogram on ``BIN_EDGES``.
 
-    Post-processing of the noisy counts: counts below ``4σ`` are set to 0 (so the noise of the many
-    empty bins does not add up), then the quantile of the remaining mass is interpolated
-    geometrically inside its bin. Columns whose whole histogram drowns in noise get ``nan``.
+    Post-processing of the noisy counts: counts below ``3σ`` are set to 0 (so the noise of the many
+    empty bins does not add up), only the contiguous run of kept bins with the largest mass is kept
+    (a lone noise spike far from the data cannot set the bound), and the quantile of that mass is
+    interpolated geometrically inside its bin. Columns whose whole histogram drowns in noise get
+    ``nan``.
     """
     n, d = X.shape
     A = np.abs(X - centre[None, :])
@@ -45,18 +48,33 @@ def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rn
     sens = float(np.sqrt(2.0 * d))
     std = sigma_multiplier * sens
     noisy = counts + gaussian_noise(counts.shape, std, rng)
-    kept = np.where(noisy > 4.0 * std, noisy, 0.0)
+    kept = np.where(noisy > 3.0 * std, noisy, 0.0)
+    for j in range(d):
+        kept[j] = _largest_run(kept[j])
     total = kept.sum(axis=1)
     cum = np.cumsum(kept, axis=1)
-    lower = np.concatenate([[BIN_EDGES[0] / 2.0], BIN_EDGES])  # lower edge of each bin
+    lower = np.concatenate([[BIN_EDGES[0] / 4.0], BIN_EDGES])  # lower edge of each bin
     bounds = np.full(d, np.nan)
     for j in np.flatnonzero(total > 0):
         target = (1.0 - quantile) * total[j]
         k = int(np.argmax(cum[j] >= target))
         before = cum[j, k] - kept[j, k]
         frac = (target - before) / kept[j, k]
-        bounds[j] = lower[k] * 2.0**frac
+        bounds[j] = lower[k] * 4.0**frac
     return bounds, PrivacyEvent(release, GAUSSIAN, sens, std, 1)
+
+
+def _largest_run(counts: np.ndarray) -> np.ndarray:
+    """Zero every bin outside the contiguous run of non-zero bins with the largest total."""
+    nz = counts > 0
+    if not nz.any():
+        return counts
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], nz.astype(int), [0]])))
+    starts, ends = edges[::2], edges[1::2]
+    best = max(range(starts.size), key=lambda r: counts[starts[r] : ends[r]].sum())
+    out = np.zeros_like(counts)
+    out[starts[best] : ends[best]] = counts[starts[best] : ends[best]]
+    return out
 
 
 def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng) -> tuple[np.ndarray, PrivacyEvent]:
@@ -69,14 +87,15 @@ def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng
     return bound * noisy / n, PrivacyEvent("column-means", GAUSSIAN, sens, std, 1)
 
 
-def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng,
-                           floor: float = 1e-6) -> tuple[np.ndarray, PrivacyEvent]:
+def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng
+                           ) -> tuple[np.ndarray, PrivacyEvent]:
     """Noisy per-row second moments ``v̂_j ≈ Σ_rows x_j² / n_p`` of the centred data, each term
-    clipped at ``bound_j²``; floored at ``floor · bound_j²``."""
+    clipped at ``bound_j²``. A noisy sum below its own noise std (or below 1e-9·n_p) is raised to
+    that level, so ``v̂`` stays positive (post-processing)."""
     n, d = Xc.shape
     sums = np.minimum((Xc / bound[None, :]) ** 2, 1.0).sum(axis=0)
     sens = float(np.sqrt(d))
     std = sigma_multiplier * sens
     noisy = sums + gaussian_noise(d, std, rng)
-    v = bound**2 * np.maximum(noisy / n, floor)
+    v = bound**2 * np.maximum(noisy, max(std, 1e-9 * n)) / n
     return v, PrivacyEvent("second-moments", GAUSSIAN, sens, std, 1)

@@ -53,10 +53,10 @@ def test_plan_json_keys_and_values():
 @pytest.mark.parametrize("d", [5, 20, 64])
 def test_nodes_set_steps_and_rounds_default(d):
     out = run_json("--epsilon", 1, "--delta", 1e-8, "--nodes", d)
-    assert out["steps"] == dp_steps(d) == max(20, d)
+    assert out["steps"] == dp_steps(d) == max(20, d // 2)
     assert out["rounds"] == DP_ROUNDS == 50
     # a = 1/2: both multipliers equal sqrt(K T / (rho* - rho_M - rho_mean))
-    expected = math.sqrt(50 * max(20, d) / (out["rho"] - out["rho_moments"] - out["rho_means"]))
+    expected = math.sqrt(50 * max(20, d // 2) / (out["rho"] - out["rho_moments"] - out["rho_means"]))
     assert out["gumbel_multiplier"] == pytest.approx(expected, rel=1e-12)
     assert out["sigma_multiplier"] == pytest.approx(expected, rel=1e-12)
 
@@ -123,18 +123,21 @@ def test_spend_without_one_off_releases_counts_less():
     assert spent["rho"] == pytest.approx(plan["rho_iterations"], rel=1e-9)
 
 
-def test_fed_bnsl_plan_and_spend_agree():
-    plan = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl", "--public-means")
-    assert plan["sigma_multiplier"] == pytest.approx(calibrate_covariance(5.0, 1e-8), rel=1e-12)
-    assert [e["release"] for e in plan["events"]] == ["covariance"]
-    spent = run_json("--sigma-multiplier", repr(plan["sigma_multiplier"]), "--delta", 1e-8,
-                     "--method", "fed-bnsl")
-    assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
-    with_means = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl")
-    spent2 = run_json("--sigma-multiplier", repr(with_means["sigma_multiplier"]),
-                      "--mean-multiplier", repr(with_means["mean_multiplier"]),
-                      "--delta", 1e-8, "--method", "fed-bnsl")
-    assert spent2["epsilon"] == pytest.approx(5.0, rel=1e-9)
+def test_fed_bnsl_plan_matches_learn_and_spend_agrees():
+    from bnsl_cli.privacy.calibrate import dp_fed_bnsl_plan
+
+    for extra, public in ((("--public-means",), True), ((), False)):
+        plan = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl", *extra)
+        ref = dp_fed_bnsl_plan(5.0, 1e-8, "tight", public_means=public)  # what learn --dp uses
+        assert plan["sigma_multiplier"] == pytest.approx(ref.sigma_multiplier, rel=1e-12)
+        releases = [e["release"] for e in plan["one_off_releases"]]
+        assert ("column-means" in releases) is (not public)
+        assert "second-moments" in releases
+        assert sum(e["rho"] for e in plan["one_off_releases"]) == pytest.approx(ref.rho_means, rel=1e-12)
+        spent = run_json("--sigma-multiplier", repr(plan["sigma_multiplier"]),
+                         "--mean-multiplier", repr(plan["mean_multiplier"]),
+                         "--delta", 1e-8, "--method", "fed-bnsl")
+        assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +209,6 @@ def _one_clean_line(res):
           "--public-means"], "share"),
         (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--selection-share", "1"], "selection share"),
         (["--epsilon", "1", "--delta", "1e-5", "--steps", "0"], "steps"),
-        (["--epsilon", "1", "--delta", "1e-5", "--method", "fed-bnsl", "--mean-share", "1"], "mean share"),
         (["--gumbel-multiplier", "0", "--sigma-multiplier", "3", "--steps", "5", "--delta", "1e-5"],
          "multiplier"),
     ],

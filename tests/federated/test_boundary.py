@@ -1,0 +1,55 @@
+"""The coordinator sees messages only: it cannot import participant code or data readers."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import bnsl_cli.federated.coordinator as coordinator_module
+from bnsl_cli.federated.coordinator import Coordinator
+from bnsl_cli.federated.participant import SparseParticipant
+from bnsl_cli.federated.protocol import run_admm
+
+
+def test_coordinator_module_imports_no_participant_or_data_code():
+    tree = ast.parse(Path(coordinator_module.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names)
+    forbidden = {m for m in imported if m and ("participant" in m or m.startswith("bnsl_cli.io") or "pandas" in m)}
+    assert not forbidden, forbidden
+    code = (
+        "import sys, bnsl_cli.federated.coordinator\n"
+        "bad = [m for m in sys.modules if 'participant' in m or m.startswith('bnsl_cli.io') or m == 'pandas']\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_coordinator_receives_only_bytes_and_holds_no_rows():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    parts = [SparseParticipant(k, X[k * 100 : (k + 1) * 100], 300, 0.01, 10) for k in range(3)]
+    coord = Coordinator(5, 3)
+    seen = []
+
+    def transport(p):
+        def send(msg):
+            assert isinstance(msg, bytes)
+            reply = p.handle(msg)
+            seen.append(type(reply))
+            return reply
+
+        return send
+
+    run_admm(coord, [transport(p) for p in parts], 5)
+    assert set(seen) <= {bytes, type(None)}
+    for value in vars(coord).values():
+        if isinstance(value, np.ndarray):
+            assert 100 not in value.shape and 300 not in value.shape

@@ -1,0 +1,49 @@
+"""Participants in worker processes give exactly the run of participants in this process."""
+
+import warnings
+
+import numpy as np
+
+from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet, make_fleet
+from bnsl_cli.io.data import Table
+from bnsl_cli.learn import LearnConfig, learn
+from bnsl_cli.private import DPConfig
+from bnsl_cli.simulate import simulate
+
+
+def _tables():
+    sim = simulate(8, 8, participants=3, samples=500, seed=2)
+    return [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+
+
+def test_process_fleet_matches_local_fleet_bit_for_bit():
+    tables = _tables()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = learn(tables, LearnConfig(rounds=15, workers=1, personal=True))
+        b = learn(tables, LearnConfig(rounds=15, workers=2, personal=True))
+    assert a.report["timing"]["workers"] == 1 and b.report["timing"]["workers"] == 2
+    assert np.array_equal(a.W_raw, b.W_raw)
+    assert all(np.array_equal(x, y) for x, y in zip(a.personal, b.personal))
+    assert a.report["communication"]["bytes_total"] == b.report["communication"]["bytes_total"]
+
+
+def test_dp_ledger_comes_back_from_the_workers():
+    tables = _tables()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = learn(tables, LearnConfig(rounds=4, workers=1, seed=5, dp=DPConfig(epsilon=20.0, delta=1e-5)))
+        b = learn(tables, LearnConfig(rounds=4, workers=3, seed=5, dp=DPConfig(epsilon=20.0, delta=1e-5)))
+    assert a.report["privacy"] == b.report["privacy"]
+    assert np.array_equal(a.W_raw, b.W_raw)
+    steps = a.report["options"]["steps"]
+    for part in a.report["privacy"]["participants"]:
+        sel = [e for e in part["events"] if e["release"] == "coordinate-selection"]
+        assert sum(e["count"] for e in sel) == 4 * steps
+
+
+def test_make_fleet_choice():
+    parts = [lambda m: m, lambda m: m]
+    assert isinstance(make_fleet(parts, 1), LocalFleet)
+    assert isinstance(make_fleet(parts, 0), LocalFleet)
+    assert not isinstance(make_fleet([parts[0]], 4), ProcessFleet)

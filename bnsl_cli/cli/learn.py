@@ -94,6 +94,10 @@ def command(
         raise common.fail("--lambda must be ≥ 0", 2)
     if dp and method not in ("fed-sparse", "fed-bnsl"):
         raise common.fail("--dp works with --method fed-sparse or fed-bnsl", 2)
+    if conversion not in ("tight", "simple"):
+        raise common.fail(f"--conversion: unknown conversion {conversion!r}; use tight or simple", 2)
+    if clip_levels not in ("auto", "adaptive", "static"):
+        raise common.fail(f"--clip-levels: unknown value {clip_levels!r}; use auto, adaptive or static", 2)
     if dp and epsilon is None:
         raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
     if not dp and epsilon is not None:

@@ -107,6 +107,8 @@ def private_preprocessing(pid: int, X: np.ndarray, budget: OneOffBudget, rng, le
 class DPSparseParticipant(Participant):
     """DP-Fed-Sparse-BNSL participant: DP-PGCD with T private steps per round."""
 
+    uses_exact_moments = False  # every gradient goes through clipping and noise
+
     def __init__(
         self,
         pid: int,
@@ -126,7 +128,6 @@ class DPSparseParticipant(Participant):
         ledger.add_participant(pid)
         centre, v_hat, _, notes = private_preprocessing(pid, X, budget, rng, ledger)
         super().__init__(pid, X, n_total, lam, centre=centre)
-        self._S = None  # never used: every gradient goes through clipping and noise
         self.notes = notes
         self.steps = int(steps)
         self.v_hat = v_hat
@@ -223,6 +224,8 @@ class DPDenseParticipant(Participant):
     """DP-Fed-BNSL participant: one Gaussian release of the clipped ``X_cᵀX_c`` (rows clipped to
     ℓ₂ norm ``C_x = c·√(Σ_j v̂_j)``, symmetric noise, sensitivity ``√2·C_x²``), projected to PSD;
     then the Fed-BNSL closed-form updates on it (post-processing)."""
+
+    uses_exact_moments = False
 
     def __init__(
         self,

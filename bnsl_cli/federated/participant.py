@@ -30,11 +30,14 @@ class Participant:
     public total number of rows over all participants.
     """
 
+    uses_exact_moments = True
+
     def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float, centre: Optional[np.ndarray] = None):
         self.pid = int(pid)
         Xc = X - (X.mean(axis=0, keepdims=True) if centre is None else np.asarray(centre)[None, :])
         self._Xc = Xc
-        self._S = (Xc.T @ Xc) / float(n_total)
+        # private participants never form the exact second-moment matrix
+        self._S = (Xc.T @ Xc) / float(n_total) if self.uses_exact_moments else None
         self.n_total = int(n_total)
         self.n_rows = int(X.shape[0])
         self.d = int(X.shape[1])

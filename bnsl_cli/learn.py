@@ -68,7 +68,10 @@ class LearnConfig:
     h_tol: float = 1e-8
     gap_tol: float = 1e-3
     seed: Optional[int] = None
-    snap: float = 1e-3
+    #: fed-sparse: consensus entries |W_ij| < snap are set to exactly 0 before the broadcast (a hard
+    #: threshold inside the ADMM, far below the output threshold). Measured (CHANGELOG): 0.05 against
+    #: 1e-3 gives the same or lower SHD with 2–3× fewer bytes down and fewer rounds; 0.1 costs accuracy.
+    snap: float = 0.05
     server_ftol: float = 1e-6
     workers: Optional[int] = 1  # participant worker processes (None: one per available CPU, at most P)
     personal: bool = False

@@ -24,12 +24,12 @@ def _centred(n=600, d=6, seed=0):
     return X - X.mean(axis=0), sim
 
 
-def _pair(X, clip, gumbel=0.0, sigma=0.0, steps=15):
+def _pair(X, clip, gumbel=0.0, sigma=0.0, steps=15, precision="double"):
     n_total = 3 * X.shape[0]
     budget = OneOffBudget(rho_means=0.0, rho_moments=1e24, value_bound=1e3)
     dp = DPSparseParticipant(
         0, X, n_total, 0.01, steps, gumbel_multiplier=gumbel, sigma_multiplier=sigma, budget=budget,
-        rng=np.random.default_rng(0), ledger=PrivacyLedger(), clip=clip,
+        rng=np.random.default_rng(0), ledger=PrivacyLedger(), clip=clip, precision=precision,
     )
     plain = SparseParticipant(0, X, n_total, 0.01, steps, tol=0.0)
     return dp, plain
@@ -67,6 +67,23 @@ def test_clipped_sums_are_exact_and_bound_each_row():
     # replacing one row moves every clipped sum by at most 2 C_i
     assert np.all(np.abs(clipped[0]) <= C[:, None] + 1e-12)
     assert np.all(np.abs(clipped[0] - clipped[1]) <= 2 * C[:, None] + 1e-12)
+
+
+def test_single_precision_sums_are_close_and_still_bounded():
+    """The default single-precision products: sums within float32 rounding of the exact ones, and
+    every clipped term at most the (double-precision) level C_i."""
+    X, _ = _centred(n=300)
+    fast, _ = _pair(X, clip=0.5, precision="single")
+    exact, _ = _pair(X, clip=0.5, precision="double")
+    B = np.triu(np.full((6, 6), 0.3), 1)
+    for dp in (fast, exact):
+        dp._C = dp._clip_levels(0.1)
+        dp.B = B.copy()
+        dp._RT = (dp._Xc @ B - dp._Xc).T.copy()
+        dp._recompute_all()
+    assert fast._Chi.dtype == np.float32 and np.all(fast._Chi[:, 0].astype(float) <= fast._C)
+    np.testing.assert_allclose(fast._CS, exact._CS, rtol=1e-5, atol=1e-5 * np.abs(exact._CS).max())
+    assert not np.array_equal(fast._CS, exact._CS)  # it really is computed differently
 
 
 def test_noise_has_the_calibrated_scale_and_is_recorded():

@@ -38,6 +38,11 @@ def command(
     rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),
     rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂."),
     rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round."),
+    snap: float = typer.Option(
+        0.05, "--snap",
+        help="Fed-sparse: consensus entries |W_ij| below this are set to 0 before each broadcast "
+        "(a sparser consensus; 0 turns it off). Keep it well below --threshold.",
+    ),
     rho2_growth: float = typer.Option(1.25, "--rho2-growth", help="ρ₂ growth factor per round."),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
@@ -90,6 +95,8 @@ def command(
         raise common.fail("--steps must be at least 1", 2)
     if threshold < 0:
         raise common.fail("--threshold must be ≥ 0", 2)
+    if snap < 0:
+        raise common.fail("--snap must be ≥ 0", 2)
     if lam is not None and lam < 0:
         raise common.fail("--lambda must be ≥ 0", 2)
     if dp and method not in ("fed-sparse", "fed-bnsl"):
@@ -131,7 +138,7 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
-        workers=workers,
+        workers=workers, snap=snap,
     )
     result = _run_with_progress(tables, cfg, quiet)
     if out is not None:

@@ -30,7 +30,7 @@ from bnsl_cli.federated.participant import Participant
 from bnsl_cli.federated.pgcd import soft_threshold
 from bnsl_cli.privacy.calibrate import multiplier_for_rho, one_off_releases
 from bnsl_cli.privacy.ledger import EXPONENTIAL, GAUSSIAN, PrivacyEvent, PrivacyLedger
-from bnsl_cli.privacy.mechanisms import gaussian_noise, gumbel_max_select, project_psd, symmetric_gaussian_matrix
+from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise, project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.releases import (
     RELEASE_RANGE_CENTRED,
     RELEASE_RANGE_RAW,
@@ -124,6 +124,7 @@ class DPSparseParticipant(Participant):
         ledger: PrivacyLedger,
         clip: float = 1.5,
         clip_levels: str = "adaptive",
+        precision: str = "single",
     ):
         ledger.add_participant(pid)
         centre, v_hat, _, notes = private_preprocessing(pid, X, budget, rng, ledger)
@@ -142,10 +143,15 @@ class DPSparseParticipant(Participant):
         # Rᵀ = (X_c B − X_c)ᵀ, so that updating child j touches one contiguous row
         self._XT = np.ascontiguousarray(self._Xc.T)
         self._RT = -self._XT.copy()
-        self._ones = np.ones(self.n_rows)
+        if precision not in ("single", "double"):
+            raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
+        self.precision = precision
+        self._dtype = np.float32 if precision == "single" else np.float64
+        self._XTc = self._XT.astype(self._dtype)  # the per-sample products are formed in this precision
         self._CS = None  # clipped sums Σ_rows clip(x_i r_j, C_i), d × d
         self._C = None  # current clip levels per row i
-        self._buf = np.empty_like(self._XT)
+        self._buf = np.empty_like(self._XTc)
+        self._ones = np.ones(self.n_rows, dtype=self._dtype)
 
     # -- clipping ------------------------------------------------------------------------------
     def _clip_levels(self, rho2: float) -> np.ndarray:
@@ -157,15 +163,24 @@ class DPSparseParticipant(Participant):
         return self.clip * np.sqrt(M) * med
 
     def _clipped_column(self, j: int) -> np.ndarray:
-        """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d))."""
+        """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d)).
+
+        The products and the clipping are done in ``self.precision`` (single by default: half the
+        memory traffic and a single-precision BLAS sum: several times faster at d = 200).
+        Single-precision levels are rounded towards zero, so every clipped term is at most ``C_i`` in
+        absolute value exactly; the rounding (relative to ``Σ|terms|`` about 1e-7) is orders of
+        magnitude below the noise added to these sums."""
         buf = self._buf
-        np.multiply(self._XT, self._RT[j], out=buf)
+        np.multiply(self._XTc, self._RT[j].astype(self._dtype, copy=False), out=buf)
         np.clip(buf, self._Clo, self._Chi, out=buf)
-        return buf @ self._ones
+        return (buf @ self._ones).astype(np.float64, copy=False)
 
     def _recompute_all(self) -> None:
         """All clipped sums (O(n_p d²)), with the clip levels ``self._C``."""
-        self._Chi = self._C[:, None].copy()
+        hi = self._C.astype(self._dtype)
+        over = hi.astype(np.float64) > self._C
+        hi[over] = np.nextafter(hi[over], self._dtype(0))
+        self._Chi = hi[:, None].copy()
         self._Clo = -self._Chi
         CS = np.empty((self.d, self.d))
         for j in range(self.d):
@@ -191,15 +206,17 @@ class DPSparseParticipant(Participant):
         G = self._CS / n + beta + rho2 * (B - W)
         inv_m = (1.0 / M)[:, None]
         thr = (self.lam / M)[:, None]
-        diag = np.eye(d, dtype=bool)
         B0 = B.copy()
         rows_used = np.zeros(d, dtype=np.int64)
+        # scores S_ij = √M_i |B̃_ij − B_ij|, diagonal masked; only column j changes after a step on
+        # (·, j), so the exponential mechanism is sampled column-wise in O(d) per step
+        score = np.abs(soft_threshold(B - G * inv_m, thr) - B) * sqrtM[:, None]
+        np.fill_diagonal(score, -np.inf)
+        selector = ColumnwiseSelector(b, self.rng)
+        selector.set_scores(score)
+        thr_col, inv_col = thr[:, 0], inv_m[:, 0]
         for _ in range(self.steps):
-            step = soft_threshold(B - G * inv_m, thr) - B
-            score = np.abs(step) * sqrtM[:, None]
-            score[diag] = -np.inf
-            k = gumbel_max_select(score, b, self.rng)
-            m, j = divmod(k, d)
+            m, j = selector.select()
             rows_used[m] += 1
             g = G[m, j] + gaussian_noise(None, sigma_row[m], self.rng)
             new = float(soft_threshold(B[m, j] - g / M[m], self.lam / M[m]))
@@ -209,6 +226,9 @@ class DPSparseParticipant(Participant):
                 self._RT[j] += delta * self._XT[m]
                 self._CS[:, j] = self._clipped_column(j)
                 G[:, j] = self._CS[:, j] / n + beta[:, j] + rho2 * (B[:, j] - W[:, j])
+                col = np.abs(soft_threshold(B[:, j] - G[:, j] * inv_col, thr_col) - B[:, j]) * sqrtM
+                col[j] = -np.inf
+                selector.update_column(j, col)
         self.steps_taken += self.steps
         self.ledger.record(self.pid, PrivacyEvent("coordinate-selection", EXPONENTIAL, delta_s, b, self.steps))
         for m in np.flatnonzero(rows_used):

@@ -4,6 +4,9 @@
   ``argmax_k (s_k + G_k)``, ``G_k ~ Gumbel(0, b)`` i.i.d., selects ``k`` with probability
   ``exp(s_k / b) / sum_j exp(s_j / b)``. With score sensitivity ``Delta_S`` it costs
   ``Delta_S**2 / (2 b**2)`` zCDP.
+* :class:`ColumnwiseSelector` — the same exponential mechanism over a matrix of scores, sampled in
+  two Gumbel-max stages (a column by its log-partition, then a row within it). The distribution is
+  identical; with per-column bookkeeping a step costs O(d) instead of O(d²) when one column changes.
 * :func:`gaussian_noise`, :func:`symmetric_gaussian_matrix` — the Gaussian mechanism; with L2
   sensitivity ``Delta`` and std ``sigma`` it costs ``Delta**2 / (2 sigma**2)`` zCDP.
 * :func:`clip`, :func:`project_psd` — clipping of inputs and post-processing of outputs.
@@ -22,6 +25,7 @@ import numpy as np
 __all__ = [
     "make_rng",
     "gumbel_max_select",
+    "ColumnwiseSelector",
     "gaussian_noise",
     "clip",
     "symmetric_gaussian_matrix",
@@ -64,6 +68,53 @@ def gumbel_max_select(scores: np.ndarray, scale: float, rng: np.random.Generator
         return int(np.argmax(s))
     noisy = s + rng.gumbel(0.0, float(scale), size=s.shape)
     return int(np.argmax(noisy))
+
+
+class ColumnwiseSelector:
+    """Exponential mechanism over the entries of a ``d × d`` score matrix, kept per column.
+
+    ``select()`` returns ``(i, j)`` with probability ``exp(S_ij / b) / Σ_kl exp(S_kl / b)`` — the
+    distribution of :func:`gumbel_max_select` on the flattened matrix — drawn in two Gumbel-max stages:
+    column ``j`` with weight ``Z_j = Σ_i exp(S_ij / b)`` (Gumbel-max on ``b·log Z_j``), then row ``i`` with
+    weight ``exp(S_ij / b) / Z_j``. Since ``P(i, j) = (Z_j / Z) · (exp(S_ij / b) / Z_j)`` this is exact.
+    ``b = 0`` selects the column with the largest maximum, then its argmax (the plain argmax).
+    Masked entries are ``-inf``; every column needs at least one unmasked entry.
+
+    ``set_scores`` installs a whole matrix (O(d²)); ``update_column`` replaces one column (O(d)).
+    The score matrix is held by reference: change it only through these two methods.
+    """
+
+    def __init__(self, scale: float, rng: np.random.Generator):
+        if not scale >= 0:
+            raise ValueError(f"the Gumbel scale must be >= 0, got {scale!r}")
+        self.scale = float(scale)
+        self.rng = rng
+        self.S = None
+        self._col = None
+
+    def _column_weight(self, s: np.ndarray) -> np.ndarray:
+        top = np.max(s, axis=0)
+        if np.isneginf(top).any():
+            raise ValueError("every score of a column is masked (-inf); nothing to select")
+        if self.scale == 0:
+            return top
+        with np.errstate(divide="ignore"):
+            return top + self.scale * np.log(np.sum(np.exp((s - top) / self.scale), axis=0))
+
+    def set_scores(self, S: np.ndarray) -> None:
+        if np.isnan(S).any() or np.isposinf(S).any():
+            raise ValueError("scores must be finite or -inf (masked)")
+        self.S = S
+        self._col = self._column_weight(S)
+
+    def update_column(self, j: int, column: np.ndarray) -> None:
+        self.S[:, j] = column
+        self._col[j] = self._column_weight(self.S[:, j : j + 1])[0]
+
+    def select(self) -> tuple[int, int]:
+        j = gumbel_max_select(self._col, self.scale, self.rng)
+        i = gumbel_max_select(self.S[:, j], self.scale, self.rng)
+        return i, j
 
 
 def gaussian_noise(

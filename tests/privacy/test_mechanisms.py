@@ -7,6 +7,7 @@ from scipy import stats
 from bnsl_cli.privacy.mechanisms import (
     clip,
     gaussian_noise,
+    ColumnwiseSelector,
     gumbel_max_select,
     make_rng,
     project_psd,
@@ -55,6 +56,54 @@ def test_chi_square_has_power_against_a_wrong_scale(counts):
         mask = p > 0
         _, pval = stats.chisquare(counts[mask], N_DRAWS * p[mask])
         assert pval < 1e-6
+
+
+def _columnwise_frequencies(scores, scale, n_draws, seed):
+    sel = ColumnwiseSelector(scale, np.random.default_rng(seed))
+    sel.set_scores(np.array(scores, dtype=float))
+    counts = np.zeros(np.size(scores), dtype=int)
+    for _ in range(n_draws):
+        i, j = sel.select()
+        counts[i * scores.shape[1] + j] += 1
+    return counts
+
+
+def test_columnwise_selector_matches_exponential_mechanism():
+    counts = _columnwise_frequencies(SCORES, SCALE, N_DRAWS, seed=7)
+    p = _softmax(SCORES.ravel(), SCALE)
+    mask = p > 0
+    assert counts[~mask].sum() == 0
+    _, pval = stats.chisquare(counts[mask], N_DRAWS * p[mask])
+    assert pval > 1e-3, pval
+    for wrong in (SCALE * 1.5, SCALE / 1.5):  # the test has power
+        q = _softmax(SCORES.ravel(), wrong)
+        assert stats.chisquare(counts[mask], N_DRAWS * q[mask])[1] < 1e-6
+
+
+def test_columnwise_selector_tracks_column_updates_and_zero_scale_is_argmax():
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(5, 5))
+    np.fill_diagonal(S, -np.inf)
+    sel = ColumnwiseSelector(0.0, rng)
+    sel.set_scores(S.copy())
+    for _ in range(20):
+        j = int(rng.integers(5))
+        col = rng.normal(size=5) * 3
+        col[j] = -np.inf
+        S[:, j] = col
+        sel.update_column(j, col)
+        assert sel.select() == np.unravel_index(np.argmax(S), S.shape)
+    # a large update in one column moves the mass there (the partitions are refreshed)
+    big = np.full(5, -np.inf)
+    big[0] = 1e3
+    sel2 = ColumnwiseSelector(1.0, np.random.default_rng(1))
+    sel2.set_scores(S.copy())
+    sel2.update_column(3, big)
+    assert all(sel2.select() == (0, 3) for _ in range(50))
+    with pytest.raises(ValueError):
+        ColumnwiseSelector(-1.0, rng)
+    with pytest.raises(ValueError):
+        ColumnwiseSelector(1.0, rng).set_scores(np.full((2, 2), -np.inf))
 
 
 def test_gumbel_max_zero_scale_is_argmax():

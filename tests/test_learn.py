@@ -51,6 +51,36 @@ def test_fed_sparse_sends_far_less_than_fed_bnsl(data):
     assert per_round == sparse["bytes_up"]
 
 
+def test_snap_keeps_small_consensus_entries_out_of_every_broadcast(data, monkeypatch):
+    """With snap s, no broadcast W has a non-zero entry below s; without it, some do."""
+    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.federated.messages import ConsensusBroadcast, SupportState
+
+    _, tables = data
+    sent = []
+    original = Coordinator.broadcast
+
+    def spy(self, stop=False):
+        msg = original(self, stop)
+        sent.append(msg)
+        return msg
+
+    monkeypatch.setattr(Coordinator, "broadcast", spy)
+    small = {}
+    for snap in (0.0, 0.05):
+        sent.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            learn(tables, LearnConfig(method="fed-sparse", snap=snap, rounds=40))
+        state, count = SupportState(), 0
+        for msg in sent:
+            W = ConsensusBroadcast.decode(msg, state).W
+            count += int(np.count_nonzero((W != 0) & (np.abs(W) < 0.05)))
+        small[snap] = count
+    assert small[0.05] == 0
+    assert small[0.0] > 0  # the check above can fail: without snapping, small entries are broadcast
+
+
 def test_uplink_carries_at_most_t_entries_per_round(data):
     _, tables = data
     steps = 5

@@ -104,6 +104,7 @@ def test_refuses_to_overwrite_foreign_files(tmp_path, shards):
         (["--dp", "--epsilon", "5", "--delta", "2"], 5),
         (["--dp", "--epsilon", "5", "--method", "notears"], 2),
         (["--method", "nope"], 2),
+        (["--snap", "-0.1"], 2),
     ],
 )
 def test_option_errors(shards, args, code):

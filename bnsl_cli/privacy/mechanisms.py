@@ -60,9 +60,10 @@ def gumbel_max_select(scores: np.ndarray, scale: float, rng: np.random.Generator
         raise ValueError("cannot select from an empty score array")
     if not scale >= 0:
         raise ValueError(f"the Gumbel scale must be >= 0, got {scale!r}")
-    if np.isnan(s).any() or np.isposinf(s).any():
+    top = s.max()  # NaN propagates through max
+    if not top < np.inf:
         raise ValueError("scores must be finite or -inf (masked)")
-    if np.isneginf(s).all():
+    if top == -np.inf:
         raise ValueError("every score is masked (-inf); nothing to select")
     if scale == 0:
         return int(np.argmax(s))
@@ -109,7 +110,13 @@ class ColumnwiseSelector:
 
     def update_column(self, j: int, column: np.ndarray) -> None:
         self.S[:, j] = column
-        self._col[j] = self._column_weight(self.S[:, j : j + 1])[0]
+        top = column.max()
+        if not -np.inf < top < np.inf:
+            raise ValueError("a column must have a finite score and no NaN or +inf")
+        if self.scale == 0:
+            self._col[j] = top
+        else:
+            self._col[j] = top + self.scale * np.log(np.exp((column - top) / self.scale).sum())
 
     def select(self) -> tuple[int, int]:
         j = gumbel_max_select(self._col, self.scale, self.rng)

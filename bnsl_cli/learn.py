@@ -70,7 +70,8 @@ class LearnConfig:
     seed: Optional[int] = None
     #: fed-sparse: consensus entries |W_ij| < snap are set to exactly 0 before the broadcast (a hard
     #: threshold inside the ADMM, far below the output threshold). Measured (CHANGELOG): 0.05 against
-    #: 1e-3 gives the same or lower SHD with 2–3× fewer bytes down and fewer rounds; 0.1 costs accuracy.
+    #: 1e-3 gives the same or lower SHD with about 3× fewer bytes down and fewer rounds; 0.1 costs
+    #: accuracy.
     snap: float = 0.05
     server_ftol: float = 1e-6
     workers: Optional[int] = 1  # participant worker processes (None: one per available CPU, at most P)

@@ -38,12 +38,12 @@ def command(
     rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),
     rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂."),
     rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round."),
+    rho2_growth: float = typer.Option(1.25, "--rho2-growth", help="ρ₂ growth factor per round."),
     snap: float = typer.Option(
         0.05, "--snap",
         help="Fed-sparse: consensus entries |W_ij| below this are set to 0 before each broadcast "
         "(a sparser consensus; 0 turns it off). Keep it well below --threshold.",
     ),
-    rho2_growth: float = typer.Option(1.25, "--rho2-growth", help="ρ₂ growth factor per round."),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json). "

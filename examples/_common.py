@@ -25,6 +25,7 @@ if str(HERE.parent) not in sys.path:  # run from a source checkout without insta
 
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
+from bnsl_cli.simulate import simulate  # noqa: E402
 
 METRICS = ("shd", "tpr", "fdr")
 LABELS = {
@@ -55,6 +56,25 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds:
         raise argparse.ArgumentTypeError("--seeds needs at least one seed")
     return seeds
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    """``"10,20,50"`` → ``(10, 20, 50)``."""
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_dims_option(p: argparse.ArgumentParser, default: Sequence[int], quick: Sequence[int]) -> None:
+    """The ``--dims`` option of the scripts that sweep the number of variables."""
+    fmt = ",".join
+    p.add_argument("--dims", type=parse_dims, default=None,
+                   help=f"comma list of d (default {fmt(map(str, default))}; quick {fmt(map(str, quick))})")
+
+
+def start(args: argparse.Namespace, default_seeds: int) -> tuple[list[int], "Log"]:
+    """The seeds to run (``--seeds`` or ``0…default_seeds-1``) and the progress log; silences the
+    library's warnings (the scripts report convergence themselves)."""
+    quiet_warnings()
+    return args.seeds or list(range(default_seeds)), Log(args.quiet)
 
 
 def parser(name: str, doc: str, default_seeds: int) -> argparse.ArgumentParser:
@@ -94,6 +114,12 @@ class Log:
 def tables_of(shards: Sequence[np.ndarray], names: Sequence[str], tag: str = "participant") -> list[Table]:
     """In-memory participant tables (one per shard) for :func:`bnsl_cli.learn.learn`."""
     return [Table(np.asarray(X, dtype=float), tuple(names), Path(f"{tag}-{k + 1:02d}")) for k, X in enumerate(shards)]
+
+
+def simulated(d: int, seed: int, cfg: dict, **kw):
+    """``(sim, tables)``: an ER1 draw with ``d`` variables and ``cfg``'s participants × samples."""
+    sim = simulate(d, d, participants=cfg["participants"], samples=cfg["samples"], seed=seed, **kw)
+    return sim, tables_of(sim.shards, sim.names)
 
 
 def model_sd(W: np.ndarray, noise_scale: float = 1.0) -> np.ndarray:

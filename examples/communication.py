@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from bnsl_cli.learn import LearnConfig, learn
-from bnsl_cli.simulate import simulate
 
 METHODS = ("fed-sparse", "fed-bnsl")
 
@@ -31,19 +30,15 @@ def settings(quick: bool) -> dict:
 
 def main(argv=None) -> int:
     p = C.parser("communication", __doc__, settings(False)["seeds"])
-    p.add_argument("--dims", type=lambda s: tuple(int(v) for v in s.split(",")), default=None,
-                   help="comma list of d (default 10,20,50,100,200; quick 5,10)")
+    C.add_dims_option(p, settings(False)["dims"], settings(True)["dims"])
     args = p.parse_args(argv)
     cfg = settings(args.quick)
     dims = args.dims or cfg["dims"]
-    seeds = args.seeds or list(range(cfg["seeds"]))
-    log = C.Log(args.quiet)
-    C.quiet_warnings()
+    seeds, log = C.start(args, cfg["seeds"])
     rows = []
     for d in dims:
         for seed in seeds:
-            sim = simulate(d, d, participants=cfg["participants"], samples=cfg["samples"], seed=seed)
-            tables = C.tables_of(sim.shards, sim.names)
+            sim, tables = C.simulated(d, seed, cfg)
             for method in METHODS:
                 res = learn(tables, LearnConfig(method=method, seed=seed))
                 comm = res.report["communication"]

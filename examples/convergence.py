@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from bnsl_cli.learn import LearnConfig, learn
-from bnsl_cli.simulate import simulate
 
 METHODS = ("fed-sparse", "fed-bnsl")
 
@@ -31,14 +30,11 @@ def settings(quick: bool) -> dict:
 def main(argv=None) -> int:
     args = C.parser("convergence", __doc__, settings(False)["seeds"]).parse_args(argv)
     cfg = settings(args.quick)
-    seeds = args.seeds or list(range(cfg["seeds"]))
-    log = C.Log(args.quiet)
-    C.quiet_warnings()
+    seeds, log = C.start(args, cfg["seeds"])
     d, R = cfg["d"], cfg["rounds"]
     rows = []
     for seed in seeds:
-        sim = simulate(d, d, participants=cfg["participants"], samples=cfg["samples"], seed=seed)
-        tables = C.tables_of(sim.shards, sim.names)
+        sim, tables = C.simulated(d, seed, cfg)
         for method in METHODS:
             res = learn(tables, LearnConfig(method=method, rounds=R, seed=seed))
             hist = res.report["history"]

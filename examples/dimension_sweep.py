@@ -18,7 +18,6 @@ import _common as C  # first: caps BLAS threads
 import numpy as np
 import pandas as pd
 
-from bnsl_cli.simulate import simulate
 from privacy_sweep import private_run
 
 METHODS = ("fed-sparse", "fed-bnsl")
@@ -32,20 +31,16 @@ def settings(quick: bool) -> dict:
 
 def main(argv=None) -> int:
     p = C.parser("dimension_sweep", __doc__, settings(False)["seeds"])
-    p.add_argument("--dims", type=lambda s: tuple(int(v) for v in s.split(",")), default=None,
-                   help="comma list of d (default 20,50,100,200; quick 10,20)")
+    C.add_dims_option(p, settings(False)["dims"], settings(True)["dims"])
     args = p.parse_args(argv)
     cfg = settings(args.quick)
     dims = args.dims or cfg["dims"]
-    seeds = args.seeds or list(range(cfg["seeds"]))
-    log = C.Log(args.quiet)
-    C.quiet_warnings()
+    seeds, log = C.start(args, cfg["seeds"])
     eps = cfg["epsilon"]
     rows = []
     for d in dims:
         for seed in seeds:
-            sim = simulate(d, d, participants=cfg["participants"], samples=cfg["samples"], seed=seed)
-            tables = C.tables_of(sim.shards, sim.names)
+            sim, tables = C.simulated(d, seed, cfg)
             bound = 3.0 * float(C.model_sd(sim.W).max())
             for method in METHODS:
                 res, used = private_run(tables, method, eps, seed, bound)

@@ -57,9 +57,7 @@ def main(argv=None) -> int:
     cfg = settings(args.quick)
     d = args.nodes or cfg["d"]
     P, n_p = cfg["participants"], cfg["samples"]
-    seeds = args.seeds or list(range(cfg["seeds"]))
-    log = C.Log(args.quiet)
-    C.quiet_warnings()
+    seeds, log = C.start(args, cfg["seeds"])
     lam = 0.08 / P
     steps = args.steps or 3 * d
     rows, struct = [], []

@@ -24,7 +24,6 @@ import pandas as pd
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.private import DPConfig
-from bnsl_cli.simulate import simulate
 
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0)
 
@@ -48,14 +47,11 @@ def private_run(tables, method: str, eps: float, seed: int, bound: float):
 def main(argv=None) -> int:
     args = C.parser("privacy_sweep", __doc__, settings(False)["seeds"]).parse_args(argv)
     cfg = settings(args.quick)
-    seeds = args.seeds or list(range(cfg["seeds"]))
-    log = C.Log(args.quiet)
-    C.quiet_warnings()
+    seeds, log = C.start(args, cfg["seeds"])
     d = cfg["d"]
     rows = []
     for seed in seeds:
-        sim = simulate(d, d, participants=cfg["participants"], samples=cfg["samples"], seed=seed)
-        tables = C.tables_of(sim.shards, sim.names)
+        sim, tables = C.simulated(d, seed, cfg)
         bound = 3.0 * float(C.model_sd(sim.W).max())
         res = learn(tables, LearnConfig(method="fed-sparse", seed=seed))
         rows.append(dict(seed=seed, method="fed-sparse", epsilon=np.inf, delta=0.0, value_bound=np.nan,

@@ -55,9 +55,7 @@ def skeleton_correct(W, truth) -> int:
 
 def main(argv=None) -> int:
     args = C.parser("sachs", __doc__, settings(False)["seeds"]).parse_args(argv)
-    seeds = args.seeds or list(range(settings(args.quick)["seeds"]))
-    log = C.Log(args.quiet)
-    C.quiet_warnings()
+    seeds, log = C.start(args, settings(args.quick)["seeds"])
     table = read_table(DATA / "sachs.csv")
     names = table.names
     truth = read_graph(DATA / "sachs_truth_18edges.csv").reorder(names).W

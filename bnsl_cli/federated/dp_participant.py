@@ -147,7 +147,7 @@ class DPSparseParticipant(Participant):
             raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
         self.precision = precision
         self._dtype = np.float32 if precision == "single" else np.float64
-        self._XTc = self._XT.astype(self._dtype)  # the per-sample products are formed in this precision
+        self._XTc = self._XT.astype(self._dtype, copy=False)  # the products are formed in this precision
         self._CS = None  # clipped sums Σ_rows clip(x_i r_j, C_i), d × d
         self._C = None  # current clip levels per row i
         self._buf = np.empty_like(self._XTc)

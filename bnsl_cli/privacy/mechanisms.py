@@ -93,30 +93,23 @@ class ColumnwiseSelector:
         self.S = None
         self._col = None
 
-    def _column_weight(self, s: np.ndarray) -> np.ndarray:
+    def _column_weight(self, s: np.ndarray):
+        """``b·log Σ_i exp(s_i / b)`` down axis 0 (a column, or every column of a matrix); the column
+        maximum for ``b = 0``. NaN and ``+inf`` propagate through the maximum and are refused there."""
         top = np.max(s, axis=0)
-        if np.isneginf(top).any():
-            raise ValueError("every score of a column is masked (-inf); nothing to select")
+        if not np.all((top > -np.inf) & (top < np.inf)):
+            raise ValueError("every column needs a finite score; scores must be finite or -inf (masked)")
         if self.scale == 0:
             return top
-        with np.errstate(divide="ignore"):
-            return top + self.scale * np.log(np.sum(np.exp((s - top) / self.scale), axis=0))
+        return top + self.scale * np.log(np.sum(np.exp((s - top) / self.scale), axis=0))
 
     def set_scores(self, S: np.ndarray) -> None:
-        if np.isnan(S).any() or np.isposinf(S).any():
-            raise ValueError("scores must be finite or -inf (masked)")
         self.S = S
         self._col = self._column_weight(S)
 
     def update_column(self, j: int, column: np.ndarray) -> None:
         self.S[:, j] = column
-        top = column.max()
-        if not -np.inf < top < np.inf:
-            raise ValueError("a column must have a finite score and no NaN or +inf")
-        if self.scale == 0:
-            self._col[j] = top
-        else:
-            self._col[j] = top + self.scale * np.log(np.exp((column - top) / self.scale).sum())
+        self._col[j] = self._column_weight(column)
 
     def select(self) -> tuple[int, int]:
         j = gumbel_max_select(self._col, self.scale, self.rng)

@@ -73,6 +73,10 @@ class LearnConfig:
     #: 1e-3 gives the same or lower SHD with about 3× fewer bytes down and fewer rounds; 0.1 costs
     #: accuracy.
     snap: float = 0.05
+    #: fed-sparse: after the rounds, a score-based local search on the consensus DAG with pooled
+    #: second moments on the pairs it needs (:mod:`bnsl_cli.federated.polish`). Measured
+    #: (CHANGELOG): d = 200 mean SHD 25.4 → 3.4 over 5 seeds; d = 20 2.3 → 1.2 over 10 seeds.
+    polish: bool = True
     server_ftol: float = 1e-6
     workers: Optional[int] = 1  # participant worker processes (None: one per available CPU, at most P)
     personal: bool = False
@@ -242,18 +246,28 @@ def _workers_used(cfg, P: int) -> int:
 def communication_report(log) -> dict:
     """Bytes up/down per participant and per round, from the encoded message lengths."""
     up, down = log.bytes_up, log.bytes_down
+    P = up.shape[1]
+    pu = log.polish_up if log.polish_up is not None else np.zeros(P, dtype=np.int64)
+    pd = log.polish_down if log.polish_down is not None else np.zeros(P, dtype=np.int64)
+    total_up, total_down = int(up.sum() + pu.sum()), int(down.sum() + pd.sum())
     return {
-        "bytes_up": int(up.sum()),
-        "bytes_down": int(down.sum()),
-        "bytes_total": int(up.sum() + down.sum()),
+        "bytes_up": total_up,
+        "bytes_down": total_down,
+        "bytes_total": total_up + total_down,
+        "polish": {"bytes_up": int(pu.sum()), "bytes_down": int(pd.sum())},
         "per_participant": [
-            {"participant": p + 1, "bytes_up": int(up[:, p].sum()), "bytes_down": int(down[:, p].sum())}
-            for p in range(up.shape[1])
+            {
+                "participant": p + 1,
+                "bytes_up": int(up[:, p].sum() + pu[p]),
+                "bytes_down": int(down[:, p].sum() + pd[p]),
+            }
+            for p in range(P)
         ],
         "per_round": [
             {"round": r + 1, "bytes_up": int(up[r].sum()), "bytes_down": int(down[r].sum())}
             for r in range(up.shape[0])
         ]
+        + ([{"round": "polish", "bytes_up": int(pu.sum()), "bytes_down": int(pd.sum())}] if pd.sum() else [])
         + [{"round": "final", "bytes_up": 0, "bytes_down": int(down[-1].sum())}],
         "encoding": "18-byte header per message; entries as int32 flat index + float64 value; W as the smallest of dense, sparse pairs and support delta",
     }
@@ -279,22 +293,45 @@ def convergence_check(log, cfg, report, method_label: str) -> None:
         )
 
 
-def run_fleet(coord, parts, cfg, progress):
-    """Run the ADMM rounds with the participants in worker processes (``cfg.workers``) or here;
-    returns the run log and the participants with their final state."""
+def run_fleet(coord, parts, cfg, progress, polish=None):
+    """Run the ADMM rounds (and the polish exchange, if any) with the participants in worker
+    processes (``cfg.workers``) or here; returns the run log and the participants with their final
+    state."""
     from bnsl_cli.federated.fleet import make_fleet
     from bnsl_cli.federated.protocol import run_admm
 
     fleet = make_fleet(parts, cfg.workers)
     try:
         log = run_admm(
-            coord, fleet, cfg.rounds, h_tol=cfg.h_tol, gap_tol=cfg.gap_tol, threshold=cfg.threshold, progress=progress
+            coord, fleet, cfg.rounds, h_tol=cfg.h_tol, gap_tol=cfg.gap_tol, threshold=cfg.threshold,
+            progress=progress, polish=polish,
         )
         parts = fleet.finish()
     finally:
         if hasattr(fleet, "close"):
             fleet.close()
     return log, parts
+
+
+def polish_stage(cfg, n_total: int):
+    """The polish stage of a fed-sparse run (``None`` when switched off or for fed-bnsl)."""
+    if cfg.method != "fed-sparse" or not cfg.polish:
+        return None
+    from bnsl_cli.federated.polish import PolishStage
+
+    return PolishStage(cfg.threshold, n_total)
+
+
+def apply_polish(stage, W: np.ndarray, cfg) -> tuple[np.ndarray, Optional[dict]]:
+    """The polished DAG and the report's ``polish`` entry (the thresholded consensus when off)."""
+    if stage is None:
+        return W, ({"applied": False, "reason": "--no-polish"} if cfg.method == "fed-sparse" else None)
+    if stage.result is None:
+        return W, {"applied": False, "reason": "nothing to polish (no edges or candidates, or a diverged run)"}
+    info = dict(stage.result.info)
+    if info.get("applied"):
+        return stage.result.W, info
+    return W, info
 
 
 def _run_federated(tables, cfg, names, report, progress) -> LearnResult:
@@ -310,9 +347,11 @@ def _run_federated(tables, cfg, names, report, progress) -> LearnResult:
     else:
         parts = [DenseParticipant(k, t.X, n_total) for k, t in enumerate(tables)]
         coord = Coordinator(d, P, schedule, l1=cfg.lam, dense=True, ftol=cfg.server_ftol)
-    log, parts = run_fleet(coord, parts, cfg, progress)
+    stage = polish_stage(cfg, n_total)
+    log, parts = run_fleet(coord, parts, cfg, progress, polish=stage)
     W_raw = coord.W.copy()
     W, removed = _finish_graph(W_raw, cfg.threshold, cfg.method)
+    W, report["polish"] = apply_polish(stage, W, cfg)
     convergence_check(log, cfg, report, cfg.method)
     last = log.history[-1]
     report.update(

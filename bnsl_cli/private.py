@@ -53,10 +53,13 @@ def _check(dp: DPConfig) -> None:
 def run_private(tables, cfg, names, report, progress):
     from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
     from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, OneOffBudget
-    from bnsl_cli.learn import LearnResult, _finish_graph, _removed_json, _workers_used, communication_report, run_fleet
+    from bnsl_cli.learn import (
+        LearnResult, _finish_graph, _removed_json, _workers_used, apply_polish, communication_report, polish_stage,
+        run_fleet,
+    )
     from bnsl_cli.io.graphs import graph_to_json
     from bnsl_cli.privacy.calibrate import calibrate, dp_fed_bnsl_plan, dp_fed_bnsl_split
-    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
+    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE
     from bnsl_cli.privacy.ledger import PrivacyLedger
     from bnsl_cli.privacy.mechanisms import make_rng
 
@@ -78,9 +81,11 @@ def run_private(tables, cfg, names, report, progress):
     if clip_levels == "auto":
         clip_levels = "adaptive" if d < AUTO_STATIC_FROM_D else "static"
 
+    stage = polish_stage(cfg, n_total)
     if cfg.method == "fed-sparse":
         plan = calibrate(
-            dp.epsilon, delta, cfg.rounds, cfg.steps, dp.selection_share, MOMENT_SHARE, mean_share, dp.conversion
+            dp.epsilon, delta, cfg.rounds, cfg.steps, dp.selection_share, MOMENT_SHARE, mean_share, dp.conversion,
+            polish_share=POLISH_SHARE if stage is not None else 0.0,
         )
         budget = OneOffBudget(plan.rho_means, plan.rho_moments, dp.value_bound)
         parts = [
@@ -88,11 +93,15 @@ def run_private(tables, cfg, names, report, progress):
                 k, t.X, n_total, cfg.lam, cfg.steps,
                 gumbel_multiplier=plan.gumbel_multiplier, sigma_multiplier=plan.sigma_multiplier,
                 budget=budget, rng=child_rngs[k], ledger=ledger, clip=dp.clip, clip_levels=clip_levels,
+                polish_multiplier=plan.polish_multiplier,
             )
             for k, t in enumerate(tables)
         ]
         coord = Coordinator(d, P, schedule, snap=cfg.snap)
-        mechanism = "DP-PGCD: exponential-mechanism selection (Gumbel-max) + Gaussian noisy update per step"
+        mechanism = "DP-PGCD: exponential-mechanism selection (Gumbel-max) + Gaussian noisy update per step" + (
+            "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
+            if stage is not None else ""
+        )
     else:
         plan = dp_fed_bnsl_plan(dp.epsilon, delta, dp.conversion, dp.public_means)
         budget = OneOffBudget(*dp_fed_bnsl_split(plan, dp.public_means), dp.value_bound)
@@ -106,9 +115,10 @@ def run_private(tables, cfg, names, report, progress):
         coord = Coordinator(d, P, schedule, l1=cfg.lam, dense=True)
         mechanism = "one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)"
 
-    log, parts = run_fleet(coord, parts, cfg, progress)
+    log, parts = run_fleet(coord, parts, cfg, progress, polish=stage)
     W_raw = coord.W.copy()
     W, removed = _finish_graph(W_raw, cfg.threshold, cfg.method + " --dp")
+    W, report["polish"] = apply_polish(stage, W, cfg)
     last = log.history[-1]
     report["converged"] = bool(last["h"] <= cfg.h_tol and last["gap"] <= cfg.gap_tol)
     privacy = ledger.to_dict(delta, dp.conversion)

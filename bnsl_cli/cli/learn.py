@@ -44,6 +44,12 @@ def command(
         help="Fed-sparse: consensus entries |W_ij| below this are set to 0 before each broadcast "
         "(a sparser consensus; 0 turns it off). Keep it well below --threshold.",
     ),
+    polish: bool = typer.Option(
+        True, "--polish/--no-polish",
+        help="Fed-sparse: after the rounds, one exchange of the second moments on the pairs the consensus "
+        "selects, then a score-based search (edge deletions, reversals, additions) from the consensus DAG. "
+        "Under --dp that release takes 20 % of the budget. --no-polish: the plain consensus.",
+    ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json). "
@@ -138,7 +144,7 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
-        workers=workers, snap=snap,
+        workers=workers, snap=snap, polish=polish,
     )
     result = _run_with_progress(tables, cfg, quiet)
     if out is not None:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, SELECTION_SHARE
+from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, SELECTION_SHARE
 
 
 class Conversion(str, Enum):
@@ -87,6 +87,14 @@ def command(
     mean_share: float = typer.Option(
         MEAN_SHARE, "--mean-share", help="fed-sparse: share of the whole budget for the column-mean release (learn --dp uses the default)."
     ),
+    polish_share: float = typer.Option(
+        POLISH_SHARE, "--polish-share",
+        help="fed-sparse: share of the whole budget for the polish's second moments (learn --dp uses the default; 0 matches learn --dp --no-polish).",
+    ),
+    polish_multiplier: Optional[float] = typer.Option(
+        None, "--polish-multiplier", show_default=False,
+        help="Spend mode: std / sensitivity of the polish's second-moment release (omit: not counted).",
+    ),
     public_means: bool = typer.Option(
         False, "--public-means", envvar="BNSL_PUBLIC_MEANS",
         help="The column means are public / the data centred: no mean release (mean share 0).",
@@ -142,7 +150,7 @@ def command(
     elif spend_mode:
         result = _spend(
             meth, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
-            nodes, delta_value, conv, public_means, fail,
+            nodes, delta_value, conv, public_means, fail, polish_multiplier,
         )
     elif max_rho or (meth == Method.fed_sparse.value and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
@@ -152,7 +160,7 @@ def command(
         k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
         result = _plan_sparse(
             epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
-            0.0 if public_means else mean_share, public_means, conv, value_bound is not None,
+            0.0 if public_means else mean_share, public_means, conv, value_bound is not None, polish_share,
         )
     result["assumptions"]["delta"] = delta_source
 
@@ -288,11 +296,13 @@ def _one_off_json(releases) -> list:
     return [{"release": name, "rho": rho, "sigma_multiplier": multiplier_for_rho(rho)} for name, rho in releases]
 
 
-def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound_given=False) -> dict:
+def _plan_sparse(
+    epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound_given=False, s_pol=0.0
+) -> dict:
     from bnsl_cli.privacy.calibrate import calibrate, one_off_releases, spend
 
     plan = calibrate(epsilon, delta, k, t, selection_share=a, moment_share=s_m, mean_share=s_mean,
-                     conversion=conv)
+                     conversion=conv, polish_share=s_pol)
     eps_spent, rho_spent = spend(plan)
     data = {"mode": "calibrate", "method": "fed-sparse", **plan.to_dict()}
     data.update(
@@ -311,6 +321,7 @@ def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_m
             "budget split": (
                 f"second moments {s_m:g}, column means {s_mean:g}"
                 + (" (public means: no release)" if public_means else "")
+                + f", polish second moments {s_pol:g}"
                 + f", iterations the rest; per step: selection a = {a:g}, update 1 - a = {1 - a:g}"
             ),
         }
@@ -321,7 +332,9 @@ def _plan_sparse(epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_m
         ("rho* (zCDP)", plan.rho_total, "whole budget per participant"),
         ("rho second moments", plan.rho_moments, f"{s_m:g} of rho*"),
         ("rho column means", plan.rho_means, f"{s_mean:g} of rho*"),
-        ("rho per step", plan.rho_step, f"(rho* - one-off) / (K T), K T = {k * t}"),
+        ("rho polish", plan.rho_polish, f"{s_pol:g} of rho* (once, after the rounds)"),
+        ("polish multiplier", plan.polish_multiplier, "sigma / Delta = 1/sqrt(2 rho_pol)"),
+        ("rho per step", plan.rho_step, f"(rho* - one-off - polish) / (K T), K T = {k * t}"),
         ("rho selection / step", plan.rho_selection, f"a = {a:g}"),
         ("rho update / step", plan.rho_update, f"1 - a = {1 - a:g}"),
         ("Gumbel multiplier", plan.gumbel_multiplier, "b / Delta_S = 1/sqrt(2 rho_sel)"),
@@ -368,7 +381,7 @@ def _plan_covariance(epsilon, delta, conv, public_means, value_bound_given=False
     return {"title": "DP-Fed-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail) -> dict:
+def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None) -> dict:
     from bnsl_cli.privacy.calibrate import CovariancePlan, NoiseMultipliers, ledger_for, spend, spend_covariance
 
     if public_means and mean is not None:
@@ -377,6 +390,8 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
     if meth == Method.fed_bnsl.value:
         if g is not None:
             raise fail("fed-bnsl makes no coordinate selections; drop --gumbel-multiplier", 2)
+        if pol is not None:
+            raise fail("fed-bnsl has no polish release; drop --polish-multiplier", 2)
         eps, r = spend_covariance(s, delta, mean, conv)
         ledger = CovariancePlan(eps, delta, conv, 0.0, r, 0.5 / s**2, 0.0 if mean is None else 0.5 / mean**2,
                                 s, mean).planned_ledger([0])
@@ -395,7 +410,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
     if g is None or s is None:
         raise fail("spend mode needs both --gumbel-multiplier and --sigma-multiplier", 2)
     k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
-    mult = NoiseMultipliers(g, s, m, mean)
+    mult = NoiseMultipliers(g, s, m, mean, pol)
     eps, r = spend(mult, k, t, delta, conv)
     ledger = ledger_for(mult, k, t)
     events = _events_json(ledger, delta, conv)
@@ -407,15 +422,19 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
         "gumbel_multiplier": g, "sigma_multiplier": s, "moment_multiplier": m, "mean_multiplier": mean,
         "rho_selection_per_step": rho_sel, "rho_update_per_step": rho_upd,
         "rho_moments": 0.0 if m is None else 0.5 / m**2, "rho_means": 0.0 if mean is None else 0.5 / mean**2,
+        "polish_multiplier": pol, "rho_polish": 0.0 if pol is None else 0.5 / pol**2,
         "neighbouring_relation": assumptions["neighbouring relation"], "events": events,
     }
-    one_off = [name for name, v in (("second moments", m), ("column means", mean)) if v is not None]
+    one_off = [
+        name for name, v in (("second moments", m), ("column means", mean), ("polish second moments", pol))
+        if v is not None
+    ]
     assumptions.update(
         {
             "rounds K": f"{k}",
             "steps T": f"{t} ({t_source})",
             "one-off releases": ", ".join(one_off) if one_off else
-            "none counted (add --moment-multiplier / --mean-multiplier to count them)",
+            "none counted (add --moment-multiplier / --mean-multiplier / --polish-multiplier to count them)",
         }
     )
     rows = [
@@ -425,6 +444,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
         ("rho update / step", rho_upd, "1/(2 S**2)"),
         ("rho second moments", data["rho_moments"], "-" if m is None else "1/(2 M**2)"),
         ("rho column means", data["rho_means"], "-" if mean is None else "1/(2 Mean**2)"),
+        ("rho polish", data["rho_polish"], "-" if pol is None else "1/(2 Pol**2)"),
         ("rho (zCDP)", r, f"one-off + K T (rho_sel + rho_upd), K T = {k * t}"),
         ("delta", delta, ""),
         ("epsilon", eps, f"{conv} conversion"),

@@ -28,7 +28,8 @@ from bnsl_cli.federated.messages import DenseUpdate, SparseEntries, SparseUpdate
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.participant import Participant
 from bnsl_cli.federated.pgcd import soft_threshold
-from bnsl_cli.privacy.calibrate import multiplier_for_rho, one_off_releases
+from bnsl_cli.privacy.calibrate import RELEASE_POLISH, multiplier_for_rho, one_off_releases
+from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import EXPONENTIAL, GAUSSIAN, PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise, project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.releases import (
@@ -125,6 +126,8 @@ class DPSparseParticipant(Participant):
         clip: float = 1.5,
         clip_levels: str = "adaptive",
         precision: str = "single",
+        polish_multiplier: Optional[float] = None,
+        polish_clip: float = POLISH_CLIP,
     ):
         ledger.add_participant(pid)
         centre, v_hat, _, notes = private_preprocessing(pid, X, budget, rng, ledger)
@@ -137,6 +140,8 @@ class DPSparseParticipant(Participant):
         self.clip_levels = clip_levels
         self.gumbel_multiplier = float(gumbel_multiplier)
         self.sigma_multiplier = float(sigma_multiplier)
+        self.polish_multiplier = None if polish_multiplier is None else float(polish_multiplier)
+        self.polish_clip = float(polish_clip)
         self.rng = rng
         self.ledger = ledger
         # rows of these are columns of the data: X_cᵀ (d × n_p) and the per-sample residuals
@@ -152,6 +157,33 @@ class DPSparseParticipant(Participant):
         self._C = None  # current clip levels per row i
         self._buf = np.empty_like(self._XTc)
         self._ones = np.ones(self.n_rows, dtype=self._dtype)
+
+    # -- the polish's second moments -------------------------------------------------------------
+    def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
+        """Gaussian release of ``Σ_rows clip(x_a x_b, L_ab) / n`` on the requested pairs.
+
+        ``L_ab = c·√(v̂_a v̂_b)`` from the released second moments (data-independent). Scaled by
+        ``1/L_ab`` every row adds a vector with entries in [−1, 1], so replacing one row moves the
+        scaled sums by at most ``2√|Q|`` in ℓ₂ (``|Q|`` pairs): noise std ``σ_pol · 2√|Q|`` there,
+        i.e. ``σ_pol · 2√|Q| · L_ab`` on entry ``ab``; the release costs ``1/(2σ_pol²)`` zCDP."""
+        if self.polish_multiplier is None:
+            raise PrivacyBudgetError(
+                f"participant {self.pid + 1}: the polish's second moments were requested, but no budget was "
+                "calibrated for them"
+            )
+        a, b = pairs // self.d, pairs % self.d
+        level = self.polish_clip * np.sqrt(self.v_hat[a] * self.v_hat[b])
+        sums = np.empty(pairs.size)
+        for s in range(0, pairs.size, 512):
+            sl = slice(s, s + 512)
+            prod = self._Xc[:, a[sl]] * self._Xc[:, b[sl]]
+            np.clip(prod, -level[sl], level[sl], out=prod)
+            sums[sl] = prod.sum(axis=0)
+        sens = 2.0 * float(np.sqrt(pairs.size))
+        std = self.polish_multiplier * sens
+        noisy = sums / level + gaussian_noise(pairs.size, std, self.rng)
+        self.ledger.record(self.pid, PrivacyEvent(RELEASE_POLISH, GAUSSIAN, sens, std, 1))
+        return noisy * level / float(self.n_total)
 
     # -- clipping ------------------------------------------------------------------------------
     def _clip_levels(self, rho2: float) -> np.ndarray:

@@ -32,6 +32,9 @@ __all__ = [
     "ConsensusBroadcast",
     "SparseUpdate",
     "DenseUpdate",
+    "GramRequest",
+    "GramReply",
+    "message_kind",
     "encode_matrix",
     "decode_matrix",
 ]
@@ -41,6 +44,8 @@ _VERSION = 1
 _KIND_BROADCAST = 1
 _KIND_SPARSE_UPDATE = 2
 _KIND_DENSE_UPDATE = 3
+_KIND_GRAM_REQUEST = 4
+_KIND_GRAM_REPLY = 5
 _F64 = struct.Struct("<d")
 _PAIR = np.dtype([("k", "<i4"), ("v", "<f8")])
 
@@ -73,6 +78,11 @@ class SparseEntries:
         A = np.zeros((d, d))
         self.apply_to(A)
         return A
+
+
+def message_kind(data: bytes) -> int:
+    """The kind byte of an encoded message."""
+    return data[0]
 
 
 def _pairs_bytes(e: SparseEntries, d: int) -> bytes:
@@ -247,3 +257,50 @@ class DenseUpdate:
         objective, off = _unpack_objective(data, HEADER.size)
         B = np.frombuffer(memoryview(data)[off : off + 8 * d * d], dtype="<f8").reshape(d, d).copy()
         return cls(rnd, sender, d, B, objective)
+
+
+@dataclass(frozen=True)
+class GramRequest:
+    """Server → participant (once, after the ADMM rounds, for the polish): the second moments
+    ``(a, b)`` wanted, as flat indices ``a·d + b`` (int32, ``a ≤ b``), chosen from the consensus."""
+
+    round: int
+    d: int
+    pairs: np.ndarray
+
+    kind = _KIND_GRAM_REQUEST
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(_KIND_GRAM_REQUEST, _VERSION, self.round, 0, self.d, int(self.pairs.size))
+        return head + np.asarray(self.pairs, dtype="<i4").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "GramRequest":
+        kind, _, rnd, _, d, count = HEADER.unpack_from(data, 0)
+        if kind != _KIND_GRAM_REQUEST:
+            raise ValueError("not a second-moment request")
+        pairs = np.frombuffer(data, dtype="<i4", count=count, offset=HEADER.size).astype(np.int64)
+        return cls(rnd, d, pairs)
+
+
+@dataclass(frozen=True)
+class GramReply:
+    """Participant → server: its share ``Σ_rows x_a x_b / n`` of each requested second moment, in the
+    request's order (float64; under DP a noisy clipped sum, see the privacy report)."""
+
+    round: int
+    sender: int
+    d: int
+    values: np.ndarray
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(_KIND_GRAM_REPLY, _VERSION, self.round, self.sender, self.d, int(self.values.size))
+        return head + np.asarray(self.values, dtype="<f8").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "GramReply":
+        kind, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
+        if kind != _KIND_GRAM_REPLY:
+            raise ValueError("not a second-moment reply")
+        values = np.frombuffer(data, dtype="<f8", count=count, offset=HEADER.size).copy()
+        return cls(rnd, sender, d, values)

@@ -13,9 +13,12 @@ import numpy as np
 from bnsl_cli.federated.messages import (
     ConsensusBroadcast,
     DenseUpdate,
+    GramReply,
+    GramRequest,
     SparseEntries,
     SparseUpdate,
     SupportState,
+    message_kind,
 )
 from bnsl_cli.federated.pgcd import local_objective, pgcd
 
@@ -58,7 +61,14 @@ class Participant:
         self.rho2 = msg.rho2
 
     def handle(self, data: bytes) -> Optional[bytes]:
-        """Answer an encoded broadcast with an encoded update (``None`` for a stop message)."""
+        """Answer an encoded broadcast with an encoded update (``None`` for a stop message), or a
+        second-moment request (the polish, after the rounds) with the requested moments."""
+        if message_kind(data) == GramRequest.kind:
+            req = GramRequest.decode(data)
+            t0 = time.perf_counter()
+            values = self._second_moments(req.pairs)
+            self.compute_s += time.perf_counter() - t0
+            return GramReply(req.round, self.pid, self.d, values).encode()
         msg = ConsensusBroadcast.decode(data, self.link)
         self._receive_consensus(msg)
         if msg.stop:
@@ -67,6 +77,18 @@ class Participant:
         reply = self._local_update(msg.round)
         self.compute_s += time.perf_counter() - t0
         return reply.encode()
+
+    def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
+        """This participant's share ``Σ_rows x_a x_b / n`` of the pooled second moments at the flat
+        indices ``pairs`` (``a·d + b``), from its centred rows."""
+        a, b = pairs // self.d, pairs % self.d
+        if self._S is not None:
+            return self._S[a, b].copy()
+        out = np.empty(pairs.size)
+        for s in range(0, pairs.size, 512):
+            sl = slice(s, s + 512)
+            out[sl] = np.einsum("ij,ij->j", self._Xc[:, a[sl]], self._Xc[:, b[sl]])
+        return out / float(self.n_total)
 
     def _local_update(self, rnd: int):  # pragma: no cover - abstract
         raise NotImplementedError

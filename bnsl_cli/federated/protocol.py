@@ -27,6 +27,8 @@ class RunLog:
     bytes_up: np.ndarray = None  # (rounds, P)
     bytes_down: np.ndarray = None  # (rounds + 1, P); the last row is the final stop broadcast
     wall_s: float = 0.0
+    polish_up: np.ndarray = None  # (P,) bytes of the polish exchange (zeros when there is none)
+    polish_down: np.ndarray = None
 
 
 def run_admm(
@@ -40,10 +42,12 @@ def run_admm(
     threshold: float = 0.3,
     progress: Optional[Callable[[dict], None]] = None,
     stop_check: Optional[Callable[[dict], bool]] = None,
+    polish=None,
 ) -> RunLog:
     """Run at most ``max_rounds`` ADMM rounds; stop early when ``h(W) ≤ h_tol`` and
-    ``max_p ‖B_p − W‖_max ≤ gap_tol`` (if ``early_stop``). Ends with a stop broadcast that
-    delivers the final W to every participant."""
+    ``max_p ‖B_p − W‖_max ≤ gap_tol`` (if ``early_stop``). With ``polish`` (a
+    :class:`~bnsl_cli.federated.polish.PolishStage`), one second-moment exchange follows the rounds.
+    Ends with a stop broadcast that delivers the final consensus W to every participant."""
     from bnsl_cli.federated.fleet import LocalFleet
 
     if not hasattr(fleet, "exchange"):
@@ -84,6 +88,15 @@ def run_admm(
         if stop_check is not None and stop_check(info):
             stopped = True
             break
+    polish_up = np.zeros(P, dtype=np.int64)
+    polish_down = np.zeros(P, dtype=np.int64)
+    if polish is not None and history and np.all(np.isfinite(coordinator.W)):
+        request = polish.request(coordinator.W, len(history) + 1)
+        if request is not None:
+            replies = fleet.exchange(request)
+            polish_down[:] = len(request)
+            polish_up[:] = [len(r) for r in replies]
+            polish.receive(replies)
     final = coordinator.broadcast(stop=True)
     fleet.exchange(final)
     down_rows.append(np.full(P, len(final), dtype=np.int64))
@@ -94,4 +107,6 @@ def run_admm(
         bytes_up=np.array(up_rows).reshape(len(up_rows), P),
         bytes_down=np.array(down_rows).reshape(len(down_rows), P),
         wall_s=time.perf_counter() - t0,
+        polish_up=polish_up,
+        polish_down=polish_down,
     )

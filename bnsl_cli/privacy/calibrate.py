@@ -6,7 +6,8 @@ zCDP budget ``rho* = rho_for_epsilon(epsilon, delta)``::
 
     rho_M    = moment_share * rho*            (second moments m_i, once)
     rho_mean = mean_share   * rho*            (column means, once; 0 when the means are public)
-    rho_it   = (rho* - rho_M - rho_mean) / (K * T)     (per DP-PGCD step)
+    rho_pol  = polish_share * rho*            (second moments for the polish, once after the rounds; 0: no polish)
+    rho_it   = (rho* - rho_M - rho_mean - rho_pol) / (K * T)     (per DP-PGCD step)
     rho_sel  = a * rho_it,   rho_upd = (1 - a) * rho_it      (a = selection share)
 
 Noise is expressed as multipliers of the (data-independent) sensitivities, so that the plan holds
@@ -49,6 +50,7 @@ __all__ = [
     "RELEASE_SELECTION",
     "RELEASE_UPDATE",
     "RELEASE_COVARIANCE",
+    "RELEASE_POLISH",
     "NoiseMultipliers",
     "NoisePlan",
     "CovariancePlan",
@@ -69,6 +71,7 @@ RELEASE_MOMENTS = "second-moments"
 RELEASE_SELECTION = "coordinate-selection"
 RELEASE_UPDATE = "coordinate-update"
 RELEASE_COVARIANCE = "covariance"
+RELEASE_POLISH = "polish-second-moments"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -141,20 +144,22 @@ class NoiseMultipliers:
     """Noise of DP-Fed-Sparse-BNSL as multiples of the sensitivities.
 
     ``gumbel`` = ``b / Delta_S`` (selection), ``sigma`` = ``sigma / Delta`` (update), ``moment`` and ``mean``
-    the ``sigma / Delta`` of the one-off releases (``None``: that release is not made / not counted).
+    the ``sigma / Delta`` of the one-off releases, ``polish`` that of the polish's second moments
+    (``None``: that release is not made / not counted).
     """
 
     gumbel: float
     sigma: float
     moment: Optional[float] = None
     mean: Optional[float] = None
+    polish: Optional[float] = None
 
     def __post_init__(self) -> None:
         for name in ("gumbel", "sigma"):
             v = getattr(self, name)
             if not (v is not None and v > 0):
                 raise PrivacyBudgetError(f"the {name} noise multiplier must be > 0, got {v!r}")
-        for name in ("moment", "mean"):
+        for name in ("moment", "mean", "polish"):
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise PrivacyBudgetError(f"the {name} noise multiplier must be > 0 (or absent), got {v!r}")
@@ -176,6 +181,8 @@ def ledger_for(
         events.append(PrivacyEvent(RELEASE_MEANS, GAUSSIAN, 1.0, multipliers.mean, 1))
     events.append(PrivacyEvent(RELEASE_SELECTION, EXPONENTIAL, 1.0, multipliers.gumbel, k * t))
     events.append(PrivacyEvent(RELEASE_UPDATE, GAUSSIAN, 1.0, multipliers.sigma, k * t))
+    if multipliers.polish is not None:
+        events.append(PrivacyEvent(RELEASE_POLISH, GAUSSIAN, 1.0, multipliers.polish, 1))
     ledger = PrivacyLedger()
     for p in participant_ids:
         ledger.add_participant(p)
@@ -209,7 +216,7 @@ class NoisePlan:
     rho_total: float  # rho*
     rho_moments: float  # rho_M
     rho_means: float  # rho_mean
-    rho_iterations: float  # rho* - rho_M - rho_mean, spread over K*T steps
+    rho_iterations: float  # rho* - rho_M - rho_mean - rho_pol, spread over K*T steps
     rho_step: float  # rho_it
     rho_selection: float  # per step
     rho_update: float  # per step
@@ -217,12 +224,16 @@ class NoisePlan:
     sigma_multiplier: float  # sigma / Delta
     moment_multiplier: Optional[float]
     mean_multiplier: Optional[float]
+    polish_share: float = 0.0
+    rho_polish: float = 0.0  # the polish's second-moment release, once after the rounds
+    polish_multiplier: Optional[float] = None
 
     @property
     def multipliers(self) -> NoiseMultipliers:
-        """The four multipliers (what ``learn --dp`` uses)."""
+        """The multipliers (what ``learn --dp`` uses)."""
         return NoiseMultipliers(
-            self.gumbel_multiplier, self.sigma_multiplier, self.moment_multiplier, self.mean_multiplier
+            self.gumbel_multiplier, self.sigma_multiplier, self.moment_multiplier, self.mean_multiplier,
+            self.polish_multiplier,
         )
 
     @property
@@ -256,6 +267,9 @@ class NoisePlan:
             "sigma_multiplier": self.sigma_multiplier,
             "moment_multiplier": self.moment_multiplier,
             "mean_multiplier": self.mean_multiplier,
+            "polish_share": self.polish_share,
+            "rho_polish": self.rho_polish,
+            "polish_multiplier": self.polish_multiplier,
             "selection_epsilon_per_step": self.selection_epsilon,
         }
 
@@ -269,12 +283,15 @@ def calibrate(
     moment_share: float = MOMENT_SHARE,
     mean_share: float = MEAN_SHARE,
     conversion: str = "tight",
+    polish_share: float = 0.0,
 ) -> NoisePlan:
     """Noise multipliers of DP-Fed-Sparse-BNSL for a target ``(epsilon, delta)``.
 
     ``rho* = rho_for_epsilon(epsilon, delta, conversion)``; ``rho_M = moment_share rho*``;
     ``rho_mean = mean_share rho*`` (pass ``mean_share=0`` when the means are public);
-    ``rho_it = (rho* - rho_M - rho_mean) / (K T)``; ``rho_sel = a rho_it``, ``rho_upd = (1 - a) rho_it``;
+    ``rho_pol = polish_share rho*`` (the polish's second moments; ``learn --dp`` uses
+    ``defaults.POLISH_SHARE``, 0 with ``--no-polish``);
+    ``rho_it = (rho* - rho_M - rho_mean - rho_pol) / (K T)``; ``rho_sel = a rho_it``, ``rho_upd = (1 - a) rho_it``;
     ``b / Delta_S = 1 / sqrt(2 rho_sel)``, ``sigma / Delta = 1 / sqrt(2 rho_upd)``,
     one-off ``sigma / Delta = 1 / sqrt(2 rho_M)`` and ``1 / sqrt(2 rho_mean)``.
 
@@ -290,31 +307,34 @@ def calibrate(
     a = _check_share("the selection share", selection_share, open_low=True)
     s_m = _check_share("the second-moment share", moment_share)
     s_mean = _check_share("the mean share", mean_share)
-    left = 1.0 - s_m - s_mean
+    s_pol = _check_share("the polish share", polish_share)
+    left = 1.0 - s_m - s_mean - s_pol
     if not left > 0:
         raise PrivacyBudgetError(
             f"the one-off releases take the whole budget (second-moment share {s_m:g} + mean share "
-            f"{s_mean:g} >= 1), leaving nothing for the {k} x {t} DP-PGCD steps; lower the shares"
+            f"{s_mean:g} + polish share {s_pol:g} >= 1), leaving nothing for the {k} x {t} DP-PGCD steps; "
+            "lower the shares"
         )
     rho_star = rho_for_epsilon(eps, dlt, conversion)
     # Rounding in the multipliers can push the recomputed spend a few ulps above epsilon; shave rho*
     # by a few ulps until the plan's own ledger stays within the target.
     for attempt in range(64):
-        plan = _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star)
+        plan = _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star, s_pol)
         if spend(plan)[0] <= eps:
             return plan
         rho_star *= 1.0 - 2.0 ** (attempt - 52)
     return plan  # pragma: no cover - unreachable in practice
 
 
-def _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star) -> NoisePlan:
+def _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star, s_pol=0.0) -> NoisePlan:
     rho_m = s_m * rho_star
     rho_mean = s_mean * rho_star
-    rho_iter = rho_star - rho_m - rho_mean
+    rho_pol = s_pol * rho_star
+    rho_iter = rho_star - rho_m - rho_mean - rho_pol
     rho_step = rho_iter / (k * t)
     rho_sel = a * rho_step
     rho_upd = (1.0 - a) * rho_step
-    if (s_m > 0 and not rho_m > 0) or (s_mean > 0 and not rho_mean > 0):
+    if (s_m > 0 and not rho_m > 0) or (s_mean > 0 and not rho_mean > 0) or (s_pol > 0 and not rho_pol > 0):
         raise PrivacyBudgetError(
             f"a one-off share is too small to fund its release (second-moment share {s_m:g}, mean share "
             f"{s_mean:g}); use 0 for no release or a larger share"
@@ -343,6 +363,9 @@ def _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star) -> NoisePlan:
         sigma_multiplier=multiplier_for_rho(rho_upd),
         moment_multiplier=multiplier_for_rho(rho_m) if s_m > 0 else None,
         mean_multiplier=multiplier_for_rho(rho_mean) if s_mean > 0 else None,
+        polish_share=s_pol,
+        rho_polish=rho_pol,
+        polish_multiplier=multiplier_for_rho(rho_pol) if s_pol > 0 else None,
     )
 
 
@@ -387,15 +410,16 @@ def spend_from_noise(
     mean_multiplier: Optional[float] = None,
     delta: float = None,  # type: ignore[assignment]
     conversion: str = "tight",
+    polish_multiplier: Optional[float] = None,
 ) -> tuple[float, float]:
     """``(epsilon, rho)`` spent with the given noise multipliers (the "noise -> spend" direction).
 
-    ``rho = 1/(2 G**2) * K T + 1/(2 S**2) * K T + 1/(2 M**2) + 1/(2 Mean**2)`` (absent one-off releases
-    count 0); ``delta`` is required.
+    ``rho = 1/(2 G**2) * K T + 1/(2 S**2) * K T + 1/(2 M**2) + 1/(2 Mean**2) + 1/(2 Pol**2)`` (absent
+    one-off releases count 0); ``delta`` is required.
     """
     if delta is None:
         raise PrivacyBudgetError("delta is needed to convert the spend to (epsilon, delta)")
-    mult = NoiseMultipliers(gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier)
+    mult = NoiseMultipliers(gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, polish_multiplier)
     return spend(mult, rounds, steps, delta, conversion)
 
 

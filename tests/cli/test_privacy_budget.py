@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from bnsl_cli.cli.app import app
 from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
 from bnsl_cli.privacy.calibrate import calibrate, calibrate_covariance
-from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
+from bnsl_cli.privacy.defaults import DP_ROUNDS, POLISH_SHARE, dp_steps
 
 runner = CliRunner()
 
@@ -35,10 +35,10 @@ def test_plan_json_keys_and_values():
     out = run_json("--epsilon", 2, "--delta", 1e-6, "--rounds", 30, "--steps", 40)
     for key in ("epsilon", "delta", "rho", "gumbel_multiplier", "sigma_multiplier", "moment_multiplier",
                 "mean_multiplier", "rho_selection_per_step", "rho_update_per_step", "rho_per_step",
-                "selection_share", "moment_share", "mean_share", "rounds", "steps", "conversion",
-                "neighbouring_relation", "events"):
+                "selection_share", "moment_share", "mean_share", "polish_share", "rho_polish", "polish_multiplier",
+                "rounds", "steps", "conversion", "neighbouring_relation", "events"):
         assert key in out, key
-    plan = calibrate(2.0, 1e-6, 30, 40)
+    plan = calibrate(2.0, 1e-6, 30, 40, polish_share=POLISH_SHARE)  # learn --dp's default split
     assert out["epsilon"] == 2.0 and out["delta"] == 1e-6
     assert out["rho"] == pytest.approx(plan.rho_total, rel=1e-12)
     assert out["gumbel_multiplier"] == pytest.approx(plan.gumbel_multiplier, rel=1e-12)
@@ -55,8 +55,10 @@ def test_nodes_set_steps_and_rounds_default(d):
     out = run_json("--epsilon", 1, "--delta", 1e-8, "--nodes", d)
     assert out["steps"] == dp_steps(d) == max(20, d // 2)
     assert out["rounds"] == DP_ROUNDS == 50
-    # a = 1/2: both multipliers equal sqrt(K T / (rho* - rho_M - rho_mean))
-    expected = math.sqrt(50 * max(20, d // 2) / (out["rho"] - out["rho_moments"] - out["rho_means"]))
+    # a = 1/2: both multipliers equal sqrt(K T / (rho* - rho_M - rho_mean - rho_pol))
+    expected = math.sqrt(
+        50 * max(20, d // 2) / (out["rho"] - out["rho_moments"] - out["rho_means"] - out["rho_polish"])
+    )
     assert out["gumbel_multiplier"] == pytest.approx(expected, rel=1e-12)
     assert out["sigma_multiplier"] == pytest.approx(expected, rel=1e-12)
 
@@ -104,6 +106,8 @@ def test_plan_then_spend_gives_epsilon_back(eps, delta, K, T, extra):
             "--rounds", K, "--steps", T, "--delta", repr(delta)]
     if plan["mean_multiplier"] is not None:
         args += ["--mean-multiplier", repr(plan["mean_multiplier"])]
+    if plan["polish_multiplier"] is not None:
+        args += ["--polish-multiplier", repr(plan["polish_multiplier"])]
     if "--conversion" in extra:
         args += ["--conversion", "simple"]
     spent = run_json(*args)
@@ -121,6 +125,37 @@ def test_spend_without_one_off_releases_counts_less():
                      "--sigma-multiplier", repr(plan["sigma_multiplier"]), "--steps", 20, "--delta", 1e-8)
     assert spent["epsilon"] < 1.0
     assert spent["rho"] == pytest.approx(plan["rho_iterations"], rel=1e-9)
+
+
+@pytest.mark.parametrize("polish", [True, False])
+def test_fed_sparse_plan_matches_learn_dp(polish):
+    """For the same settings, privacy-budget prints the plan learn --dp uses (with or without the polish)."""
+    import warnings
+
+    from bnsl_cli.io.data import Table
+    from bnsl_cli.learn import LearnConfig, learn
+    from bnsl_cli.private import DPConfig
+    from bnsl_cli.simulate import simulate
+
+    sim = simulate(6, 6, participants=2, samples=1000, seed=0)
+    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(tables, LearnConfig(seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report
+    used = rep["privacy"]["plan"]
+    out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6,
+                   *(() if polish else ("--polish-share", 0)))
+    for key in ("rho", "gumbel_multiplier", "sigma_multiplier", "moment_multiplier", "mean_multiplier",
+                "polish_multiplier", "rho_polish", "rho_per_step"):
+        assert out[key] == (None if used[key] is None else pytest.approx(used[key], rel=1e-12)), key
+    assert (used["polish_multiplier"] is None) is (not polish)
+    spent = run_json("--gumbel-multiplier", repr(out["gumbel_multiplier"]),
+                     "--sigma-multiplier", repr(out["sigma_multiplier"]),
+                     "--moment-multiplier", repr(out["moment_multiplier"]),
+                     "--mean-multiplier", repr(out["mean_multiplier"]),
+                     *(("--polish-multiplier", repr(out["polish_multiplier"])) if polish else ()),
+                     "--rounds", 3, "--nodes", 6, "--samples", 1000)
+    assert spent["epsilon"] == pytest.approx(4.0, rel=1e-9)
 
 
 def test_fed_bnsl_plan_matches_learn_and_spend_agrees():
@@ -171,7 +206,7 @@ def test_human_table_goes_to_stderr_only():
     assert res.stdout == ""
     err = res.stderr
     for text in ("replace-one row of one participant", "Canonne", "rounds K", "steps T", "selection",
-                 "Gumbel multiplier", "sigma multiplier", "254.125"):
+                 "Gumbel multiplier", "sigma multiplier", "288.151", "rho polish"):
         assert text in err, text
 
 

@@ -1,0 +1,202 @@
+"""The polish: pair selection, the second-moment exchange, the local search and its privacy."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from bnsl_cli.federated.dp_participant import DPSparseParticipant, OneOffBudget
+from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
+from bnsl_cli.federated.participant import SparseParticipant
+from bnsl_cli.federated.polish import (
+    candidate_edges,
+    hill_climb,
+    least_squares_weights,
+    polish_graph,
+    polish_pairs,
+)
+from bnsl_cli.io.data import Table
+from bnsl_cli.learn import LearnConfig, learn
+from bnsl_cli.metrics import structure_metrics
+from bnsl_cli.privacy.calibrate import RELEASE_POLISH
+from bnsl_cli.privacy.ledger import PrivacyLedger
+from bnsl_cli.private import DPConfig
+from bnsl_cli.simulate import simulate
+
+
+def _population_gram(W):
+    """Second moments of x = x W + e with unit-variance noise: (I − W)⁻ᵀ (I − W)⁻¹."""
+    d = W.shape[0]
+    A = np.linalg.inv(np.eye(d) - W)
+    return A.T @ A
+
+
+def _collider_and_child():
+    # 0 → 2, 1 → 2, 3 → 2 (a collider), 2 → 4 (its child)
+    W = np.zeros((5, 5))
+    W[0, 2], W[1, 2], W[3, 2], W[2, 4] = 1.2, -0.9, 0.8, 1.5
+    return W
+
+
+def test_search_fixes_a_collider_child_swap_from_exact_moments():
+    W = _collider_and_child()
+    G = _population_gram(W)
+    # the local optimum seen at d = 200: the collider's parents attach to the child, which points back
+    E0 = np.zeros((5, 5), dtype=bool)
+    E0[0, 4] = E0[1, 4] = E0[3, 4] = E0[4, 2] = True
+    cands = [(i, j) for i in range(5) for j in range(5) if i != j]
+    E, moves = hill_climb(G, 100_000, E0, cands)
+    assert np.array_equal(E, W != 0), moves
+    assert moves  # it did move
+    np.testing.assert_allclose(least_squares_weights(G, E), W, atol=1e-9)
+
+
+def test_search_does_not_move_from_the_truth():
+    W = _collider_and_child()
+    E, moves = hill_climb(_population_gram(W), 100_000, W != 0, candidate_edges(W + 0.3 * (W.T != 0), 0.1))
+    assert moves == [] and np.array_equal(E, W != 0)
+
+
+def test_the_requested_pairs_are_all_the_search_reads():
+    """Run the polish on moments known only on the requested pairs (NaN elsewhere): same result as
+    with every moment known, so the request covers everything the search and the fit use."""
+    sim = simulate(15, 15, participants=1, samples=4000, seed=2)
+    X = sim.shards[0] - sim.shards[0].mean(axis=0)
+    G = X.T @ X / X.shape[0]
+    rng = np.random.default_rng(0)
+    W_raw = sim.W.T * 0.8 + (rng.random((15, 15)) < 0.05) * 0.2  # reversed edges and some noise
+    np.fill_diagonal(W_raw, 0)
+    W0 = np.where(np.abs(W_raw) > 0.3, W_raw, 0.0)
+    from bnsl_cli.dag import threshold_to_dag
+
+    W0 = threshold_to_dag(W0, 0.3)[0]
+    pairs = polish_pairs(W_raw, W0 != 0)
+    d = 15
+    a, b = pairs // d, pairs % d
+    assert np.all(a <= b)
+    masked = np.full_like(G, np.nan)
+    masked[a, b] = G[a, b]
+    masked[b, a] = G[b, a]
+    full = polish_graph(G, X.shape[0], W0, W_raw, 0.3)
+    part = polish_graph(masked, X.shape[0], W0, W_raw, 0.3)
+    assert part.info["applied"]
+    np.testing.assert_array_equal(part.W, full.W)
+    assert pairs.size < d * (d + 1) // 2  # and it is not simply everything
+
+
+def test_gram_messages_round_trip_with_their_byte_size():
+    pairs = np.array([0, 5, 17, 99], dtype=np.int64)
+    req = GramRequest(7, 10, pairs)
+    data = req.encode()
+    assert len(data) == HEADER.size + 4 * pairs.size
+    back = GramRequest.decode(data)
+    assert back.round == 7 and back.d == 10 and np.array_equal(back.pairs, pairs)
+    vals = np.array([1.5, -2.0, 0.25, 3.0])
+    rep = GramReply(7, 3, 10, vals).encode()
+    assert len(rep) == HEADER.size + 8 * vals.size
+    out = GramReply.decode(rep)
+    assert out.sender == 3 and np.array_equal(out.values, vals)
+    with pytest.raises(ValueError):
+        GramReply.decode(data)
+
+
+def test_participant_answers_with_its_share_of_the_pooled_moments():
+    sim = simulate(6, 6, participants=2, samples=500, seed=1)
+    n_total = 1000
+    parts = [SparseParticipant(k, X, n_total, 0.01, 10) for k, X in enumerate(sim.shards)]
+    pairs = np.array([0, 7, 14, 3, 35], dtype=np.int64)
+    total = sum(GramReply.decode(p.handle(GramRequest(1, 6, pairs).encode())).values for p in parts)
+    ref = sum((X - X.mean(0)).T @ (X - X.mean(0)) for X in sim.shards) / n_total
+    np.testing.assert_allclose(total, ref[pairs // 6, pairs % 6], rtol=1e-12)
+
+
+def _dp_participant(X, multiplier, rng):
+    return DPSparseParticipant(
+        0, X, X.shape[0], 0.01, 5, gumbel_multiplier=1.0, sigma_multiplier=1.0,
+        budget=OneOffBudget(rho_means=0.0, rho_moments=1e24, value_bound=1e3), rng=rng,
+        ledger=PrivacyLedger(), polish_multiplier=multiplier,
+    )
+
+
+def test_private_moments_have_the_calibrated_noise_and_are_recorded():
+    sim = simulate(5, 5, participants=1, samples=400, seed=4)
+    X = sim.shards[0]
+    pairs = np.arange(25, dtype=np.int64)[np.arange(25) // 5 <= np.arange(25) % 5]
+    req = GramRequest(1, 5, pairs).encode()
+    mult = 0.7
+    dp = _dp_participant(X, mult, np.random.default_rng(5))
+    a, b = pairs // 5, pairs % 5
+    level = dp.polish_clip * np.sqrt(dp.v_hat[a] * dp.v_hat[b])
+    clipped = np.clip(dp._Xc[:, a] * dp._Xc[:, b], -level, level).sum(axis=0) / X.shape[0]
+    draws = np.array([GramReply.decode(dp.handle(req)).values for _ in range(400)])
+    z = (draws - clipped) * X.shape[0] / level  # in units of the scaled sums
+    expected = mult * 2.0 * np.sqrt(pairs.size)
+    assert np.all(np.abs(z.mean(axis=0)) < 4 * expected / np.sqrt(400))
+    np.testing.assert_allclose(z.std(axis=0), expected, rtol=0.15)
+    evs = [ev for ev in dp.ledger.events(0) if ev.release == RELEASE_POLISH]
+    assert sum(ev.count for ev in evs) == 400
+    assert evs[0].sensitivity == pytest.approx(2.0 * np.sqrt(pairs.size))
+    assert evs[0].rho_each == pytest.approx(1.0 / (2.0 * mult**2))
+
+
+def test_private_participant_without_a_polish_budget_refuses():
+    from bnsl_cli.errors import PrivacyBudgetError
+
+    sim = simulate(4, 4, participants=1, samples=200, seed=0)
+    dp = _dp_participant(sim.shards[0], None, np.random.default_rng(0))
+    with pytest.raises(PrivacyBudgetError):
+        dp.handle(GramRequest(1, 4, np.array([0, 1], dtype=np.int64)).encode())
+
+
+@pytest.fixture(scope="module")
+def shards():
+    sim = simulate(12, 12, participants=4, samples=2000, seed=11)
+    return sim, [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+
+
+def test_learn_reports_the_polish_and_counts_its_bytes(shards):
+    sim, tables = shards
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on = learn(tables, LearnConfig(seed=0))
+        off = learn(tables, LearnConfig(seed=0, polish=False))
+    pol = on.report["polish"]
+    assert pol["applied"] and pol["pairs"] > 0
+    c_on, c_off = on.report["communication"], off.report["communication"]
+    # one request down (header + 4 bytes a pair) and one reply up (header + 8 bytes a pair) per participant
+    assert c_on["polish"]["bytes_down"] == 4 * (HEADER.size + 4 * pol["pairs"])
+    assert c_on["polish"]["bytes_up"] == 4 * (HEADER.size + 8 * pol["pairs"])
+    assert c_on["bytes_total"] == c_on["bytes_up"] + c_on["bytes_down"]
+    assert sum(r["bytes_up"] for r in c_on["per_round"]) == c_on["bytes_up"]
+    assert c_off["polish"] == {"bytes_up": 0, "bytes_down": 0}
+    assert off.report["polish"] == {"applied": False, "reason": "--no-polish"}
+    # the same ADMM rounds, then the polish: the consensus is untouched
+    np.testing.assert_array_equal(on.W_raw, off.W_raw)
+    assert structure_metrics(on.W, sim.W)["shd"] <= structure_metrics(off.W, sim.W)["shd"]
+    assert structure_metrics(on.W, sim.W)["is_dag"]
+
+
+def test_fed_bnsl_is_not_polished(shards):
+    _, tables = shards
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(tables, LearnConfig(method="fed-bnsl", rounds=5)).report
+    assert rep["polish"] is None and rep["communication"]["polish"]["bytes_up"] == 0
+
+
+def test_private_polish_is_accounted_and_the_budget_is_exact(shards):
+    _, tables = shards
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = learn(tables, LearnConfig(seed=1, rounds=5, dp=DPConfig(epsilon=5.0)))
+    priv = res.report["privacy"]
+    assert "polish-second-moments" in priv["released_values"]
+    assert priv["plan"]["polish_share"] == pytest.approx(0.2)
+    assert priv["epsilon"] == pytest.approx(5.0, rel=1e-9)
+    assert res.report["polish"]["applied"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        off = learn(tables, LearnConfig(seed=1, rounds=5, polish=False, dp=DPConfig(epsilon=5.0)))
+    assert "polish-second-moments" not in off.report["privacy"]["released_values"]
+    assert off.report["privacy"]["plan"]["polish_share"] == 0.0
+    assert off.report["privacy"]["epsilon"] == pytest.approx(5.0, rel=1e-9)

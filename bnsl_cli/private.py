@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError, ReproducibleNoiseWarning
+from bnsl_cli.privacy.defaults import POLISH_SHARE
 
 __all__ = ["DPConfig", "run_private", "default_delta", "CLIP_LEVELS"]
 
@@ -34,6 +35,7 @@ class DPConfig:
     public_means: bool = False
     value_bound: Optional[float] = None
     clip_levels: str = "auto"
+    polish_share: float = POLISH_SHARE  # of the whole budget, for the polish's second moments (fed-sparse)
 
 
 def default_delta(rows: list[int]) -> float:
@@ -46,6 +48,8 @@ def _check(dp: DPConfig) -> None:
         raise PrivacyBudgetError(f"--clip must be > 0, got {dp.clip:g}")
     if dp.value_bound is not None and not dp.value_bound > 0:
         raise PrivacyBudgetError(f"--value-bound must be > 0, got {dp.value_bound:g}")
+    if not 0.0 < dp.polish_share < 1.0:
+        raise PrivacyBudgetError(f"--polish-share must be in (0, 1), got {dp.polish_share:g} (use --no-polish for none)")
     if dp.clip_levels not in CLIP_LEVELS:
         raise PrivacyBudgetError(f"--clip-levels must be one of {', '.join(CLIP_LEVELS)}")
 
@@ -59,7 +63,7 @@ def run_private(tables, cfg, names, report, progress):
     )
     from bnsl_cli.io.graphs import graph_to_json
     from bnsl_cli.privacy.calibrate import calibrate, dp_fed_bnsl_plan, dp_fed_bnsl_split
-    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE
+    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
     from bnsl_cli.privacy.ledger import PrivacyLedger
     from bnsl_cli.privacy.mechanisms import make_rng
 
@@ -85,7 +89,7 @@ def run_private(tables, cfg, names, report, progress):
     if cfg.method == "fed-sparse":
         plan = calibrate(
             dp.epsilon, delta, cfg.rounds, cfg.steps, dp.selection_share, MOMENT_SHARE, mean_share, dp.conversion,
-            polish_share=POLISH_SHARE if stage is not None else 0.0,
+            polish_share=dp.polish_share if stage is not None else 0.0,
         )
         budget = OneOffBudget(plan.rho_means, plan.rho_moments, dp.value_bound)
         parts = [

@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from bnsl_cli.cli import common
+from bnsl_cli.privacy.defaults import POLISH_SHARE
 
 METHOD_HELP = (
     "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
@@ -48,7 +49,7 @@ def command(
         True, "--polish/--no-polish",
         help="Fed-sparse: after the rounds, one exchange of the second moments on the pairs the consensus "
         "selects, then a score-based search (edge deletions, reversals, additions) from the consensus DAG. "
-        "Under --dp that release takes 20 % of the budget. --no-polish: the plain consensus.",
+        "Under --dp that release takes --polish-share of the budget. --no-polish: the plain consensus.",
     ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
@@ -70,6 +71,10 @@ def command(
     delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant)."),
     clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0."),
     selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection."),
+    polish_share: float = typer.Option(
+        POLISH_SHARE, "--polish-share", help="Share of the whole DP budget spent on the polish's second moments (fed-sparse; "
+        "ignored with --no-polish, which gives it to the DP-PGCD steps).",
+    ),
     conversion: str = typer.Option("tight", "--conversion", help="zCDP → (ε, δ) conversion: tight | simple."),
     public_means: bool = typer.Option(
         False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release."
@@ -136,6 +141,7 @@ def command(
             delta=delta,
             clip=clip,
             selection_share=selection_share,
+            polish_share=polish_share,
             conversion=conversion,
             public_means=public_means,
             value_bound=value_bound,
@@ -235,6 +241,13 @@ def _summary(result, out, quiet) -> None:
     parts = [f"[bold]{rep['method']}[/]", f"{rep.get('rounds')} rounds"]
     if edges is not None:
         parts.append(f"{edges} edges")
+    pol = rep.get("polish") or {}
+    if pol.get("applied"):
+        mv = pol["moves"]
+        parts.append(
+            f"polish {pol['edges_before']} → {pol['edges_after']} edges "
+            f"(+{mv['add']} −{mv['delete']} ⇄{mv['reverse']})"
+        )
     if comm.get("bytes_total"):
         parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")
     parts.append(f"{rep['timing']['wall_s']:.2f} s")

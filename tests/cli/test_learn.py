@@ -105,6 +105,8 @@ def test_refuses_to_overwrite_foreign_files(tmp_path, shards):
         (["--dp", "--epsilon", "5", "--method", "notears"], 2),
         (["--method", "nope"], 2),
         (["--snap", "-0.1"], 2),
+        (["--dp", "--epsilon", "5", "--polish-share", "0"], 5),
+        (["--dp", "--epsilon", "5", "--polish-share", "1"], 5),
     ],
 )
 def test_option_errors(shards, args, code):
@@ -121,6 +123,16 @@ def test_dp_run_reports_privacy_and_warns_about_the_seed(tmp_path, shards):
     pv = json.loads((out / "report.json").read_text())["privacy"]
     assert pv["epsilon"] <= 8 + 1e-9 and pv["delta"] == pytest.approx(1e-6)
     assert pv["neighbouring_relation"].startswith("replace-one")
+
+
+def test_no_polish_is_recorded_in_the_report(shards):
+    res = run("learn", shards, "--no-polish", "--json", "-q", "--rounds", 5)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["polish"] == {"applied": False, "reason": "--no-polish"} and rep["options"]["polish"] is False
+    res = run("learn", shards, "--json", "-q", "--rounds", 5)
+    rep = json.loads(res.stdout)
+    assert rep["polish"]["applied"] and rep["communication"]["polish"]["bytes_up"] > 0
 
 
 def test_local_notears_writes_one_graph_per_participant(tmp_path, shards):

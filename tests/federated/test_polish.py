@@ -19,6 +19,7 @@ from bnsl_cli.io.data import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.privacy.calibrate import RELEASE_POLISH
+from bnsl_cli.privacy.defaults import POLISH_SHARE
 from bnsl_cli.privacy.ledger import PrivacyLedger
 from bnsl_cli.private import DPConfig
 from bnsl_cli.simulate import simulate
@@ -191,7 +192,7 @@ def test_private_polish_is_accounted_and_the_budget_is_exact(shards):
         res = learn(tables, LearnConfig(seed=1, rounds=5, dp=DPConfig(epsilon=5.0)))
     priv = res.report["privacy"]
     assert "polish-second-moments" in priv["released_values"]
-    assert priv["plan"]["polish_share"] == pytest.approx(0.2)
+    assert priv["plan"]["polish_share"] == pytest.approx(POLISH_SHARE)
     assert priv["epsilon"] == pytest.approx(5.0, rel=1e-9)
     assert res.report["polish"]["applied"]
     with warnings.catch_warnings():

@@ -7,6 +7,7 @@ seeds, means of the accuracy figures; ratios are computed inside this one run.
     python benchmarks/bench_learn.py                 # d = 20, 50, 100 (3 seeds) + fed-sparse d = 200
     python benchmarks/bench_learn.py --dims 20 --seeds 5 --methods fed-sparse,fed-bnsl,notears
     python benchmarks/bench_learn.py --dp            # adds DP rows (ε = 10) for both DP methods
+    python benchmarks/bench_learn.py --methods fed-sparse,fed-sparse-plain   # with and without the polish
     python benchmarks/bench_learn.py --quick         # d = 10, 1 seed: a smoke test
 """
 
@@ -31,6 +32,7 @@ def main(argv=None) -> None:
     ap.add_argument("--big-seeds", type=int, default=1)
     ap.add_argument("--big-methods", default="fed-sparse,fed-bnsl")
     ap.add_argument("--dp", action="store_true", help="add DP-Fed-Sparse-BNSL and DP-Fed-BNSL rows")
+    ap.add_argument("--dp-methods", default="fed-sparse,fed-bnsl", help="DP rows for these (fed-sparse-plain: no polish)")
     ap.add_argument("--epsilon", type=float, default=10.0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--csv", type=Path, help="also write every run as CSV")
@@ -44,7 +46,7 @@ def main(argv=None) -> None:
     rows = []
     plan = [(d, m, None) for d in dims for m in methods]
     if args.dp:
-        plan += [(d, m, args.epsilon) for d in dims for m in ("fed-sparse", "fed-bnsl")]
+        plan += [(d, m, args.epsilon) for d in dims for m in args.dp_methods.split(",") if m]
     for d, method, eps in plan:
         for seed in range(seeds):
             r = run_one(d, seed, method, eps)

@@ -313,13 +313,14 @@ def run_fleet(coord, parts, cfg, progress, polish=None):
     return log, parts
 
 
-def polish_stage(cfg, n_total: int):
-    """The polish stage of a fed-sparse run (``None`` when switched off or for fed-bnsl)."""
+def polish_stage(cfg, n_total: int, noise=None):
+    """The polish stage of a fed-sparse run (``None`` when switched off or for fed-bnsl); ``noise``
+    as in :class:`~bnsl_cli.federated.polish.PolishStage` for a private run."""
     if cfg.method != "fed-sparse" or not cfg.polish:
         return None
     from bnsl_cli.federated.polish import PolishStage
 
-    return PolishStage(cfg.threshold, n_total)
+    return PolishStage(cfg.threshold, n_total, noise=noise)
 
 
 def apply_polish(stage, W: np.ndarray, cfg) -> tuple[np.ndarray, Optional[dict]]:

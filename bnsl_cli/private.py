@@ -63,7 +63,7 @@ def run_private(tables, cfg, names, report, progress):
     )
     from bnsl_cli.io.graphs import graph_to_json
     from bnsl_cli.privacy.calibrate import calibrate, dp_fed_bnsl_plan, dp_fed_bnsl_split
-    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
+    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE, POLISH_CLIP
     from bnsl_cli.privacy.ledger import PrivacyLedger
     from bnsl_cli.privacy.mechanisms import make_rng
 
@@ -85,12 +85,13 @@ def run_private(tables, cfg, names, report, progress):
     if clip_levels == "auto":
         clip_levels = "adaptive" if d < AUTO_STATIC_FROM_D else "static"
 
-    stage = polish_stage(cfg, n_total)
+    stage = None  # DP-Fed-BNSL is not polished
     if cfg.method == "fed-sparse":
         plan = calibrate(
             dp.epsilon, delta, cfg.rounds, cfg.steps, dp.selection_share, MOMENT_SHARE, mean_share, dp.conversion,
-            polish_share=dp.polish_share if stage is not None else 0.0,
+            polish_share=dp.polish_share if cfg.polish else 0.0,
         )
+        stage = polish_stage(cfg, n_total, noise=(plan.polish_multiplier, POLISH_CLIP, P))
         budget = OneOffBudget(plan.rho_means, plan.rho_moments, dp.value_bound)
         parts = [
             DPSparseParticipant(

@@ -20,6 +20,10 @@ with reversed and compensating extra edges). A few greedy moves of a score-based
    taking the best improving move until none improves; then it fits the least-squares weights of
    every family, drops edges with ``|w| ≤ threshold`` and refits.
 
+Private runs (noisy moments, whose noise std per entry is public): an edge is added only when its
+partial second moment exceeds 3 noise stds, and after the search edges whose partial second moment
+is within 3 noise stds are dropped, weakest first — the BIC penalty alone is far below the noise.
+
 Only the consensus, the pair list and the summed moments are used; the rows stay with the
 participants. ``W[i, j]`` is the edge ``i → j``.
 """
@@ -127,13 +131,23 @@ class _Search:
 
 
 def hill_climb(
-    G: np.ndarray, n: int, E0: np.ndarray, candidates, penalty: Optional[float] = None, max_moves: Optional[int] = None
+    G: np.ndarray,
+    n: int,
+    E0: np.ndarray,
+    candidates,
+    penalty: Optional[float] = None,
+    max_moves: Optional[int] = None,
+    noise_std: Optional[np.ndarray] = None,
+    z: float = 3.0,
 ) -> tuple[np.ndarray, list]:
     """Greedy best-improvement search from the DAG ``E0`` (bool, ``E0[i, j]`` = edge ``i → j``).
 
     Moves: delete an edge, reverse an edge, add a candidate edge ``(i, j)``; every move keeps the
     graph acyclic. Score: ``n·d/2·log Σ_j RSS_j + penalty·|E|`` (``penalty`` defaults to the BIC
-    ``log(n)/2``). Returns the final DAG and the moves made as ``(kind, i, j)``."""
+    ``log(n)/2``). With ``noise_std`` (the std of the noise in each entry of ``G``, private runs), an
+    edge ``i → j`` is added only when its partial second moment given ``pa_j`` exceeds ``z`` times the
+    noise std of ``G_ij``: otherwise the noise alone could explain the gain. Returns the final DAG and
+    the moves made as ``(kind, i, j)``."""
     d = G.shape[0]
     pen = float(np.log(n) / 2.0) if penalty is None else float(penalty)
     max_moves = 10 * d + 10 if max_moves is None else int(max_moves)
@@ -173,6 +187,11 @@ def hill_climb(
                 continue
             rj = search.rss(j, pa[j] | {i})
             gain = objective(total - R[j] + rj, ne + 1) - current
+            if gain < best_gain and noise_std is not None:
+                # partial second moment² = (RSS_j(S) − RSS_j(S ∪ i)) · RSS_i(S)
+                partial2 = max(R[j] - rj, 0.0) * search.rss(i, pa[j])
+                if not partial2 > (z * noise_std[i, j]) ** 2:
+                    continue
             if gain < best_gain and not _reaches(ch, j, i):
                 best_gain, best = gain, ("add", i, j, rj, None)
         if best is None:
@@ -201,6 +220,27 @@ def hill_climb(
     return E, moves
 
 
+def prune_within_noise(G: np.ndarray, E: np.ndarray, noise_std: np.ndarray, z: float = 3.0) -> tuple[np.ndarray, int]:
+    """Drop, weakest first, the edges ``i → j`` whose partial second moment given the other parents
+    of ``j`` is within ``z`` noise stds of ``G_ij`` (private runs: the noisy moments cannot tell them
+    from no edge). Returns the pruned DAG and how many edges were dropped."""
+    E = E.copy()
+    dropped = 0
+    while True:
+        worst, where = 1.0, None
+        for i, j in zip(*np.nonzero(E)):
+            S = np.flatnonzero(E[:, j])
+            rest = [k for k in S if k != i]
+            partial2 = max(family_rss(G, j, rest) - family_rss(G, j, S), 0.0) * family_rss(G, i, rest)
+            ratio = partial2 / max((z * noise_std[i, j]) ** 2, 1e-300)
+            if ratio < worst:
+                worst, where = ratio, (i, j)
+        if where is None:
+            return E, dropped
+        E[where] = False
+        dropped += 1
+
+
 def least_squares_weights(G: np.ndarray, E: np.ndarray) -> np.ndarray:
     """Least-squares weights of every family of the DAG ``E`` from the second moments ``G``."""
     d = G.shape[0]
@@ -222,11 +262,20 @@ class PolishResult:
 
 
 def polish_graph(
-    G: np.ndarray, n: int, W0: np.ndarray, W_raw: np.ndarray, threshold: float, candidate: float = POLISH_CANDIDATES
+    G: np.ndarray,
+    n: int,
+    W0: np.ndarray,
+    W_raw: np.ndarray,
+    threshold: float,
+    candidate: float = POLISH_CANDIDATES,
+    noise_std: Optional[np.ndarray] = None,
 ) -> PolishResult:
     """Hill-climb from the thresholded consensus DAG ``W0``, fit least squares, threshold, refit."""
     E0 = W0 != 0
-    E, moves = hill_climb(G, n, E0, candidate_edges(W_raw, candidate))
+    E, moves = hill_climb(G, n, E0, candidate_edges(W_raw, candidate), noise_std=noise_std)
+    pruned = 0
+    if noise_std is not None:
+        E, pruned = prune_within_noise(G, E, noise_std)
     W = least_squares_weights(G, E)
     weak = E & (np.abs(W) <= threshold)
     if weak.any():
@@ -241,6 +290,7 @@ def polish_graph(
         "edges_after": int(E.sum()),
         "moves": {k: kinds.count(k) for k in ("add", "delete", "reverse")},
         "dropped_below_threshold": int(weak.sum()),
+        "dropped_within_noise": pruned,
         "candidate_level": candidate,
         "score": "equal-variance Gaussian log-likelihood of the pooled second moments + BIC penalty log(n)/2 per edge",
     }
@@ -251,10 +301,19 @@ class PolishStage:
     """The coordinator's side of the polish: builds the request from the consensus, sums the
     participants' replies into pooled second moments and runs :func:`polish_graph`."""
 
-    def __init__(self, threshold: float, n_total: int, candidate: float = POLISH_CANDIDATES):
+    def __init__(
+        self,
+        threshold: float,
+        n_total: int,
+        candidate: float = POLISH_CANDIDATES,
+        noise: Optional[tuple[float, float, int]] = None,
+    ):
+        """``noise = (multiplier, clip, participants)`` for a private run: the participants' noise
+        multiplier σ_pol, the product clip ``c`` and their number ``P`` (all public)."""
         self.threshold = float(threshold)
         self.n_total = int(n_total)
         self.candidate = float(candidate)
+        self.noise = noise
         self.result: Optional[PolishResult] = None
         self.pairs = None
         self.seconds = 0.0
@@ -267,6 +326,17 @@ class PolishStage:
             return None
         self.pairs = polish_pairs(self.W_raw, self.W0 != 0, self.candidate)
         return GramRequest(int(rnd), self.W_raw.shape[0], self.pairs).encode()
+
+    def _noise_std(self, G: np.ndarray) -> Optional[np.ndarray]:
+        """Approximate std of the noise in each summed entry: participant ``p`` adds
+        ``σ_pol · 2√|Q| · c √(v̂_a v̂_b) / n`` to ``G_ab``; with ``v̂ ≈ G_aa`` over ``P`` participants
+        that is ``σ_pol · 2√|Q| · c · √P · √(G_aa G_bb) / n``."""
+        if self.noise is None:
+            return None
+        mult, clip, P = self.noise
+        diag = np.sqrt(np.maximum(np.diag(G), 0.0))
+        scale = mult * 2.0 * np.sqrt(self.pairs.size) * clip * np.sqrt(P) / self.n_total
+        return scale * np.outer(diag, diag)
 
     def receive(self, replies) -> None:
         t0 = time.perf_counter()
@@ -281,7 +351,9 @@ class PolishStage:
         a, b = self.pairs // d, self.pairs % d
         G[a, b] = total
         G[b, a] = total
-        self.result = polish_graph(G, self.n_total, self.W0, self.W_raw, self.threshold, self.candidate)
+        self.result = polish_graph(
+            G, self.n_total, self.W0, self.W_raw, self.threshold, self.candidate, noise_std=self._noise_std(G)
+        )
         self.result.info["pairs"] = int(self.pairs.size)
         self.seconds = time.perf_counter() - t0
         self.result.info["seconds"] = self.seconds

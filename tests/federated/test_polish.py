@@ -14,6 +14,7 @@ from bnsl_cli.federated.polish import (
     least_squares_weights,
     polish_graph,
     polish_pairs,
+    prune_within_noise,
 )
 from bnsl_cli.io.data import Table
 from bnsl_cli.learn import LearnConfig, learn
@@ -56,6 +57,27 @@ def test_search_does_not_move_from_the_truth():
     W = _collider_and_child()
     E, moves = hill_climb(_population_gram(W), 100_000, W != 0, candidate_edges(W + 0.3 * (W.T != 0), 0.1))
     assert moves == [] and np.array_equal(E, W != 0)
+
+
+def test_noisy_moments_add_and_keep_only_edges_above_the_noise():
+    W = _collider_and_child()
+    G = _population_gram(W)
+    E_true = W != 0
+    spurious = E_true.copy()
+    spurious[0, 1] = True  # 0 and 1 are independent: partial second moment 0
+    cands = [(i, j) for i in range(5) for j in range(5) if i != j]
+    quiet = np.full((5, 5), 1e-3)
+    E, dropped = prune_within_noise(G, spurious, quiet)
+    assert dropped == 1 and np.array_equal(E, E_true)
+    # with exact moments the BIC search adds nothing to the truth; with a noise std above every
+    # partial second moment, nothing may be added even to an empty graph, and pruning empties a graph
+    loud = np.full((5, 5), 10.0)
+    E, moves = hill_climb(G, 100_000, np.zeros((5, 5), dtype=bool), cands, noise_std=loud)
+    assert not [m for m in moves if m[0] == "add"]
+    E, moves = hill_climb(G, 100_000, np.zeros((5, 5), dtype=bool), cands, noise_std=quiet)
+    assert len([m for m in moves if m[0] == "add"]) >= 4
+    E, dropped = prune_within_noise(G, E_true, loud)
+    assert dropped == 4 and not E.any()
 
 
 def test_the_requested_pairs_are_all_the_search_reads():

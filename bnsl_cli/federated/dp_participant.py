@@ -142,6 +142,7 @@ class DPSparseParticipant(Participant):
         self.sigma_multiplier = float(sigma_multiplier)
         self.polish_multiplier = None if polish_multiplier is None else float(polish_multiplier)
         self.polish_clip = float(polish_clip)
+        self._polish_released = False  # the budget covers one release
         self.rng = rng
         self.ledger = ledger
         # rows of these are columns of the data: X_cᵀ (d × n_p) and the per-sample residuals
@@ -166,11 +167,12 @@ class DPSparseParticipant(Participant):
         ``1/L_ab`` every row adds a vector with entries in [−1, 1], so replacing one row moves the
         scaled sums by at most ``2√|Q|`` in ℓ₂ (``|Q|`` pairs): noise std ``σ_pol · 2√|Q|`` there,
         i.e. ``σ_pol · 2√|Q| · L_ab`` on entry ``ab``; the release costs ``1/(2σ_pol²)`` zCDP."""
-        if self.polish_multiplier is None:
+        if self.polish_multiplier is None or self._polish_released:
             raise PrivacyBudgetError(
-                f"participant {self.pid + 1}: the polish's second moments were requested, but no budget was "
-                "calibrated for them"
+                f"participant {self.pid + 1}: the polish's second moments were requested, but "
+                + ("they were already released once" if self._polish_released else "no budget was calibrated for them")
             )
+        self._polish_released = True
         a, b = pairs // self.d, pairs % self.d
         level = self.polish_clip * np.sqrt(self.v_hat[a] * self.v_hat[b])
         sums = np.empty(pairs.size)

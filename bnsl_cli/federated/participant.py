@@ -81,6 +81,8 @@ class Participant:
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
         """This participant's share ``Σ_rows x_a x_b / n`` of the pooled second moments at the flat
         indices ``pairs`` (``a·d + b``), from its centred rows."""
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= self.d * self.d):
+            raise ValueError("a second-moment request names a pair outside the d × d matrix")
         a, b = pairs // self.d, pairs % self.d
         if self._S is not None:
             return self._S[a, b].copy()

@@ -151,7 +151,11 @@ def test_private_moments_have_the_calibrated_noise_and_are_recorded():
     a, b = pairs // 5, pairs % 5
     level = dp.polish_clip * np.sqrt(dp.v_hat[a] * dp.v_hat[b])
     clipped = np.clip(dp._Xc[:, a] * dp._Xc[:, b], -level, level).sum(axis=0) / X.shape[0]
-    draws = np.array([GramReply.decode(dp.handle(req)).values for _ in range(400)])
+    draws = []
+    for _ in range(400):
+        dp._polish_released = False  # each draw is a fresh release here (the budget covers one per run)
+        draws.append(GramReply.decode(dp.handle(req)).values)
+    draws = np.array(draws)
     z = (draws - clipped) * X.shape[0] / level  # in units of the scaled sums
     expected = mult * 2.0 * np.sqrt(pairs.size)
     assert np.all(np.abs(z.mean(axis=0)) < 4 * expected / np.sqrt(400))
@@ -162,13 +166,19 @@ def test_private_moments_have_the_calibrated_noise_and_are_recorded():
     assert evs[0].rho_each == pytest.approx(1.0 / (2.0 * mult**2))
 
 
-def test_private_participant_without_a_polish_budget_refuses():
+def test_private_participant_releases_the_moments_once_and_only_with_a_budget():
     from bnsl_cli.errors import PrivacyBudgetError
 
     sim = simulate(4, 4, participants=1, samples=200, seed=0)
+    req = GramRequest(1, 4, np.array([0, 1], dtype=np.int64)).encode()
     dp = _dp_participant(sim.shards[0], None, np.random.default_rng(0))
     with pytest.raises(PrivacyBudgetError):
-        dp.handle(GramRequest(1, 4, np.array([0, 1], dtype=np.int64)).encode())
+        dp.handle(req)
+    dp = _dp_participant(sim.shards[0], 1.0, np.random.default_rng(0))
+    dp.handle(req)
+    with pytest.raises(PrivacyBudgetError, match="already released"):
+        dp.handle(req)
+    assert sum(ev.count for ev in dp.ledger.events(0) if ev.release == RELEASE_POLISH) == 1
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,18 @@ from pathlib import Path
 
 import numpy as np
 
+import pytest
+
 import bnsl_cli.federated.coordinator as coordinator_module
+import bnsl_cli.federated.polish as polish_module
 from bnsl_cli.federated.coordinator import Coordinator
 from bnsl_cli.federated.participant import SparseParticipant
 from bnsl_cli.federated.protocol import run_admm
 
 
-def test_coordinator_module_imports_no_participant_or_data_code():
-    tree = ast.parse(Path(coordinator_module.__file__).read_text())
+@pytest.mark.parametrize("module", [coordinator_module, polish_module], ids=["coordinator", "polish"])
+def test_coordinator_module_imports_no_participant_or_data_code(module):
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -24,7 +28,7 @@ def test_coordinator_module_imports_no_participant_or_data_code():
     forbidden = {m for m in imported if m and ("participant" in m or m.startswith("bnsl_cli.io") or "pandas" in m)}
     assert not forbidden, forbidden
     code = (
-        "import sys, bnsl_cli.federated.coordinator\n"
+        f"import sys, {module.__name__}\n"
         "bad = [m for m in sys.modules if 'participant' in m or m.startswith('bnsl_cli.io') or m == 'pandas']\n"
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -48,8 +52,11 @@ def test_coordinator_receives_only_bytes_and_holds_no_rows():
 
         return send
 
-    run_admm(coord, [transport(p) for p in parts], 5)
+    stage = polish_module.PolishStage(0.3, 300)
+    run_admm(coord, [transport(p) for p in parts], 5, polish=stage)
     assert set(seen) <= {bytes, type(None)}
-    for value in vars(coord).values():
-        if isinstance(value, np.ndarray):
-            assert 100 not in value.shape and 300 not in value.shape
+    assert stage.result is not None  # the polish exchange went through the same byte transport
+    for obj in (coord, stage):
+        for value in vars(obj).values():
+            if isinstance(value, np.ndarray):
+                assert 100 not in value.shape and 300 not in value.shape

@@ -48,8 +48,8 @@ def _check(dp: DPConfig) -> None:
         raise PrivacyBudgetError(f"--clip must be > 0, got {dp.clip:g}")
     if dp.value_bound is not None and not dp.value_bound > 0:
         raise PrivacyBudgetError(f"--value-bound must be > 0, got {dp.value_bound:g}")
-    if not 0.0 < dp.polish_share < 1.0:
-        raise PrivacyBudgetError(f"--polish-share must be in (0, 1), got {dp.polish_share:g} (use --no-polish for none)")
+    if not 0.0 <= dp.polish_share < 1.0:
+        raise PrivacyBudgetError(f"--polish-share must be in (0, 1), got {dp.polish_share:g}")
     if dp.clip_levels not in CLIP_LEVELS:
         raise PrivacyBudgetError(f"--clip-levels must be one of {', '.join(CLIP_LEVELS)}")
 
@@ -69,6 +69,8 @@ def run_private(tables, cfg, names, report, progress):
 
     dp: DPConfig = cfg.dp
     _check(dp)
+    if cfg.method == "fed-sparse" and cfg.polish and dp.polish_share == 0.0:
+        raise PrivacyBudgetError("--polish-share 0 leaves the polish no budget; use --no-polish to skip it")
     d, P = len(names), len(tables)
     rows = [t.n for t in tables]
     n_total = int(sum(rows))

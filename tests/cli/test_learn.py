@@ -107,6 +107,7 @@ def test_refuses_to_overwrite_foreign_files(tmp_path, shards):
         (["--snap", "-0.1"], 2),
         (["--dp", "--epsilon", "5", "--polish-share", "0"], 5),
         (["--dp", "--epsilon", "5", "--polish-share", "1"], 5),
+        (["--dp", "--epsilon", "5", "--polish-share", "-0.1", "--no-polish"], 5),
     ],
 )
 def test_option_errors(shards, args, code):

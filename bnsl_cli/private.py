@@ -100,7 +100,7 @@ def run_private(tables, cfg, names, report, progress):
                 k, t.X, n_total, cfg.lam, cfg.steps,
                 gumbel_multiplier=plan.gumbel_multiplier, sigma_multiplier=plan.sigma_multiplier,
                 budget=budget, rng=child_rngs[k], ledger=ledger, clip=dp.clip, clip_levels=clip_levels,
-                polish_multiplier=plan.polish_multiplier,
+                polish_multiplier=plan.polish_multiplier, polish_clip=POLISH_CLIP,
             )
             for k, t in enumerate(tables)
         ]

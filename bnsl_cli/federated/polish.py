@@ -309,7 +309,7 @@ class PolishStage:
         noise: Optional[tuple[float, float, int]] = None,
     ):
         """``noise = (multiplier, clip, participants)`` for a private run: the participants' noise
-        multiplier σ_pol, the product clip ``c`` and their number ``P`` (all public)."""
+        multiplier σ_pol, the row clip ``κ`` and their number ``P`` (all public)."""
         self.threshold = float(threshold)
         self.n_total = int(n_total)
         self.candidate = float(candidate)
@@ -329,8 +329,8 @@ class PolishStage:
 
     def _noise_std(self, G: np.ndarray) -> Optional[np.ndarray]:
         """Approximate std of the noise in each summed entry: participant ``p`` adds
-        ``σ_pol · 2√|Q| · c √(v̂_a v̂_b) / n`` to ``G_ab``; with ``v̂ ≈ G_aa`` over ``P`` participants
-        that is ``σ_pol · 2√|Q| · c · √P · √(G_aa G_bb) / n``."""
+        ``σ_pol · 2κ√|Q| · √(v̂_a v̂_b) / n`` to ``G_ab``; with ``v̂ ≈ G_aa`` over ``P`` participants
+        that is ``σ_pol · 2κ√|Q| · √P · √(G_aa G_bb) / n``."""
         if self.noise is None:
             return None
         mult, clip, P = self.noise

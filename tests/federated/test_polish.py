@@ -141,29 +141,73 @@ def _dp_participant(X, multiplier, rng):
     )
 
 
+def _upper_pairs(d):
+    k = np.arange(d * d, dtype=np.int64)
+    return k[k // d <= k % d]
+
+
 def test_private_moments_have_the_calibrated_noise_and_are_recorded():
     sim = simulate(5, 5, participants=1, samples=400, seed=4)
     X = sim.shards[0]
-    pairs = np.arange(25, dtype=np.int64)[np.arange(25) // 5 <= np.arange(25) % 5]
+    pairs = _upper_pairs(5)
     req = GramRequest(1, 5, pairs).encode()
     mult = 0.7
     dp = _dp_participant(X, mult, np.random.default_rng(5))
     a, b = pairs // 5, pairs % 5
-    level = dp.polish_clip * np.sqrt(dp.v_hat[a] * dp.v_hat[b])
-    clipped = np.clip(dp._Xc[:, a] * dp._Xc[:, b], -level, level).sum(axis=0) / X.shape[0]
+    scale = np.sqrt(dp.v_hat[a] * dp.v_hat[b])
+    U = dp._Xc[:, a] * dp._Xc[:, b] / scale
+    c_row = dp.polish_clip * np.sqrt(pairs.size)
+    U *= np.minimum(1.0, c_row / np.linalg.norm(U, axis=1))[:, None]
+    clipped = U.sum(axis=0)
     draws = []
     for _ in range(400):
         dp._polish_released = False  # each draw is a fresh release here (the budget covers one per run)
         draws.append(GramReply.decode(dp.handle(req)).values)
-    draws = np.array(draws)
-    z = (draws - clipped) * X.shape[0] / level  # in units of the scaled sums
-    expected = mult * 2.0 * np.sqrt(pairs.size)
+    z = (np.array(draws) * X.shape[0] / scale - clipped)  # in units of the standardised sums
+    expected = mult * 2.0 * c_row
     assert np.all(np.abs(z.mean(axis=0)) < 4 * expected / np.sqrt(400))
     np.testing.assert_allclose(z.std(axis=0), expected, rtol=0.15)
     evs = [ev for ev in dp.ledger.events(0) if ev.release == RELEASE_POLISH]
     assert sum(ev.count for ev in evs) == 400
-    assert evs[0].sensitivity == pytest.approx(2.0 * np.sqrt(pairs.size))
+    assert evs[0].sensitivity == pytest.approx(2.0 * c_row)
     assert evs[0].rho_each == pytest.approx(1.0 / (2.0 * mult**2))
+
+
+def test_private_moments_bound_each_row_and_keep_the_least_squares_fit():
+    """Replacing one row by an outlier moves the (noise-free) standardised sums by at most the
+    sensitivity 2κ√|Q|; the clipped moments give nearly the exact least-squares weights."""
+    sim = simulate(6, 6, participants=1, samples=2000, seed=7)
+    X = sim.shards[0]
+    pairs = _upper_pairs(6)
+    req = GramRequest(1, 6, pairs).encode()
+    tiny = 1e-12  # (almost) no noise, to look at the clipped sums themselves
+    base = _dp_participant(X, tiny, np.random.default_rng(0))
+    Y = X.copy()
+    Y[17] = 1e3 * np.sign(np.arange(6) - 2.5)
+    other = _dp_participant(Y, tiny, np.random.default_rng(0))
+    other.v_hat = base.v_hat.copy()  # the same public scales on both neighbours
+    other._Xc = Y - (X - base._Xc)  # the same released centre
+    a, b = pairs // 6, pairs % 6
+    scale = np.sqrt(base.v_hat[a] * base.v_hat[b])
+    g1 = GramReply.decode(base.handle(req)).values * X.shape[0] / scale
+    g2 = GramReply.decode(other.handle(req)).values * X.shape[0] / scale
+    c_row = base.polish_clip * np.sqrt(pairs.size)
+    assert np.linalg.norm(g1 - g2) <= 2 * c_row * (1 + 1e-9)
+    # the clipping shrinks rows with a large norm; the least-squares weights (which ignore a common
+    # scale of the moments) stay close to those of the exact moments, and clipping really happens
+    exact = (base._Xc[:, a] * base._Xc[:, b]).sum(axis=0) / scale
+    assert np.abs(g1 - exact).max() > 0.01 * X.shape[0]
+
+    def full(v):
+        G = np.zeros((6, 6))
+        G[a, b] = v * scale
+        G[b, a] = v * scale
+        return G
+
+    W_clip = least_squares_weights(full(g1), sim.W != 0)
+    W_exact = least_squares_weights(full(exact), sim.W != 0)
+    assert np.abs(W_clip - W_exact).max() < 0.1
+    assert np.abs(W_exact - sim.W).max() < 0.1
 
 
 def test_private_participant_releases_the_moments_once_and_only_with_a_budget():

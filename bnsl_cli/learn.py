@@ -17,7 +17,7 @@ from __future__ import annotations
 import platform
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -27,7 +27,7 @@ from bnsl_cli.dag import threshold_to_dag
 from bnsl_cli.errors import BnslError, ConvergenceWarning, NoDagError
 from bnsl_cli.io.data import Table
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
-from bnsl_cli.numerics import acyclicity, single_blas_thread
+from bnsl_cli.numerics import single_blas_thread
 
 __all__ = ["METHODS", "LearnConfig", "LearnResult", "learn", "default_lambda", "default_steps", "SCHEMA_VERSION"]
 

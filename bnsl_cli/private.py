@@ -11,8 +11,6 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-import numpy as np
-
 from bnsl_cli.errors import PrivacyBudgetError, ReproducibleNoiseWarning
 from bnsl_cli.privacy.defaults import POLISH_SHARE
 

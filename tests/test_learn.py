@@ -8,13 +8,11 @@ import pytest
 from bnsl_cli.io.data import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
-from bnsl_cli.simulate import simulate
+from tests._sim import simulated_tables
 
 
 def _tables(d=10, P=4, n=2000, seed=3):
-    sim = simulate(d, d, participants=P, samples=n, seed=seed)
-    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
-    return sim, tables
+    return simulated_tables(d, P, n, seed)
 
 
 @pytest.fixture(scope="module")

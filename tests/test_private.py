@@ -9,13 +9,13 @@ from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.dp_participant import DPSparseParticipant, OneOffBudget
 from bnsl_cli.federated.messages import ConsensusBroadcast, SparseUpdate
 from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.io.data import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.privacy.calibrate import calibrate
 from bnsl_cli.privacy.ledger import PrivacyLedger
 from bnsl_cli.private import DPConfig
 from bnsl_cli.simulate import simulate
+from tests._sim import simulated_tables
 
 
 def _centred(n=600, d=6, seed=0):
@@ -110,8 +110,7 @@ def test_noise_has_the_calibrated_scale_and_is_recorded():
 
 @pytest.fixture(scope="module")
 def shards():
-    sim = simulate(10, 10, participants=4, samples=2000, seed=5)
-    return sim, [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    return simulated_tables(10, 4, 2000, seed=5)
 
 
 def test_dp_fed_sparse_learns_at_large_epsilon_and_reports_the_ledger(shards):

@@ -161,7 +161,7 @@ class Coordinator:
         return W.reshape(d, d)
 
     def _w_step_l1(self) -> np.ndarray:
-        d, P = self.d, self.P
+        d = self.d
         beta_sum = self.beta.sum(axis=0)
         const = float(np.sum(self.beta * self.B))
         alpha, rho1, rho2, lam = self.alpha, self.rho1, self.rho2, self.l1

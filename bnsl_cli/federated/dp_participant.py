@@ -181,6 +181,8 @@ class DPSparseParticipant(Participant):
         self._polish_released = True
         a, b = pairs // self.d, pairs % self.d
         scale = np.sqrt(self.v_hat[a] * self.v_hat[b])
+        # two passes over chunks of pairs (norms, then clipped sums) instead of holding the
+        # n_p × |Q| matrix u: recomputing a product is cheaper than 50 MB at d = 200
         chunks = [slice(s, s + 512) for s in range(0, pairs.size, 512)]
         sq = np.zeros(self.n_rows)  # squared ℓ₂ norm of each row's u
         for sl in chunks:

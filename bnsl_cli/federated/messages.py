@@ -85,6 +85,14 @@ def message_kind(data: bytes) -> int:
     return data[0]
 
 
+def _header(data: bytes, kind: int, what: str) -> tuple[int, int, int, int]:
+    """``(round, sender, d, count)`` of a message that must be of ``kind`` (``what`` names it)."""
+    got, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
+    if got != kind:
+        raise ValueError(f"not a {what} message")
+    return rnd, sender, d, count
+
+
 def _pairs_bytes(e: SparseEntries, d: int) -> bytes:
     arr = np.empty(len(e), dtype=_PAIR)
     arr["k"] = e.rows.astype(np.int64) * d + e.cols
@@ -187,9 +195,7 @@ class ConsensusBroadcast:
 
     @classmethod
     def decode(cls, data: bytes, state: Optional[SupportState] = None) -> "ConsensusBroadcast":
-        kind, _, rnd, _, d, count = HEADER.unpack_from(data, 0)
-        if kind != _KIND_BROADCAST:
-            raise ValueError("not a broadcast message")
+        rnd, _, d, count = _header(data, _KIND_BROADCAST, "broadcast")
         fmt, stop, rho2 = struct.unpack_from("<BBd", data, HEADER.size)
         W = decode_matrix(fmt, count, d, memoryview(data)[HEADER.size + 10 :], state)
         return cls(rnd, d, W, rho2, bool(stop), fmt == 1)
@@ -227,9 +233,7 @@ class SparseUpdate:
 
     @classmethod
     def decode(cls, data: bytes) -> "SparseUpdate":
-        kind, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
-        if kind != _KIND_SPARSE_UPDATE:
-            raise ValueError("not a sparse update message")
+        rnd, sender, d, count = _header(data, _KIND_SPARSE_UPDATE, "sparse update")
         objective, off = _unpack_objective(data, HEADER.size)
         return cls(rnd, sender, d, _pairs_from(memoryview(data)[off:], count, d), objective)
 
@@ -251,9 +255,7 @@ class DenseUpdate:
 
     @classmethod
     def decode(cls, data: bytes) -> "DenseUpdate":
-        kind, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
-        if kind != _KIND_DENSE_UPDATE:
-            raise ValueError("not a dense update message")
+        rnd, sender, d, count = _header(data, _KIND_DENSE_UPDATE, "dense update")
         objective, off = _unpack_objective(data, HEADER.size)
         B = np.frombuffer(memoryview(data)[off : off + 8 * d * d], dtype="<f8").reshape(d, d).copy()
         return cls(rnd, sender, d, B, objective)
@@ -276,9 +278,7 @@ class GramRequest:
 
     @classmethod
     def decode(cls, data: bytes) -> "GramRequest":
-        kind, _, rnd, _, d, count = HEADER.unpack_from(data, 0)
-        if kind != _KIND_GRAM_REQUEST:
-            raise ValueError("not a second-moment request")
+        rnd, _, d, count = _header(data, _KIND_GRAM_REQUEST, "second-moment request")
         pairs = np.frombuffer(data, dtype="<i4", count=count, offset=HEADER.size).astype(np.int64)
         return cls(rnd, d, pairs)
 
@@ -299,8 +299,6 @@ class GramReply:
 
     @classmethod
     def decode(cls, data: bytes) -> "GramReply":
-        kind, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
-        if kind != _KIND_GRAM_REPLY:
-            raise ValueError("not a second-moment reply")
+        rnd, sender, d, count = _header(data, _KIND_GRAM_REPLY, "second-moment reply")
         values = np.frombuffer(data, dtype="<f8", count=count, offset=HEADER.size).copy()
         return cls(rnd, sender, d, values)

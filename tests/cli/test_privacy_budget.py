@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
 from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
-from bnsl_cli.privacy.calibrate import calibrate, calibrate_covariance
+from bnsl_cli.privacy.calibrate import calibrate
 from bnsl_cli.privacy.defaults import DP_ROUNDS, POLISH_SHARE, dp_steps
 
 runner = CliRunner()
@@ -132,13 +132,11 @@ def test_fed_sparse_plan_matches_learn_dp(polish):
     """For the same settings, privacy-budget prints the plan learn --dp uses (with or without the polish)."""
     import warnings
 
-    from bnsl_cli.io.data import Table
     from bnsl_cli.learn import LearnConfig, learn
     from bnsl_cli.private import DPConfig
-    from bnsl_cli.simulate import simulate
+    from tests._sim import simulated_tables
 
-    sim = simulate(6, 6, participants=2, samples=1000, seed=0)
-    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    _, tables = simulated_tables(6, 2, 1000, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rep = learn(tables, LearnConfig(seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report

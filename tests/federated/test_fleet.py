@@ -5,15 +5,13 @@ import warnings
 import numpy as np
 
 from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet, make_fleet
-from bnsl_cli.io.data import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.private import DPConfig
-from bnsl_cli.simulate import simulate
+from tests._sim import simulated_tables
 
 
 def _tables():
-    sim = simulate(8, 8, participants=3, samples=500, seed=2)
-    return [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    return simulated_tables(8, 3, 500, seed=2)[1]
 
 
 def test_process_fleet_matches_local_fleet_bit_for_bit():

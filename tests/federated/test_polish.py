@@ -16,7 +16,6 @@ from bnsl_cli.federated.polish import (
     polish_pairs,
     prune_within_noise,
 )
-from bnsl_cli.io.data import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.privacy.calibrate import RELEASE_POLISH
@@ -24,6 +23,7 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 from bnsl_cli.privacy.ledger import PrivacyLedger
 from bnsl_cli.private import DPConfig
 from bnsl_cli.simulate import simulate
+from tests._sim import simulated_tables
 
 
 def _population_gram(W):
@@ -227,8 +227,7 @@ def test_private_participant_releases_the_moments_once_and_only_with_a_budget():
 
 @pytest.fixture(scope="module")
 def shards():
-    sim = simulate(12, 12, participants=4, samples=2000, seed=11)
-    return sim, [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    return simulated_tables(12, 4, 2000, seed=11)
 
 
 def test_learn_reports_the_polish_and_counts_its_bytes(shards):

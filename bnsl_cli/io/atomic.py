@@ -24,13 +24,13 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", newline: str | None = 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
-            mode = os.stat(path).st_mode & 0o7777
+            perm = os.stat(path).st_mode & 0o7777
         except OSError:
             from bnsl_cli.io.outdir import current_umask
 
-            mode = 0o666 & ~current_umask()
+            perm = 0o666 & ~current_umask()
         if hasattr(os, "fchmod"):
-            os.fchmod(fd, mode)
+            os.fchmod(fd, perm)
         kwargs = {} if "b" in mode else {"newline": newline, "encoding": "utf-8"}
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh

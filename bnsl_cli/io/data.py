@@ -459,9 +459,11 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns) -> Table:
         if k not in header:
             raise InputDataError(f"{shown}: no column named {k!r} (columns: {', '.join(header[:8])}…)")
     num_names = [h for h in header if h not in keep]
+    mismatch = None
+    if columns is not None and set(columns) != set(num_names):
+        mismatch = _mismatch(path, num_names, columns)  # raised once the file itself is validated
+        columns = None
     if columns is not None:
-        if set(columns) != set(num_names):
-            raise _mismatch(path, num_names, columns)
         order = [num_names.index(c) for c in columns]
         out_names = list(columns)
     else:
@@ -531,6 +533,8 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns) -> Table:
     X = rows.result()
     if X.shape[0] < min_rows:
         raise InputDataError(f"{shown}: {X.shape[0]} data row(s); at least {min_rows} are needed")
+    if mismatch is not None:
+        raise mismatch
     if check_constant and X.shape[0] >= 1:
         const = _constant_columns(X)
         if const.size:

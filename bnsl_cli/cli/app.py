@@ -119,18 +119,6 @@ def _install_one_line_usage_errors() -> None:
 _install_one_line_usage_errors()
 
 
-def _quiet_pipe() -> None:
-    """The reader of stdout went away (``bnsl … | head``): end quietly, like other Unix tools."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
-    except (OSError, ValueError):
-        pass
-    os._exit(141)  # 128 + SIGPIPE, as a process killed by the signal reports
-
-
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point."""
     from bnsl_cli.errors import BnslError
@@ -138,7 +126,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)  # returns a typer.Exit's code instead of exiting
     except BrokenPipeError:
-        _quiet_pipe()
+        common.quiet_pipe_exit()
     except KeyboardInterrupt:
         common.fail("interrupted; no output was left half-written", 130)
         sys.exit(130)
@@ -163,7 +151,7 @@ def _flush_or_quiet() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _quiet_pipe()
+        common.quiet_pipe_exit()
 
 
 def _click_error(exc: Exception) -> None:

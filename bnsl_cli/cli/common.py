@@ -204,7 +204,8 @@ def guarded(func):
         except typer.Exit:
             raise
         except BrokenPipeError:
-            raise  # the reader went away (``| head``): main() ends quietly
+            _abort_outputs()
+            quiet_pipe_exit()
         except BnslError as exc:
             if STATE["debug"]:
                 traceback.print_exc()
@@ -223,6 +224,17 @@ def guarded(func):
             warnings.showwarning = old
 
     return wrapper
+
+
+def quiet_pipe_exit() -> None:
+    """The reader of stdout went away (``bnsl … | head``): end quietly with 141 (128 + SIGPIPE, what
+    a process killed by the signal reports), like other Unix tools — no error line, no traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's final flush of stdout must not fail again
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(141)
 
 
 def _abort_outputs() -> None:

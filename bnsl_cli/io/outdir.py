@@ -293,11 +293,11 @@ class OutputDir:
         if self.staging is not None:
             shutil.rmtree(self.staging, ignore_errors=True)
             self.staging = None
+        self._unlock()  # the lock file lives in the parent: remove it before the parents we made
         for d in reversed(self._created_parents):
             with contextlib.suppress(OSError):
                 d.rmdir()
         self._created_parents = []
-        self._unlock()
         with contextlib.suppress(ValueError):
             _PENDING.remove(self)
 

@@ -101,3 +101,27 @@ def test_the_readme_test_command_prints_the_summary_line():
     )
     assert out.returncode == 0, out.stdout
     assert out.stdout.strip().splitlines()[-1].startswith("1 passed"), out.stdout
+
+
+def test_read_progress_lines_for_large_inputs_only():
+    import io
+
+    from rich.console import Console
+
+    from bnsl_cli.cli import common
+
+    buf = io.StringIO()
+    small = common._ReadProgress(Console(file=buf, width=10_000))
+    for done in range(0, 1 << 20, 1 << 16):
+        small(done, 1 << 20)
+    small.close()
+    assert buf.getvalue() == ""  # a small input reads silently
+    big = common._ReadProgress(Console(file=buf, width=10_000))
+    total = 3 * common._ReadProgress.LARGE
+    for done in range(0, total + 1, 1 << 22):
+        big(done, total)
+    big.close()
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == f"reading {total / 1e6:.0f} MB …" and lines[-1].startswith(f"read {total / 1e6:.0f} MB in ")
+    assert len(lines) == 2
+    assert common.read_progress(quiet=True) is None

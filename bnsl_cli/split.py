@@ -200,7 +200,11 @@ def split_table_file(
     if by and mode != "group":
         raise ValueError("a group column is only used in mode 'group'")
     keep = [by] if by else None
-    table = read_table(path, keep=keep, check_constant=False, sep=sep)
+    try:
+        stored = path.read_bytes()  # read once: parsed below and copied row by row into the shards
+    except OSError:
+        stored = None  # the reader names the problem
+    table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored)
     delim = resolve_sep(path, sep)
     n = table.n
     groups = None
@@ -217,9 +221,8 @@ def split_table_file(
     if path.name.lower().endswith(".gz"):
         import gzip
 
-        text = gzip.decompress(path.read_bytes()).decode("utf-8-sig")
-    else:
-        text = path.read_text(encoding="utf-8-sig")
+        stored = gzip.decompress(stored)
+    text = stored.decode("utf-8-sig")
     raw = _raw_rows(text, delim)
     header = [h.strip() for h in raw[0]]
     body = raw[1:]

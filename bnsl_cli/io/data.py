@@ -132,7 +132,7 @@ class _Source:
     """The bytes of one input, read once: hashes the stored bytes, reports progress, and notes
     whether the (decompressed) text holds a token the fast path cannot judge."""
 
-    def __init__(self, path: Path, progress: Optional[Callable[[int], None]] = None):
+    def __init__(self, path: Path, progress: Optional[Callable[[int], None]] = None, data: Optional[bytes] = None):
         self.path = path
         self.sha = hashlib.sha256()
         self.raw_read = 0
@@ -140,8 +140,9 @@ class _Source:
         self.suspect = False
         self._pending = b""
         self._buffered: Optional[bytes] = None  # stdin: kept for the slow checker
-        if str(path) == STDIN:
-            data = sys.stdin.buffer.read()
+        if data is not None or str(path) == STDIN:
+            if data is None:
+                data = sys.stdin.buffer.read()
             self._buffered = data
             raw: io.RawIOBase | io.BufferedIOBase = io.BytesIO(data)
             self.size: Optional[int] = len(data)
@@ -412,6 +413,7 @@ def read_table(
     sep: Optional[str] = None,
     columns: Sequence[str] | None = None,
     progress: Optional[ReadProgress] = None,
+    data: Optional[bytes] = None,
 ) -> Table:
     """Read and validate one numeric CSV file (``-``: standard input).
 
@@ -421,7 +423,8 @@ def read_table(
     ``columns``, when given, is the order of the numeric columns in ``X`` (the file must hold
     exactly these names, in any order; a :class:`ShardMismatchError` otherwise).
     ``check_constant`` rejects a column with a single value. ``progress(bytes_read, total)``
-    is called as the file's bytes are read.
+    is called as the file's bytes are read. ``data``: the file's bytes when the caller already holds
+    them (``path`` then only names the file in messages and tells ``.gz``).
     """
     path = Path(path)
     try:
@@ -437,7 +440,7 @@ def read_table(
             done[0] += nbytes
             progress(done[0], size_known[0])
 
-    src = _Source(path, total_cb)
+    src = _Source(path, total_cb, data)
     if progress is not None:
         size_known[0] = src.size
     try:

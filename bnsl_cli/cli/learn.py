@@ -37,7 +37,7 @@ def command(
         help="Field separator of the data files: one character, or 'tab' \\[default: tab for .tsv, else ',']",
     ),
     method: str = typer.Option(
-        "fed-sparse", "--method", "-m", envvar="BNSL_METHOD", metavar="[" + "|".join(METHOD_CHOICES) + "]",
+        "fed-sparse", "--method", "-m", envvar="BNSL_METHOD", metavar="METHOD",
         help=METHOD_HELP,
     ),
     lam: Optional[float] = typer.Option(

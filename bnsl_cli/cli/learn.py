@@ -156,7 +156,8 @@ def command(
 
     od = output.prepare_learn_dir(out, paths, len(paths), personal or method == "local-notears", force)
     singles = output.prepare_single_outputs(
-        {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=method == "local-notears"
+        {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=method == "local-notears",
+        stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
     tables = read_shards(paths, sep=sep, progress=progress)

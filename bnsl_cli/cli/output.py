@@ -72,12 +72,17 @@ def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_partic
     ).prepare()
 
 
-def prepare_single_outputs(targets: dict, inputs, local: bool = False) -> dict:
-    """Check ``{option: path}`` single-file outputs before the run: at most one ``-``, the folder
-    exists and is writable, no input is overwritten. Returns the options that were given."""
+def prepare_single_outputs(targets: dict, inputs, local: bool = False, stdout_option: Optional[str] = None) -> dict:
+    """Check ``{option: path}`` single-file outputs before the run: at most one ``-`` (none when
+    ``stdout_option``, e.g. ``--json``, already writes stdout), the folder exists and is writable, no
+    input is overwritten. Returns the options that were given."""
     from bnsl_cli.io.outdir import OutputDirError
 
     given = {opt: p for opt, p in targets.items() if p is not None}
+    if stdout_option is not None:
+        taken = [opt for opt, p in given.items() if p == "-"]
+        if taken:
+            raise OutputDirError(f"{taken[0]} - and {stdout_option} both write to standard output; choose one")
     if local and given:
         raise OutputDirError(
             f"{', '.join(given)}: local-notears learns one graph per participant; use --out DIR"

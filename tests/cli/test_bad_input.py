@@ -143,6 +143,8 @@ def test_learn_reads_a_shard_from_stdin_and_writes_adjacency_to_stdout(tmp_path,
 def test_two_outputs_on_stdout_is_a_usage_error(tmp_path, shards):
     res = run("learn", shards, "--adjacency", "-", "--edges", "-")
     one_line_error(res, 2, "standard output")
+    res = run("learn", shards, "--edges", "-", "--json")
+    one_line_error(res, 2, "--edges - and --json")
 
 
 def test_closed_pipe_ends_quietly(tmp_path, shards):

@@ -289,3 +289,22 @@ def test_read_shards_progress_is_cumulative(tmp_path):
     read_shards([p1, p2], progress=lambda done, total: seen.append((done, total)))
     total = p1.stat().st_size + p2.stat().st_size
     assert seen[-1] == (total, total)
+
+
+def test_many_chunks_and_a_growing_buffer_give_the_exact_table(tmp_path, monkeypatch):
+    import bnsl_cli.io.data as data
+
+    monkeypatch.setattr(data, "_CHUNK_BYTES", 4096)  # 1024-row chunks
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(5_000, 3))
+    text = "a,b,c\n" + "".join(",".join(map(repr, r)) + "\n" for r in X.tolist())
+    gz = tmp_path / "g.csv.gz"
+    gz.write_bytes(gzip.compress(text.encode()))  # unknown size: the buffer grows
+    plain = write(tmp_path, "p.csv", text)
+    for p in (gz, plain):
+        t = read_table(p)
+        np.testing.assert_array_equal(t.X, X)
+        assert t.X.shape == (5_000, 3) and t.X.flags.owndata
+    bad = write(tmp_path, "bad.csv", text.replace(repr(float(X[4321, 1])), "nan", 1))
+    with pytest.raises(InputDataError, match=r"row 4323, column 'b': 'nan' is not a finite number"):
+        read_table(bad)

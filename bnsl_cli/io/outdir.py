@@ -6,9 +6,10 @@ folder as it was:
 
 1. :meth:`OutputDir.prepare` (before any computation): the target must be a directory or absent,
    must not hold an input of the run, must not hold files of the same names that bnsl did not write
-   (unless ``force``), must be writable; a lock (``.<name>.lock`` beside the folder, an advisory
-   ``flock``) refuses a second run into the same folder while this one works; and an empty staging
-   folder ``.<name>.bnsl-tmp-<random>`` is made beside the target (same file system).
+   (unless ``force``), must be writable; a lock (an advisory ``flock`` on ``.<name>.lock`` beside a
+   new folder, ``.bnsl.lock`` inside an existing one) refuses a second run into the same folder while
+   this one works; and an empty staging folder is made on the same file system
+   (``.<name>.bnsl-tmp-<random>`` beside a new folder, ``.bnsl-tmp-<random>`` inside an existing one).
 2. The command writes every output into the staging folder (:meth:`OutputDir.file`).
 3. :meth:`OutputDir.commit`: a new target is the staging folder renamed (atomic). An existing target
    first loses its *marker* file (``report.json``, ``summary.json`` or ``manifest.json``: the file
@@ -121,17 +122,19 @@ class OutputDir:
                 raise OutputDirError(
                     f"{shown}: already holds {clash[0]} that bnsl did not write; choose another {self.option} or pass --force"
                 )
-        parent = resolved.parent
-        self._make_parents(parent)
-        self._lock(parent, resolved.name)
+        if target.is_dir():  # lock and staging inside: its parent need not be writable (--out .)
+            home, lock, stage_prefix = resolved, resolved / ".bnsl.lock", ".bnsl-tmp-"
+        else:
+            home = resolved.parent
+            lock, stage_prefix = home / f".{resolved.name}.lock", f".{resolved.name}.bnsl-tmp-"
+            self._make_parents(home)
+        self._lock(lock, home)
         try:
-            if target.is_dir():
-                self._probe(target)
-            stage = parent / f".{resolved.name}.bnsl-tmp-{secrets.token_hex(4)}"
+            stage = home / f"{stage_prefix}{secrets.token_hex(4)}"
             try:
                 os.mkdir(stage)  # mode 0o777 & ~umask
             except OSError as exc:
-                raise OutputDirError(f"{shown}: cannot write into {parent} ({_strerror(exc)}); choose another {self.option}") from None
+                raise OutputDirError(f"{shown}: cannot write into {home} ({_strerror(exc)}); choose another {self.option}") from None
             self.staging = stage
         except BaseException:
             self._unlock()
@@ -154,27 +157,17 @@ class OutputDir:
                 raise OutputDirError(f"{self.path}: cannot create {d} ({_strerror(exc)}); choose another {self.option}") from None
             self._created_parents.append(d)
 
-    def _probe(self, target: Path) -> None:
-        probe = target / f".bnsl-probe-{secrets.token_hex(4)}"
-        try:
-            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise OutputDirError(f"{target}: not writable ({_strerror(exc)}); choose another {self.option}") from None
-
-    def _lock(self, parent: Path, name: str) -> None:
+    def _lock(self, lock: Path, home: Path) -> None:
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX: no lock
             return
-        lock = parent / f".{name}.lock"
         while True:
             try:
                 fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o666)
             except OSError as exc:
                 raise OutputDirError(
-                    f"{self.path}: cannot write into {parent} ({_strerror(exc)}); choose another {self.option}"
+                    f"{self.path}: cannot write into {home} ({_strerror(exc)}); choose another {self.option}"
                 ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -238,7 +231,8 @@ class OutputDir:
 
     def _staged_files(self, stage: Path) -> list[str]:
         out = []
-        for root, _dirs, files in os.walk(stage):
+        for root, dirs, files in os.walk(stage):
+            dirs[:] = [d for d in dirs if not d.startswith(".bnsl-tmp-")]  # a staging folder inside
             for f in files:
                 out.append(Path(os.path.relpath(os.path.join(root, f), stage)).as_posix())
         return sorted(out)

@@ -74,9 +74,11 @@ def test_lock_refuses_a_second_writer_and_is_released(tmp_path):
     with pytest.raises(OutputDirError, match="another bnsl run is writing into this folder"):
         OutputDir(tmp_path / "out").prepare()
     first.commit()
-    second = OutputDir(tmp_path / "out").prepare()  # released with the commit
+    second = OutputDir(tmp_path / "out").prepare()  # released with the commit; the folder exists now
+    with pytest.raises(OutputDirError, match="another bnsl run"):
+        OutputDir(tmp_path / "out").prepare()  # the lock of an existing folder lives inside it
     second.abort()
-    assert leftovers(tmp_path, "out") == []
+    assert leftovers(tmp_path, "out") == [] and list((tmp_path / "out").iterdir()) == []
 
 
 def test_preflight_refusals(tmp_path):

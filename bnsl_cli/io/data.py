@@ -154,7 +154,9 @@ class _Source:
                 raise InputDataError(f"{path}: cannot read ({exc.strerror or exc})") from None
             self.size = os.fstat(raw.fileno()).st_size
         self._raw = raw
-        if _is_gzip(path):
+        # gzip by name, or (standard input, bytes in hand) by its magic number
+        self.gzipped = _is_gzip(path) or (self._buffered is not None and self._buffered[:2] == b"\x1f\x8b")
+        if self.gzipped:
             self._gz = gzip.GzipFile(fileobj=_Hashing(self), mode="rb")
         else:
             self._gz = None
@@ -244,9 +246,9 @@ class _Source:
         """The whole file as text (the slow checker of a failing file reads it again)."""
         if self._buffered is not None:
             data = self._buffered
-            if _is_gzip(self.path):
+            if self.gzipped:
                 data = gzip.decompress(data)
-        elif _is_gzip(self.path):
+        elif self.gzipped:
             with gzip.open(self.path, "rb") as fh:
                 data = fh.read()
         else:
@@ -398,7 +400,7 @@ def _estimate_rows(src: _Source, rest: bytes) -> tuple[int, int]:
     lines = rest.count(b"\n")
     per_line = (len(rest) / lines) if lines else max(len(rest), 16)
     chunk = int(min(max(_CHUNK_BYTES / max(per_line, 1.0), 1024), 1 << 20))
-    if src.size is None or _is_gzip(src.path):
+    if src.size is None or src.gzipped:
         return chunk, chunk
     remaining = max(src.size - src.raw_read + len(rest), 0)
     return int(remaining / max(per_line, 1.0) * 1.02) + 16, chunk

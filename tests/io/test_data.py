@@ -227,6 +227,8 @@ def test_stdin(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
     t = read_table("-")
     assert t.X.tolist() == [[1, 2], [3, 5]] and t.sha256 == hashlib.sha256(data).hexdigest()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(data))))
+    assert read_table("-").X.tolist() == [[1, 2], [3, 5]]  # gzip on stdin: by its magic number
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a,b\n1,2\n3,x\n")))
     with pytest.raises(InputDataError, match=r"^<stdin>: row 3, column 'b': 'x' is not a number"):
         read_table("-")

@@ -72,14 +72,14 @@ class ConstantColumnWarning(UserWarning):
 class Table:
     """Numeric data read from one CSV: ``X`` is ``n × d`` with columns ``names``.
 
-    ``sha256`` is the hex digest of the file's bytes as stored (empty for tables not read from a
+    ``sha256`` is the hex digest of the file's bytes as stored (``None`` for tables not read from a
     file)."""
 
     X: np.ndarray
     names: tuple[str, ...]
     path: Path
     extra: dict = field(default_factory=dict, compare=False)
-    sha256: str = field(default="", compare=False)
+    sha256: Optional[str] = field(default=None, compare=False)
 
     @property
     def n(self) -> int:

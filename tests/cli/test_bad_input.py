@@ -342,3 +342,17 @@ def test_local_notears_without_out_prints_every_participant(shards):
         seen.setdefault(int(k), f)
         assert s != t and np.isfinite(float(w))
     assert seen == {k + 1: str(f) for k, f in enumerate(files)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the reader's hash reaches the report (issue 13.6: self-describing output folders)
+
+
+def test_report_holds_the_sha256_of_every_input_file(tmp_path, shards):
+    import hashlib
+
+    out = tmp_path / "run"
+    assert run("learn", shards, "--out", out, "-q").exit_code == 0
+    report = json.loads((out / "report.json").read_text())
+    want = [hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(shards.glob("*.csv"))]
+    assert [p["sha256"] for p in report["participants"]] == want

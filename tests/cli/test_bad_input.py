@@ -355,4 +355,4 @@ def test_report_holds_the_sha256_of_every_input_file(tmp_path, shards):
     assert run("learn", shards, "--out", out, "-q").exit_code == 0
     report = json.loads((out / "report.json").read_text())
     want = [hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(shards.glob("*.csv"))]
-    assert [p["sha256"] for p in report["participants"]] == want
+    assert [p["sha256"] for p in report["data"]["participants"]] == want

@@ -173,10 +173,16 @@ class _Source:
 
     # the text bytes (decompressed)
     def _text_read(self, n: int) -> bytes:
-        try:
-            b = self._gz.read(n) if self._gz is not None else self._raw_read(n)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputDataError(f"{_display(self.path)}: not a valid gzip file ({exc})") from None
+        if self._gz is None:
+            try:
+                b = self._raw_read(n)
+            except OSError as exc:
+                raise InputDataError(f"{_display(self.path)}: cannot read ({exc.strerror or exc})") from None
+        else:
+            try:
+                b = self._gz.read(n)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputDataError(f"{_display(self.path)}: not a valid gzip file ({exc})") from None
         if b and not self.suspect:
             self.suspect = any(s in b for s in _SUSPECT)
         return b

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -200,8 +201,8 @@ def split_table_file(
     if by and mode != "group":
         raise ValueError("a group column is only used in mode 'group'")
     keep = [by] if by else None
-    try:
-        stored = path.read_bytes()  # read once: parsed below and copied row by row into the shards
+    try:  # read once: parsed below and copied row by row into the shards
+        stored = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError:
         stored = None  # the reader names the problem
     table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored)
@@ -218,7 +219,7 @@ def split_table_file(
             )
     indices = split_indices(n, participants, mode=mode, sizes=sizes, groups=groups, seed=seed)
 
-    if path.name.lower().endswith(".gz"):
+    if path.name.lower().endswith(".gz") or stored[:2] == b"\x1f\x8b":
         import gzip
 
         stored = gzip.decompress(stored)

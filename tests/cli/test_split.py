@@ -191,3 +191,11 @@ def test_quiet_and_tab_separated_input(tmp_path):
     r = run(src, "-p", 2, "--mode", "contiguous", "--out", out, "-q")
     assert r.exit_code == 0 and r.stderr == ""
     assert (out / "participant-01.csv").read_text() == "a,b\n1,2\n3,4.5\n"  # comma-separated shards
+
+
+def test_split_reads_standard_input(tmp_path):
+    text = "a,b\n1,2\n3,4.5\n5,6\n7,8\n"
+    r = runner.invoke(app, ["split", "-", "-p", "2", "--mode", "contiguous", "--out", str(tmp_path / "o"), "-q"], input=text)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "o" / "participant-02.csv").read_text() == "a,b\n5,6\n7,8\n"
+    assert json.loads((tmp_path / "o" / "manifest.json").read_text())["input"] == "-"

@@ -154,3 +154,14 @@ def test_refit_and_split_rerun_replace_their_earlier_output(tmp_path, shards):
     assert run("refit", run_dir, *two, "--out", out, "-q").exit_code == 0
     assert sorted(p.name for p in out.glob("participant-*.csv")) == ["participant-01.csv", "participant-02.csv"]
     assert len(json.loads((out / "summary.json").read_text())["participants"]) == 2
+
+
+def test_a_folder_never_mixes_two_methods_outputs(tmp_path, shards):
+    out = tmp_path / "run"
+    assert run("learn", shards, "--out", out, "-q").exit_code == 0
+    assert (out / "adjacency.csv").exists()
+    assert run("learn", shards, "--out", out, "-q", "--method", "local-notears").exit_code == 0
+    assert not (out / "adjacency.csv").exists() and not (out / "edges.csv").exists()  # the earlier run's
+    assert (out / "participant-01" / "adjacency.csv").exists()
+    assert run("learn", shards, "--out", out, "-q").exit_code == 0
+    assert not list(out.glob("participant-*")) and (out / "adjacency.csv").exists()

@@ -136,3 +136,47 @@ def test_dp_with_a_method_that_cannot_honour_it_raises_in_the_library(method):
     _, tables = simulated_tables(4, 2, 200, seed=0)
     with pytest.raises(BnslError, match="--dp"):
         learn(tables, LearnConfig(method=method, dp=DPConfig(epsilon=1.0)))
+
+
+def test_failed_solver_results_become_report_warnings(monkeypatch):
+    """Issue 12.6: L-BFGS-B results were never checked."""
+    import scipy.optimize
+
+    from bnsl_cli import notears
+    from bnsl_cli.errors import ConvergenceWarning
+
+    real = scipy.optimize.minimize
+
+    def failing(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.success, res.status, res.message = False, 2, "ABNORMAL (simulated)"
+        return res
+
+    monkeypatch.setattr(notears.scipy.optimize, "minimize", failing)
+    _, tables = simulated_tables(4, 2, 300, seed=0)
+    with pytest.warns(ConvergenceWarning, match="L-BFGS-B"):
+        rep = learn(tables, LearnConfig(method="notears")).report
+    assert rep["solver_issues"] and rep["solver_issues"][0]["message"] == "ABNORMAL (simulated)"
+    assert any("L-BFGS-B" in w for w in rep["warnings"])
+
+
+def test_coordinator_solver_issues_and_unconverged_dp_runs_warn(monkeypatch):
+    from bnsl_cli.errors import ConvergenceWarning
+    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.learn import DPConfig
+
+    real_step = Coordinator.step
+
+    def step(self):
+        info = real_step(self)
+        self.solver_issues = getattr(self, "solver_issues", []) + [{"round": info["round"], "message": "simulated"}]
+        return info
+
+    monkeypatch.setattr(Coordinator, "step", step)
+    _, tables = simulated_tables(4, 2, 300, seed=0)
+    with pytest.warns(ConvergenceWarning) as rec:
+        rep = learn(tables, LearnConfig(rounds=2, seed=1, dp=DPConfig(epsilon=5.0))).report
+    texts = [str(w.message) for w in rec]
+    assert any("did not converge in 2 rounds" in t for t in texts)  # the unconverged private run
+    assert any("W-step" in t and "simulated" in t for t in texts)
+    assert len(rep["solver_issues"]) == 2 and any("W-step" in w for w in rep["warnings"])

@@ -237,7 +237,16 @@ def drive_admm(plan, fleet, progress=None):
         "warnings": warn_list,
         "polish": polish_info,
     }
-    issues = getattr(coord, "solver_issues", None)
+    issues = list(getattr(coord, "solver_issues", None) or [])
+    report["solver_issues"] = issues
     if issues:
-        report["solver_issues"] = list(issues)
+        first = issues[0]
+        where = ", ".join(f"{k} {first[k]}" for k in ("round", "status", "message") if k in first)
+        text = (
+            f"{len(issues)} L-BFGS-B solve(s) of the coordinator's W-step did not converge"
+            + (f" (first: {where})" if where else "")
+            + "; the consensus may be inaccurate. Raise --rounds or lower --rho2-growth"
+        )
+        warnings.warn(text, ConvergenceWarning, stacklevel=2)
+        warn_list.append(text)
     return Outcome(W_raw, W, report, summaries)

@@ -23,7 +23,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from bnsl_cli import __version__
-from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, ReproducibleNoiseWarning
+from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
 
 __all__ = [
@@ -45,6 +45,10 @@ PRIVACY_UNIT = (
     "one row of one participant: neighbouring data sets differ by replacing one row of one participant's "
     "file; each participant's guarantee covers its own rows, the run's is the largest participant's spend"
 )
+#: A participant's guarantee is called weak when ``n_p · δ`` exceeds this: δ bounds the probability
+#: that the guarantee fails, and with ``n_p · δ`` near 1 one of its rows may as well be published.
+WEAK_N_DELTA = 0.01
+
 PUBLIC_QUANTITIES = (
     "the number of rows of each participant (n_p) and in total (n), the column names and their number d, "
     "and every option of the run"
@@ -134,6 +138,7 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     t0 = time.perf_counter()
     roles = roles_for(plan.method)
     report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
+    weak = _weak_participants(plan)  # warned before the rounds, reported after
     with single_blas_thread():
         if plan.standardize:
             try:
@@ -152,11 +157,33 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     else:
         report["graph"] = graph_to_json(outcome.W, plan.names)
     report["privacy"] = None if plan.privacy is None else _privacy_report(plan, outcome.summaries, report["warnings"])
+    if weak:
+        report["privacy"]["weak_participants"] = [w[0] for w in weak]
+        report["warnings"].extend(w[1] for w in weak)
     personal = None
     if plan.personal and roles.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
     report["timing"]["wall_s"] = time.perf_counter() - t0
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
+
+
+def _weak_participants(plan: RunPlan) -> list:
+    """``[(participant number, warning), ...]`` for participants whose guarantee is weak
+    (``n_p · δ > WEAK_N_DELTA``); each is warned now, naming the participant's file."""
+    if plan.privacy is None:
+        return []
+    delta = plan.privacy.delta
+    out = []
+    for k, p in enumerate(plan.participants):
+        if p.rows * delta > WEAK_N_DELTA:
+            text = (
+                f"{p.label} (participant {k + 1}) has {p.rows} rows: with δ = {delta:.3g} its guarantee is weak "
+                f"(n_p·δ = {p.rows * delta:.3g} > {WEAK_N_DELTA:g}; δ should be far below 1/n_p). "
+                "Give a smaller --delta, or merge its rows with another participant's file"
+            )
+            warnings.warn(text, PrivacyWarning, stacklevel=3)
+            out.append((k + 1, text))
+    return out
 
 
 def _dp_options(plan: RunPlan) -> dict:

@@ -222,3 +222,27 @@ def test_unseeded_runs_differ_and_bad_budgets_fail(shards):
         learn(tables, LearnConfig(rounds=2, dp=DPConfig(epsilon=-1.0)))
     with pytest.raises(PrivacyBudgetError):
         learn(tables, LearnConfig(rounds=2, dp=DPConfig(epsilon=1.0, delta=1.5)))
+
+
+def test_a_participant_with_few_rows_is_warned_about_by_file():
+    """Issue 12.9: a 10-row participant got δ = 0.01-scale guarantees silently."""
+    from bnsl_cli.errors import PrivacyWarning
+    from bnsl_cli.io.data import Table
+
+    sim = simulate(4, 4, participants=2, samples=400, seed=3)
+    tables = [Table(sim.shards[0], tuple(sim.names), "big.csv"), Table(sim.shards[1][:10], tuple(sim.names), "tiny.csv")]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        res = learn(tables, LearnConfig(rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0)))
+    weak = [str(w.message) for w in rec if issubclass(w.category, PrivacyWarning)]
+    assert len(weak) == 1 and "tiny.csv" in weak[0] and "participant 2" in weak[0]
+    pv = res.report["privacy"]
+    assert pv["weak_participants"] == [2]
+    assert [p["participant"] for p in pv["participants"]] == [1, 2]  # 1-based
+    assert pv["participants"][1]["file"] == "tiny.csv"
+    assert "replace" in pv["privacy_unit"] and "column names" in pv["public"]
+    # a small enough δ removes the warning
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        learn(tables, LearnConfig(rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0, delta=1e-6)))
+    assert not [w for w in rec if issubclass(w.category, PrivacyWarning)]

@@ -157,9 +157,9 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     else:
         report["graph"] = graph_to_json(outcome.W, plan.names)
     report["privacy"] = None if plan.privacy is None else _privacy_report(plan, outcome.summaries, report["warnings"])
-    if weak:
-        report["privacy"]["weak_participants"] = [w[0] for w in weak]
-        report["warnings"].extend(w[1] for w in weak)
+    if weak[0]:
+        report["privacy"]["weak_participants"] = weak[0]
+        report["warnings"].append(weak[1])
     personal = None
     if plan.personal and roles.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
@@ -167,23 +167,32 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
 
 
-def _weak_participants(plan: RunPlan) -> list:
-    """``[(participant number, warning), ...]`` for participants whose guarantee is weak
-    (``n_p · δ > WEAK_N_DELTA``); each is warned now, naming the participant's file."""
+def _weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:
+    """``(participant numbers, warning)`` for the participants whose guarantee is weak
+    (``n_p · δ > WEAK_N_DELTA``), warned now in one line naming their files — and, when δ is the
+    default ``1/n_p²`` of the smallest participant, the file that set it."""
     if plan.privacy is None:
-        return []
+        return [], None
     delta = plan.privacy.delta
-    out = []
-    for k, p in enumerate(plan.participants):
-        if p.rows * delta > WEAK_N_DELTA:
-            text = (
-                f"{p.label} (participant {k + 1}) has {p.rows} rows: with δ = {delta:.3g} its guarantee is weak "
-                f"(n_p·δ = {p.rows * delta:.3g} > {WEAK_N_DELTA:g}; δ should be far below 1/n_p). "
-                "Give a smaller --delta, or merge its rows with another participant's file"
-            )
-            warnings.warn(text, PrivacyWarning, stacklevel=3)
-            out.append((k + 1, text))
-    return out
+    weak = [(k + 1, p) for k, p in enumerate(plan.participants) if p.rows * delta > WEAK_N_DELTA]
+    if not weak:
+        return [], None
+    listed = "; ".join(f"{p.label} (participant {k}, {p.rows} rows: n_p·δ = {p.rows * delta:.3g})" for k, p in weak)
+    if plan.privacy.delta_given:
+        cause = f"δ = {delta:.3g} was given"
+        fix = "give a smaller --delta"
+    else:
+        k_min = min(range(plan.P), key=lambda k: plan.participants[k].rows)
+        small = plan.participants[k_min]
+        cause = (f"δ = {delta:.3g} is the default 1/n_p² of the smallest participant, {small.label} "
+                 f"(participant {k_min + 1}, {small.rows} rows)")
+        fix = f"merge {small.label}'s rows into another participant's file, or give a smaller --delta"
+    text = (
+        f"weak privacy guarantee (n_p·δ > {WEAK_N_DELTA:g}; δ should be far below 1/n_p) for {listed}: "
+        f"{cause}; {fix}"
+    )
+    warnings.warn(text, PrivacyWarning, stacklevel=3)
+    return [k for k, _ in weak], text
 
 
 def _dp_options(plan: RunPlan) -> dict:

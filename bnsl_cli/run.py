@@ -42,8 +42,9 @@ SCHEMA_VERSION = 1
 
 #: The privacy unit every guarantee refers to, and what a run treats as public.
 PRIVACY_UNIT = (
-    "one row of one participant: neighbouring data sets differ by replacing one row of one participant's "
-    "file; each participant's guarantee covers its own rows, the run's is the largest participant's spend"
+    "one row of one participant (replace-one): neighbouring data sets differ in one row of one participant's "
+    "file, replaced by any other row; each participant's guarantee covers its own rows, the run's is the largest "
+    "participant's spend"
 )
 #: A participant's guarantee is called weak when ``n_p · δ`` exceeds this: δ bounds the probability
 #: that the guarantee fails, and with ``n_p · δ`` near 1 one of its rows may as well be published.

@@ -161,11 +161,43 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     if weak[0]:
         report["privacy"]["weak_participants"] = weak[0]
         report["warnings"].append(weak[1])
+    if not plan.trace:
+        _summarise(report)
     personal = None
     if plan.personal and roles.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
     report["timing"]["wall_s"] = time.perf_counter() - t0
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
+
+
+def _summarise(report: dict) -> None:
+    """Without ``trace``: per-round records are summarised — the history keeps its numbers but not
+    each round's support, and each participant's privacy events (one per round and row when the
+    clip levels follow ρ₂) are grouped by release."""
+    for h in report.get("history") or []:
+        h.pop("support", None)
+    pv = report.get("privacy")
+    if not pv:
+        return
+    for part in pv["participants"]:
+        groups: dict = {}
+        for ev in part.pop("events"):
+            g = groups.setdefault((ev["release"], ev["mechanism"]), {
+                "release": ev["release"], "mechanism": ev["mechanism"], "count": 0, "rho": 0.0, "records": 0,
+                "noise_multiplier_min": ev["noise_multiplier"], "sensitivity_min": ev["sensitivity"],
+                "sensitivity_max": ev["sensitivity"],
+            })
+            g["count"] += ev["count"]
+            g["rho"] = None if (g["rho"] is None or ev["rho"] is None) else g["rho"] + ev["rho"]
+            g["records"] += 1
+            if ev["noise_multiplier"] is None or g["noise_multiplier_min"] is None:
+                g["noise_multiplier_min"] = None
+            else:
+                g["noise_multiplier_min"] = min(g["noise_multiplier_min"], ev["noise_multiplier"])
+            g["sensitivity_min"] = min(g["sensitivity_min"], ev["sensitivity"])
+            g["sensitivity_max"] = max(g["sensitivity_max"], ev["sensitivity"])
+        part["releases"] = list(groups.values())
+    pv["events"] = "summarised by release (run with --trace for every record)"
 
 
 def _weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:

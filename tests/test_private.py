@@ -248,3 +248,25 @@ def test_a_participant_with_few_rows_is_warned_about_by_file():
         warnings.simplefilter("always")
         learn(tables, LearnConfig(rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0, delta=1e-6)))
     assert not [w for w in rec if issubclass(w.category, PrivacyWarning)]
+
+
+def test_report_summarises_per_round_records_unless_trace():
+    """Issue 12.17: the DP report.json at d = 20 was 2.1 MB (one privacy event per round and row)."""
+    import json
+
+    _, tables = simulated_tables(12, 3, 500, seed=4)
+    runs = {}
+    for trace in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs[trace] = learn(tables, LearnConfig(seed=2, rounds=8, trace=trace, dp=DPConfig(epsilon=5.0))).report
+    small, full = (len(json.dumps(runs[t], default=str)) for t in (False, True))
+    assert small < full / 3, (small, full)
+    for s_part, f_part in zip(runs[False]["privacy"]["participants"], runs[True]["privacy"]["participants"]):
+        assert "events" not in s_part and "releases" not in f_part
+        assert sum(g["rho"] for g in s_part["releases"]) == pytest.approx(f_part["rho"], rel=1e-12)
+        assert sum(g["records"] for g in s_part["releases"]) == len(f_part["events"])
+        by = {g["release"]: g["count"] for g in s_part["releases"]}
+        assert by["coordinate-selection"] == sum(e["count"] for e in f_part["events"] if e["release"] == "coordinate-selection")
+    assert "support" not in runs[False]["history"][0] and "support" in runs[True]["history"][0]
+    assert runs[False]["privacy"]["epsilon"] == runs[True]["privacy"]["epsilon"]

@@ -65,6 +65,10 @@ def command(
         "process). Only encoded messages cross between processes; results are identical. Helps on idle "
         "cores; on a busy shared machine it was slower (README).",
     ),
+    trace: bool = typer.Option(
+        False, "--trace", help="Keep every per-round record in report.json (each round's support, every privacy "
+        "event); without it they are summarised.",
+    ),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
     dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL)."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp)."),
@@ -116,7 +120,7 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
-        workers=workers, snap=snap, polish=polish,
+        workers=workers, snap=snap, polish=polish, trace=trace,
     )
     cfg.check()  # every option check lives in the run plan; these need no data
     paths = common.expand_shard_paths(shards or [], files_from)

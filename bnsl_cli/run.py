@@ -24,7 +24,7 @@ import numpy as np
 
 from bnsl_cli import __version__
 from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
 
 __all__ = [
     "SCHEMA_VERSION",

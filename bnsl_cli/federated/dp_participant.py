@@ -37,6 +37,7 @@ from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise, project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.one_off import release_means, release_range, release_second_moments
+from bnsl_cli.privacy.release_plan import covariance_sensitivity
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, ReleaseKind
 
 __all__ = [
@@ -299,7 +300,7 @@ def private_covariance(Xc: np.ndarray, v_hat: np.ndarray, clip: float, multiplie
     norms = np.sqrt((Xc * Xc).sum(axis=1))
     scale = np.minimum(1.0, c_x / np.maximum(norms, 1e-300))
     Xs = Xc * scale[:, None]
-    sens = float(np.sqrt(2.0) * c_x**2)
+    sens = covariance_sensitivity(c_x)
     std = multiplier * sens
     noisy = Xs.T @ Xs + symmetric_gaussian_matrix(d, std, rng)
     return project_psd(noisy), PrivacyEvent(ReleaseKind.COVARIANCE, GAUSSIAN, sens, std, 1)

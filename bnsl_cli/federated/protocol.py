@@ -38,14 +38,12 @@ def run_admm(
     *,
     h_tol: float = 1e-8,
     gap_tol: float = 1e-3,
-    early_stop: bool = True,
     threshold: float = 0.3,
     progress: Optional[Callable[[dict], None]] = None,
-    stop_check: Optional[Callable[[dict], bool]] = None,
     polish=None,
 ) -> RunLog:
     """Run at most ``max_rounds`` ADMM rounds; stop early when ``h(W) ≤ h_tol`` and
-    ``max_p ‖B_p − W‖_max ≤ gap_tol`` (if ``early_stop``). With ``polish`` (a
+    ``max_p ‖B_p − W‖_max ≤ gap_tol``. With ``polish`` (a
     :class:`~bnsl_cli.federated.polish.PolishStage`), one second-moment exchange follows the rounds.
     Ends with a stop broadcast that delivers the final consensus W to every participant."""
     from bnsl_cli.federated.fleet import LocalFleet
@@ -82,10 +80,7 @@ def run_admm(
             progress(info)
         if not np.isfinite(info["h"]):
             break
-        if early_stop and info["h"] <= h_tol and info["gap"] <= gap_tol:
-            stopped = True
-            break
-        if stop_check is not None and stop_check(info):
+        if info["h"] <= h_tol and info["gap"] <= gap_tol:
             stopped = True
             break
     polish_up = np.zeros(P, dtype=np.int64)

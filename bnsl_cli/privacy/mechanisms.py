@@ -9,7 +9,7 @@
   identical; with per-column bookkeeping a step costs O(d) instead of O(d²) when one column changes.
 * :func:`gaussian_noise`, :func:`symmetric_gaussian_matrix` — the Gaussian mechanism; with L2
   sensitivity ``Delta`` and std ``sigma`` it costs ``Delta**2 / (2 sigma**2)`` zCDP.
-* :func:`clip`, :func:`project_psd` — clipping of inputs and post-processing of outputs.
+* :func:`project_psd` — post-processing of a released matrix.
 * :func:`make_rng` — the random generator (operating-system entropy unless a seed is given).
 * :func:`sample_noise` — the one function that draws DP noise; every mechanism calls it.
 
@@ -38,7 +38,6 @@ __all__ = [
     "gumbel_max_select",
     "ColumnwiseSelector",
     "gaussian_noise",
-    "clip",
     "symmetric_gaussian_matrix",
     "project_psd",
 ]
@@ -160,14 +159,6 @@ def gaussian_noise(
         return sample_noise(rng, "normal", sd.shape) * sd
     size = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     return sample_noise(rng, "normal", size) * sd
-
-
-def clip(u: Union[float, np.ndarray], c: Union[float, np.ndarray]) -> np.ndarray:
-    """Elementwise ``max(-c, min(c, u))``; ``c >= 0`` may be an array broadcast against ``u``."""
-    c_arr = np.asarray(c, dtype=float)
-    if np.isnan(c_arr).any() or (c_arr < 0).any():
-        raise ValueError("clipping levels must be >= 0")
-    return np.clip(u, -c_arr, c_arr)
 
 
 def symmetric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> np.ndarray:

@@ -35,7 +35,7 @@ __all__ = [
     "ledger_of",
     "spend_of",
     "calibrate_releases",
-    "multiplier_of",
+    "covariance_sensitivity",
 ]
 
 #: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
@@ -52,6 +52,16 @@ def _multiplier(rho: float) -> float:
     if not math.isfinite(m):
         raise PrivacyBudgetError(f"the zCDP budget {rho!r} of a release is too small to fund any noise level")
     return m
+
+
+def covariance_sensitivity(clip_norm: float) -> float:
+    """Replace-one L2 (Frobenius) sensitivity of ``XᵀX`` with rows clipped to norm ``C_x``: ``√2 C_x²``.
+
+    ``‖x xᵀ − y yᵀ‖²_F = ‖x‖⁴ + ‖y‖⁴ − 2 (xᵀy)² ≤ 2 C_x⁴``; it also bounds the sensitivity of the
+    upper triangle (with the diagonal) that the symmetric noise is drawn for."""
+    if not (clip_norm > 0 and math.isfinite(clip_norm)):
+        raise PrivacyBudgetError(f"the row clipping norm C_x must be a finite number > 0, got {clip_norm!r}")
+    return math.sqrt(2.0) * float(clip_norm) ** 2
 
 
 def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list[tuple[ReleaseKind, float]]:
@@ -137,14 +147,6 @@ def spend_of(releases: Sequence[PlannedRelease], delta: float, conversion: str =
 
     rho = ledger_of(releases).max_rho()
     return epsilon_from_rho(rho, delta, conversion), rho
-
-
-def multiplier_of(releases: Sequence[PlannedRelease], kind: ReleaseKind):
-    """The noise multiplier of the release ``kind`` (``None`` when it is not planned)."""
-    for r in releases:
-        if r.kind == kind:
-            return r.multiplier
-    return None
 
 
 def calibrate_releases(

@@ -5,7 +5,6 @@ import pytest
 from scipy import stats
 
 from bnsl_cli.privacy.mechanisms import (
-    clip,
     gaussian_noise,
     ColumnwiseSelector,
     gumbel_max_select,
@@ -207,16 +206,6 @@ def test_project_psd():
     assert np.allclose(project_psd(np.diag([1.0, -2.0, 3.0])), np.diag([1.0, 0.0, 3.0]))
     w, V = np.linalg.eigh(S)
     assert np.linalg.norm(S - P) == pytest.approx(np.sqrt(np.sum(np.minimum(w, 0) ** 2)), rel=1e-9)
-
-
-def test_clip_elementwise_with_array_levels():
-    u = np.array([[-5.0, 0.2, 3.0], [1.0, -0.1, -2.0]])
-    c = np.array([1.0, 0.1, 2.5])
-    out = clip(u, c)
-    assert np.array_equal(out, [[-1.0, 0.1, 2.5], [1.0, -0.1, -2.0]])
-    assert np.array_equal(clip(u, 0.5), np.clip(u, -0.5, 0.5))
-    with pytest.raises(ValueError):
-        clip(u, -1.0)
 
 
 def test_make_rng():

@@ -134,7 +134,6 @@ class ClippedGradients:
     def __init__(self, Xc: np.ndarray, precision: str = "single"):
         if precision not in ("single", "double"):
             raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
-        self.precision = precision
         self.dtype = np.float32 if precision == "single" else np.float64
         # rows of these are columns of the data: X_cᵀ (d × n_p) and the residuals Rᵀ = (X_c B − X_c)ᵀ,
         # so that updating child j touches one contiguous row

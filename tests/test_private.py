@@ -164,6 +164,14 @@ def test_plan_round_trips_and_refuses_dp_where_the_method_cannot_honour_it():
         plan = _plan(X, polish=True, **kw)
         again = RunPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
         assert again == plan
+    shapes = Shapes(("a", "b", "c"), (ParticipantShape("f.csv", 100, "ab" * 32), ParticipantShape("g.csv", 50)))
+    for method in ("fed-sparse", "fed-bnsl", "notears", "local-notears"):
+        plan = RunPlan.resolve(LearnConfig(method=method, workers=None, seed=3), shapes)
+        assert RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    bad = plan.to_dict()
+    bad["version"] = 99
+    with pytest.raises(Exception, match="version"):
+        RunPlan.from_dict(bad)
     shapes = Shapes(("a", "b"), (ParticipantShape("f.csv", 100),))
     for method in ("notears", "local-notears"):
         with pytest.raises(OptionError, match="--dp"):

@@ -146,7 +146,7 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
                 stage = PRE_ROUND_STAGES["standardize"]
             except KeyError:
                 raise BnslError("the plan asks for standardisation, but no standardisation stage is available") from None
-            stage(plan, fleet, report)
+            stage.run(plan, fleet, report)
         outcome = roles.drive(plan, fleet, progress)
     report.update(outcome.report)
     report.setdefault("warnings", [])

@@ -357,3 +357,30 @@ def test_command_module_imports_no_numerics():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_spend_of_a_runs_release_list(tmp_path):
+    """Issue 12.5: spend mode takes the same release list as learn — straight from its report."""
+    import warnings
+
+    from bnsl_cli.learn import DPConfig, LearnConfig, learn
+    from tests._sim import simulated_tables
+
+    _, tables = simulated_tables(5, 2, 1000, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(tables, LearnConfig(seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(rep, default=str))
+    out = run_json("--releases", path)
+    assert out["epsilon"] == pytest.approx(3.0, rel=1e-9) and out["delta"] == rep["privacy"]["delta"]
+    assert out["releases"] == rep["privacy"]["plan"]["releases"]
+    assert run_json("--releases", path, "--delta", 1e-3)["epsilon"] < 3.0  # a larger δ, a smaller ε
+    plan = tmp_path / "plan.json"
+    plan.write_text(run("--epsilon", 2, "--delta", 1e-7, "--steps", 20, "--json").stdout)
+    assert run_json("--releases", plan)["epsilon"] == pytest.approx(2.0, rel=1e-9)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    res = run("--releases", bad)
+    assert res.exit_code == 3 and "no release list" in res.stderr
+    assert run("--releases", path, "--epsilon", 1).exit_code == 2

@@ -169,7 +169,7 @@ class ClippedGradients:
         buf = self._buf
         np.multiply(self._XTc, self.RT[j].astype(self.dtype, copy=False), out=buf)
         np.clip(buf, self._lo, self._hi, out=buf)
-        return buf.sum(axis=1, dtype=np.float64)
+        return np.einsum("ij->i", buf, dtype=np.float64)  # float64 accumulation (measured faster than sum)
 
     def move(self, m: int, j: int, delta: float) -> None:
         """``B[m, j] += delta``: update child ``j``'s residuals and its column of sums."""

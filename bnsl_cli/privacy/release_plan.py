@@ -43,6 +43,9 @@ __all__ = [
 RANGE_FRACTION = 0.5
 #: How many times the calibration shaves ρ* by a few ulps to absorb rounding before it gives up.
 CALIBRATION_ATTEMPTS = 64
+#: The calibrated plan spends at most ε·(1 − this): the run's ledger recomputes each release's ρ
+#: from its actual sensitivity and noise (a few ulps apart from the plan's), and must stay within ε.
+CALIBRATION_MARGIN = 1e-12
 
 
 def _multiplier(rho: float) -> float:
@@ -156,7 +159,7 @@ def calibrate_releases(
     (ε, δ), verified: their spend read back from their ledger is at most ε.
 
     Rounding in the multipliers can push the recomputed spend a few ulps above ε; ρ* is shaved by a
-    few ulps at a time. If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
+    few ulps at a time until the spend is at most ε·(1 − ``CALIBRATION_MARGIN``). If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
     rather than return an unverified plan."""
     from bnsl_cli.privacy.accountant import rho_for_epsilon, validate_delta, validate_epsilon
 
@@ -165,7 +168,7 @@ def calibrate_releases(
     rho_star = rho_for_epsilon(eps, dlt, conversion)
     for attempt in range(CALIBRATION_ATTEMPTS):
         releases = build(rho_star)
-        if spend_of(releases, dlt, conversion)[0] <= eps:
+        if spend_of(releases, dlt, conversion)[0] <= eps * (1.0 - CALIBRATION_MARGIN):
             return releases, rho_star
         rho_star *= 1.0 - 2.0 ** (min(attempt, 24) - 52)  # a few ulps, growing, at most 2⁻²⁸ a time
     raise PrivacyBudgetError(

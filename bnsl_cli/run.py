@@ -31,6 +31,7 @@ __all__ = [
     "LearnResult",
     "run",
     "learn",
+    "run_tables",
     "local_fleet",
     "participant_rngs",
     "finish_graph",
@@ -321,9 +322,14 @@ def local_fleet(plan: RunPlan, tables):
 def learn(tables, options: LearnConfig = LearnConfig(), progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
     """Learn a DAG from participant tables (one table = one participant, same columns):
     resolve the plan, build the participants here (or in worker processes), run."""
+    return run_tables(RunPlan.resolve(options, Shapes.of_tables(tables)), tables, progress)
+
+
+def run_tables(plan: RunPlan, tables, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
+    """Run a resolved plan on participant tables held here: the participants in this process (or in
+    ``plan.workers`` worker processes), then :func:`run`."""
     from bnsl_cli.numerics import single_blas_thread
 
-    plan = RunPlan.resolve(options, Shapes.of_tables(tables))
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:

@@ -148,12 +148,14 @@ def command(
 
 
 def _run_with_progress(tables, cfg, quiet):
-    from bnsl_cli.run import learn
+    from bnsl_cli.plan import RunPlan, Shapes
+    from bnsl_cli.run import run_tables
 
+    plan = RunPlan.resolve(cfg, Shapes.of_tables(tables))
     console = common.err_console
-    max_rounds = cfg.rounds or (50 if cfg.dp is not None else 80)
+    max_rounds = plan.rounds
     if quiet:
-        return learn(tables, cfg)
+        return run_tables(plan, tables)
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -175,7 +177,7 @@ def _run_with_progress(tables, cfg, quiet):
                     text += f" edges={info['edges']}"
                 bar.update(task, completed=info["round"], info=text)
 
-            return learn(tables, cfg, progress)
+            return run_tables(plan, tables, progress)
 
     def plain(info):
         r = info["round"]
@@ -188,7 +190,7 @@ def _run_with_progress(tables, cfg, quiet):
                 line += f" edges={info['edges']}"
             console.print(line, highlight=False)
 
-    return learn(tables, cfg, plain)
+    return run_tables(plan, tables, plain)
 
 
 def _write_outputs(out: Path, result, method: str) -> None:

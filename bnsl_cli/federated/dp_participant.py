@@ -141,7 +141,8 @@ class ClippedGradients:
         self.RT = -self.XT.copy()
         self._XTc = self.XT.astype(self.dtype, copy=False)
         self._buf = np.empty_like(self._XTc)
-        self.levels: Optional[np.ndarray] = None
+        self.levels: Optional[np.ndarray] = None  # clip levels C_i (float64)
+        self.hi = self.lo = None  # ±C_i in the working precision, rounded towards zero (column vectors)
         self.sums: Optional[np.ndarray] = None
 
     @property
@@ -160,15 +161,15 @@ class ClippedGradients:
         hi = self.levels.astype(self.dtype)
         over = hi.astype(np.float64) > self.levels
         hi[over] = np.nextafter(hi[over], self.dtype(0))
-        self._hi = hi[:, None].copy()
-        self._lo = -self._hi
+        self.hi = hi[:, None].copy()
+        self.lo = -self.hi
         self._recompute_all()
 
     def column(self, j: int) -> np.ndarray:
         """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d))."""
         buf = self._buf
         np.multiply(self._XTc, self.RT[j].astype(self.dtype, copy=False), out=buf)
-        np.clip(buf, self._lo, self._hi, out=buf)
+        np.clip(buf, self.lo, self.hi, out=buf)
         return np.einsum("ij->i", buf, dtype=np.float64)  # float64 accumulation (measured faster than sum)
 
     def move(self, m: int, j: int, delta: float) -> None:

@@ -149,8 +149,9 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
                 raise BnslError("the plan asks for standardisation, but no standardisation stage is available") from None
             stage.run(plan, fleet, report)
         outcome = roles.drive(plan, fleet, progress)
+    early_warnings = report.pop("warnings", [])  # a pre-round stage's
     report.update(outcome.report)
-    report.setdefault("warnings", [])
+    report["warnings"] = list(early_warnings) + list(report.get("warnings", []))
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
     if outcome.local is not None:
         for entry in report["local"]:

@@ -289,7 +289,8 @@ def test_a_pre_round_stage_plugs_in_with_its_release_share(monkeypatch):
 
     calls = []
     stage = roles.PreRoundStage(
-        run=lambda plan, fleet, report: calls.append((plan.standardize, len(fleet))),
+        run=lambda plan, fleet, report: (calls.append((plan.standardize, len(fleet))),
+                                         report.setdefault("warnings", []).append("stage says hi")),
         dp_share=0.1,
         releases=lambda rho: [PlannedRelease(ReleaseKind.STANDARDIZE_STATS, GAUSSIAN, 1.0 / np.sqrt(2 * rho))],
     )
@@ -305,8 +306,9 @@ def test_a_pre_round_stage_plugs_in_with_its_release_share(monkeypatch):
     tables = [Table(X[:150], shapes.names, "a.csv"), Table(X[150:], shapes.names, "b.csv")]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        learn(tables, LearnConfig(rounds=2, standardize=True))
+        rep = learn(tables, LearnConfig(rounds=2, standardize=True)).report
     assert calls == [(True, 2)]
+    assert rep["warnings"][0] == "stage says hi" and len(rep["warnings"]) >= 2  # the stage's, then the run's
     monkeypatch.delitem(roles.PRE_ROUND_STAGES, "standardize")
     from bnsl_cli.errors import OptionError
 

@@ -151,7 +151,8 @@ METHODS = tuple(_REGISTRY)
 class PreRoundStage:
     """A stage before the rounds (e.g. the exchange of column statistics for ``standardize``)."""
 
-    #: coordinator side: ``run(plan, fleet, report)`` (messages through the fleet only)
+    #: coordinator side: ``run(plan, fleet, report)`` (messages through the fleet only); it may add
+    #: its own report keys and append to ``report["warnings"]`` (kept ahead of the driver's)
     run: Callable
     #: share of the whole zCDP budget ρ* its releases take in a private run
     dp_share: float = 0.0

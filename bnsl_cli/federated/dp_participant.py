@@ -351,9 +351,10 @@ class DPSparseParticipant(_PrivateHolder):
         polish_clip: float = POLISH_CLIP,
         label: Optional[str] = None,
     ):
+        self.label = label or f"participant {pid + 1}"
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
+        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, self.label)
         super().__init__(pid, X, n_total, lam, centre=centre)
         self._record(events)
         self.notes = notes
@@ -383,7 +384,7 @@ class DPSparseParticipant(_PrivateHolder):
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
         if self.polish_multiplier is None or self.polish_released:
             raise PrivacyBudgetError(
-                f"participant {self.pid + 1}: the polish's second moments were requested, but "
+                f"{self.label}: the polish's second moments were requested, but "
                 + ("they were already released once" if self.polish_released else "no budget was calibrated for them")
             )
         self.polish_released = True
@@ -425,9 +426,10 @@ class DPDenseParticipant(_PrivateHolder):
         clip: float = 1.5,
         label: Optional[str] = None,
     ):
+        self.label = label or f"participant {pid + 1}"
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
+        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, self.label)
         super().__init__(pid, X, n_total, 0.0, centre=centre)
         self._record(events)
         self.notes = notes
@@ -445,7 +447,7 @@ class DPDenseParticipant(_PrivateHolder):
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
-        raise PrivacyBudgetError(f"participant {self.pid + 1}: DP-Fed-BNSL plans no second-moment release for a polish")
+        raise PrivacyBudgetError(f"{self.label}: DP-Fed-BNSL plans no second-moment release for a polish")
 
     def _local_update(self, rnd: int) -> DenseUpdate:
         A = self._S + self.rho2 * np.eye(self.d)

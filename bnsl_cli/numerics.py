@@ -15,9 +15,11 @@ import scipy.linalg
 
 __all__ = [
     "acyclicity",
+    "acyclicity_value",
     "cyclic_blocks",
     "acyclicity_blocks",
     "single_blas_thread",
+    "second_moment",
 ]
 
 
@@ -66,6 +68,16 @@ def acyclicity_blocks(W: np.ndarray, blocks: list[np.ndarray]) -> tuple[float, n
         h += hb
         G[sub] = gb
     return h, G
+
+
+def acyclicity_value(W: np.ndarray) -> float:
+    """``h(W)`` only."""
+    return acyclicity(W)[0]
+
+
+def second_moment(X: np.ndarray, n_total: int) -> np.ndarray:
+    """``Xᵀ X / n_total`` (the caller centres ``X`` first)."""
+    return (X.T @ X) / float(n_total)
 
 
 @contextlib.contextmanager

@@ -89,6 +89,11 @@ def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) 
     return sorted(seen.values(), key=lambda q: str(q))
 
 
+def env_default(name: str):
+    """Name of the ``BNSL_*`` environment variable for an option (used as ``envvar=``)."""
+    return f"BNSL_{name.upper()}"
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
     from rich.markup import escape
 

@@ -120,8 +120,9 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
-        workers=workers, snap=snap, polish=polish, trace=trace,
+        workers=workers, snap=snap, polish=polish,
     )
+    cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:

@@ -155,6 +155,9 @@ def command(
     check_output_dir(out, files + [SUMMARY], inputs, force or _is_refit_output(out))
 
     graph = read_graph(est_path)
+    tables = read_shards(paths)
+    names = tables[0].names
+    structure = align_graph(graph, names, source=str(est_path))
     private = _private_source(est_path)
     if private is not None:
         import warnings
@@ -167,9 +170,6 @@ def command(
             "private; keep each participant's weights with that participant",
             PrivacyWarning,
         )
-    tables = read_shards(paths)
-    names = tables[0].names
-    structure = align_graph(graph, names, source=str(est_path))
     if not is_dag(structure != 0):
         import warnings
 

@@ -140,7 +140,12 @@ def command(
         if spend_mode or rho is not None or max_rho or epsilon is not None:
             raise fail("--releases computes the spend of a release list; give it alone (with --delta/--samples, --conversion)", 2)
         result = _spend_list(releases_file, delta, samples, conv, fail)
-        _emit(result, json_out)
+        if json_out:
+            from bnsl_cli.cli.common import print_json
+
+            print_json(result["json"])
+        else:
+            _render(result)
         return
 
     # ---- which direction ---------------------------------------------------------------------
@@ -176,10 +181,7 @@ def command(
         result = _calibrate(meth, epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
                             mean_share, public_means, conv, value_bound, polish_share)
     result["assumptions"]["delta"] = delta_source
-    _emit(result, json_out)
 
-
-def _emit(result: dict, json_out: bool) -> None:
     if json_out:
         from bnsl_cli.cli.common import print_json
 

@@ -180,3 +180,33 @@ def test_coordinator_solver_issues_and_unconverged_dp_runs_warn(monkeypatch):
     assert any("did not converge in 2 rounds" in t for t in texts)  # the unconverged private run
     assert any("W-step" in t and "simulated" in t for t in texts)
     assert len(rep["solver_issues"]) == 2 and any("W-step" in w for w in rep["warnings"])
+
+
+def test_report_names_each_participants_file_and_its_sha256_when_known():
+    from types import SimpleNamespace
+
+    _, tables = simulated_tables(4, 2, 200, seed=0)
+    hashed = [SimpleNamespace(X=t.X, names=t.names, path=f"site{k}.csv", n=t.n, sha256=f"{k:064x}")
+              for k, t in enumerate(tables)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(hashed, LearnConfig(rounds=2)).report
+    parts = rep["data"]["participants"]
+    assert [p["participant"] for p in parts] == [1, 2]
+    assert [p["file"] for p in parts] == ["site0.csv", "site1.csv"]
+    assert parts[1]["sha256"] == f"{1:064x}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = learn(tables, LearnConfig(rounds=2)).report
+    assert "sha256" not in plain["data"]["participants"][0]
+
+
+def test_local_notears_in_worker_processes_matches_one_process():
+    _, tables = simulated_tables(5, 3, 300, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = learn(tables, LearnConfig(method="local-notears", workers=1))
+        b = learn(tables, LearnConfig(method="local-notears", workers=3))
+    assert all(np.array_equal(x, y) for x, y in zip(a.local, b.local))
+    assert [p["graph"] for p in a.report["local"]] == [p["graph"] for p in b.report["local"]]
+    assert b.report["timing"]["workers"] == 3

@@ -154,6 +154,14 @@ def _convergence(log: RunLog, plan, label: str) -> tuple[bool, Optional[str]]:
         what.append(f"h(W) = {last['h']:.2e} > {plan.h_tol:g}")
     if not last["gap"] <= plan.gap_tol:
         what.append(f"consensus gap max|B_p − W| = {last['gap']:.2e} > {plan.gap_tol:g}")
+    if plan.private:
+        # more rounds or steps spread the same budget thinner: different advice under --dp
+        return converged, (
+            f"{label} did not converge in {log.rounds} rounds ({'; '.join(what)}); the graph was thresholded "
+            "and made acyclic anyway. Under --dp the noisy updates keep B_p from settling on W (the privacy "
+            "guarantee is unaffected); a larger --epsilon lets them settle closer, while more --rounds or "
+            "--steps spread the same budget over more noisy steps."
+        )
     return converged, (
         f"{label} did not converge in {log.rounds} rounds ({'; '.join(what)}); "
         f"the graph was thresholded and made acyclic anyway. Raise --rounds (now {plan.rounds}) "

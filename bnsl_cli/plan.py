@@ -460,8 +460,7 @@ class RunPlan:
         if dp is not None:
             delta = dp.delta if dp.delta is not None else default_delta([p.rows for p in parts])
             plan["privacy"] = resolve_privacy(
-                options.method, dp, delta=delta, rounds=plan["rounds"], steps=plan["steps"], polish=plan["polish"], d=d,
-                stages=("standardize",) if options.standardize else (),
+                options.method, dp, delta=delta, rounds=plan["rounds"], steps=plan["steps"], polish=plan["polish"], d=d
             )
         return cls(**plan)
 
@@ -509,13 +508,10 @@ def resolve_privacy(
     d: Optional[int] = None,
     mean_share: Optional[float] = None,
     moment_share: Optional[float] = None,
-    stages: Sequence[str] = (),
 ) -> PrivacyPlan:
     """The privacy part of a plan for ``method``: the verified release list for (ε, δ) — what
     ``learn --dp`` runs and ``privacy-budget`` prints. ``mean_share``/``moment_share`` default to
-    ``learn``'s (``MEAN_SHARE``, 0 with public means; ``MOMENT_SHARE``). ``stages`` names the
-    pre-round stages of the run (``"standardize"``): each takes its ``dp_share`` of ρ* first, and the
-    method's shares apply to the rest."""
+    ``learn``'s (``MEAN_SHARE``, 0 with public means; ``MOMENT_SHARE``)."""
     from bnsl_cli.federated.roles import roles_for
     from bnsl_cli.privacy.accountant import validate_delta
     from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
@@ -544,28 +540,6 @@ def resolve_privacy(
         rounds=int(rounds), steps=int(steps), selection_share=float(dp.selection_share), mean_share=float(mean_share),
         moment_share=float(moment_share), polish_share=polish_share, value_bound_given=dp.value_bound is not None,
     )
-    from bnsl_cli.federated.roles import PRE_ROUND_STAGES
-
-    pre = []
-    for name in stages:
-        stage = PRE_ROUND_STAGES.get(name)
-        if stage is None:
-            raise OptionError(f"--{name} is not available in this build")
-        if stage.releases is None:
-            raise PrivacyBudgetError(f"--{name} has no private variant; it cannot run with --dp")
-        pre.append(stage)
-    pre_share = sum(st.dp_share for st in pre)
-    if not 0.0 <= pre_share < 1.0:
-        raise PrivacyBudgetError(f"the pre-round stages take {pre_share:g} of the budget; they must leave some")
-    if pre:
-        method_build = build
-
-        def build(rho_star):  # noqa: F811 - the stages' releases first, then the method's on the rest
-            out = []
-            for st in pre:
-                out.extend(st.releases(st.dp_share * rho_star))
-            return out + method_build((1.0 - pre_share) * rho_star)
-
     releases, rho_star = calibrate_releases(build, dp.epsilon, delta, dp.conversion)
     iterative = any(r.kind == ReleaseKind.SELECTION for r in releases)
     levels = dp.clip_levels

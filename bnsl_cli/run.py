@@ -139,19 +139,18 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
 
     t0 = time.perf_counter()
     roles = roles_for(plan.method)
-    report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
     weak = _weak_participants(plan)  # warned before the rounds, reported after
+    report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
     with single_blas_thread():
         if plan.standardize:
             try:
                 stage = PRE_ROUND_STAGES["standardize"]
             except KeyError:
                 raise BnslError("the plan asks for standardisation, but no standardisation stage is available") from None
-            stage.run(plan, fleet, report)
+            stage(plan, fleet, report)
         outcome = roles.drive(plan, fleet, progress)
-    early_warnings = report.pop("warnings", [])  # a pre-round stage's
     report.update(outcome.report)
-    report["warnings"] = list(early_warnings) + list(report.get("warnings", []))
+    report.setdefault("warnings", [])
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
     if outcome.local is not None:
         for entry in report["local"]:

@@ -281,41 +281,6 @@ def test_report_summarises_per_round_records_unless_trace():
     assert runs[False]["privacy"]["epsilon"] == runs[True]["privacy"]["epsilon"]
 
 
-def test_a_pre_round_stage_plugs_in_with_its_release_share(monkeypatch):
-    """The hook the standardisation stage uses: its release takes its share of ρ* in the plan's
-    release list, the method's releases the rest, and run() calls its coordinator side first."""
-    from bnsl_cli.federated import roles
-    from bnsl_cli.privacy.releases import GAUSSIAN, PlannedRelease
-
-    calls = []
-    stage = roles.PreRoundStage(
-        run=lambda plan, fleet, report: (calls.append((plan.standardize, len(fleet))),
-                                         report.setdefault("warnings", []).append("stage says hi")),
-        dp_share=0.1,
-        releases=lambda rho: [PlannedRelease(ReleaseKind.STANDARDIZE_STATS, GAUSSIAN, 1.0 / np.sqrt(2 * rho))],
-    )
-    monkeypatch.setitem(roles.PRE_ROUND_STAGES, "standardize", stage)
-    X, _ = _centred(n=300)
-    shapes = Shapes(tuple(f"x{i}" for i in range(6)), (ParticipantShape("a.csv", 300), ParticipantShape("b.csv", 300)))
-    plan = RunPlan.resolve(LearnConfig(rounds=3, standardize=True, dp=DPConfig(epsilon=3.0, delta=1e-6)), shapes)
-    by = {r.kind: r for r in plan.privacy.releases}
-    assert by[ReleaseKind.STANDARDIZE_STATS].rho == pytest.approx(0.1 * plan.privacy.rho_target, rel=1e-12)
-    assert plan.privacy.spend()[0] == pytest.approx(3.0, rel=1e-9)
-    from bnsl_cli.io.data import Table
-
-    tables = [Table(X[:150], shapes.names, "a.csv"), Table(X[150:], shapes.names, "b.csv")]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rep = learn(tables, LearnConfig(rounds=2, standardize=True)).report
-    assert calls == [(True, 2)]
-    assert rep["warnings"][0] == "stage says hi" and len(rep["warnings"]) >= 2  # the stage's, then the run's
-    monkeypatch.delitem(roles.PRE_ROUND_STAGES, "standardize")
-    from bnsl_cli.errors import OptionError
-
-    with pytest.raises(OptionError, match="standardize"):
-        RunPlan.resolve(LearnConfig(standardize=True), shapes)
-
-
 @pytest.mark.parametrize("method", ["fed-bnsl", "fed-sparse"])
 def test_the_reported_epsilon_never_exceeds_the_target(method):
     """The ledger of the noise actually drawn is recomputed from each release's sensitivity and noise,

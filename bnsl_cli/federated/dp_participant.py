@@ -351,13 +351,13 @@ class DPSparseParticipant(_PrivateHolder):
         polish_clip: float = POLISH_CLIP,
         label: Optional[str] = None,
     ):
-        self.label = label or f"participant {pid + 1}"
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, self.label)
+        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
         super().__init__(pid, X, n_total, lam, centre=centre)
         self._record(events)
         self.notes = notes
+        self.label = label or f"participant {pid + 1}"
         self.steps = int(steps)
         self.v_hat = v_hat
         self.m_hat = v_hat * self.n_rows / float(n_total)
@@ -426,13 +426,13 @@ class DPDenseParticipant(_PrivateHolder):
         clip: float = 1.5,
         label: Optional[str] = None,
     ):
-        self.label = label or f"participant {pid + 1}"
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, self.label)
+        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
         super().__init__(pid, X, n_total, 0.0, centre=centre)
         self._record(events)
         self.notes = notes
+        self.label = label or f"participant {pid + 1}"
         S, ev = private_covariance(self._Xc, v_hat, clip, sigma_multiplier, rng)
         self._record([ev])
         self._S = S / float(n_total)

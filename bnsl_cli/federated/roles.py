@@ -9,10 +9,8 @@ A method is one :class:`MethodRoles` entry in ``_REGISTRY``:
 - ``drive(plan, fleet, progress) -> Outcome`` — the coordinator side: the exchanges through the
   fleet, ending with ``fleet.finish()``; it never sees rows.
 
-``PRE_ROUND_STAGES`` maps a plan option (``"standardize"``) to a :class:`PreRoundStage`: its
-coordinator side ``run(plan, fleet, report)``, which :func:`bnsl_cli.run.run` calls before the
-driver, and for a private run the share of ρ* its releases take and those releases (the method's
-own releases share the rest).
+``PRE_ROUND_STAGES`` maps an option name (``"standardize"``) to a coordinator-side stage
+``stage(plan, fleet, report)`` that :func:`bnsl_cli.run.run` calls before the driver.
 
 Adding a method = one more entry here (and its two roles in their own module).
 """
@@ -27,7 +25,7 @@ import numpy as np
 from bnsl_cli.errors import OptionError
 from bnsl_cli.privacy.defaults import DP_LAMBDA
 
-__all__ = ["MethodRoles", "Outcome", "PreRoundStage", "METHODS", "PRE_ROUND_STAGES", "roles_for", "make_participant"]
+__all__ = ["MethodRoles", "Outcome", "METHODS", "PRE_ROUND_STAGES", "roles_for", "make_participant"]
 
 
 @dataclass
@@ -147,22 +145,8 @@ _REGISTRY: dict[str, MethodRoles] = {
 
 METHODS = tuple(_REGISTRY)
 
-@dataclass(frozen=True)
-class PreRoundStage:
-    """A stage before the rounds (e.g. the exchange of column statistics for ``standardize``)."""
-
-    #: coordinator side: ``run(plan, fleet, report)`` (messages through the fleet only); it may add
-    #: its own report keys and append to ``report["warnings"]`` (kept ahead of the driver's)
-    run: Callable
-    #: share of the whole zCDP budget ρ* its releases take in a private run
-    dp_share: float = 0.0
-    #: ``releases(rho) -> [PlannedRelease]``: its planned releases for a budget ``rho`` (private runs);
-    #: ``None`` when the stage cannot run privately
-    releases: Optional[Callable] = None
-
-
-#: Stages run before the rounds, keyed by the plan option that turns them on (``"standardize"``).
-PRE_ROUND_STAGES: dict[str, PreRoundStage] = {}
+#: Coordinator-side stages run before the rounds, keyed by the plan option that turns them on.
+PRE_ROUND_STAGES: dict[str, Callable] = {}
 
 
 def roles_for(method: str) -> MethodRoles:

@@ -17,13 +17,12 @@ Adding a method = one more entry here (and its two roles in their own module).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
 
 from bnsl_cli.errors import OptionError
-from bnsl_cli.privacy.defaults import DP_LAMBDA
 
 __all__ = ["MethodRoles", "Outcome", "METHODS", "PRE_ROUND_STAGES", "roles_for", "make_participant"]
 
@@ -126,7 +125,7 @@ def _dp_fed_bnsl_builder(*, mean_share, moment_share, value_bound_given, **_):
 #: total n, so Fed-Sparse-BNSL's per-participant λ acts as P·λ in centralized NOTEARS units.
 _REGISTRY: dict[str, MethodRoles] = {
     "fed-sparse": MethodRoles(
-        "fed-sparse", _fed_sparse_participant, _drive_admm, default_lambda=0.005, dp_lambda=DP_LAMBDA, private=True,
+        "fed-sparse", _fed_sparse_participant, _drive_admm, default_lambda=0.005, dp_lambda=0.01, private=True,
         polishable=True, release_builder=_dp_pgcd_builder, label="Fed-Sparse-BNSL: ADMM + PGCD",
     ),
     "fed-bnsl": MethodRoles(

@@ -173,8 +173,10 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
 
 def _summarise(report: dict) -> None:
     """Without ``trace``: per-round records are summarised — the history keeps its numbers but not
-    each round's support, and each participant's privacy events (one per round and row when the
-    clip levels follow ρ₂) are grouped by release."""
+    each round's support, and a participant's privacy events of one release that come as many
+    records (one per round and row when the clip levels follow ρ₂) become one entry: the summed
+    ``count`` and ``rho``, the smallest ``noise_multiplier``, the sensitivity range and the number
+    of ``records``. Single records stay as they are."""
     for h in report.get("history") or []:
         h.pop("support", None)
     pv = report.get("privacy")
@@ -182,23 +184,27 @@ def _summarise(report: dict) -> None:
         return
     for part in pv["participants"]:
         groups: dict = {}
-        for ev in part.pop("events"):
-            g = groups.setdefault((ev["release"], ev["mechanism"]), {
-                "release": ev["release"], "mechanism": ev["mechanism"], "count": 0, "rho": 0.0, "records": 0,
-                "noise_multiplier_min": ev["noise_multiplier"], "sensitivity_min": ev["sensitivity"],
-                "sensitivity_max": ev["sensitivity"],
+        for ev in part["events"]:
+            groups.setdefault((ev["release"], ev["mechanism"]), []).append(ev)
+        events = []
+        for (release, mechanism), evs in groups.items():
+            if len(evs) == 1:
+                events.append(evs[0])
+                continue
+            rhos = [ev["rho"] for ev in evs]
+            mults = [ev["noise_multiplier"] for ev in evs]
+            events.append({
+                "release": release,
+                "mechanism": mechanism,
+                "count": sum(ev["count"] for ev in evs),
+                "rho": None if None in rhos else sum(rhos),
+                "noise_multiplier": None if None in mults else min(mults),
+                "sensitivity_min": min(ev["sensitivity"] for ev in evs),
+                "sensitivity_max": max(ev["sensitivity"] for ev in evs),
+                "records": len(evs),
             })
-            g["count"] += ev["count"]
-            g["rho"] = None if (g["rho"] is None or ev["rho"] is None) else g["rho"] + ev["rho"]
-            g["records"] += 1
-            if ev["noise_multiplier"] is None or g["noise_multiplier_min"] is None:
-                g["noise_multiplier_min"] = None
-            else:
-                g["noise_multiplier_min"] = min(g["noise_multiplier_min"], ev["noise_multiplier"])
-            g["sensitivity_min"] = min(g["sensitivity_min"], ev["sensitivity"])
-            g["sensitivity_max"] = max(g["sensitivity_max"], ev["sensitivity"])
-        part["releases"] = list(groups.values())
-    pv["events"] = "summarised by release (run with --trace for every record)"
+        part["events"] = events
+    pv["events_summarised"] = "releases made as many records are one entry each; --trace keeps every record"
 
 
 def _weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:

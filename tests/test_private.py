@@ -272,11 +272,16 @@ def test_report_summarises_per_round_records_unless_trace():
     small, full = (len(json.dumps(runs[t], default=str)) for t in (False, True))
     assert small < full / 3, (small, full)
     for s_part, f_part in zip(runs[False]["privacy"]["participants"], runs[True]["privacy"]["participants"]):
-        assert "events" not in s_part and "releases" not in f_part
-        assert sum(g["rho"] for g in s_part["releases"]) == pytest.approx(f_part["rho"], rel=1e-12)
-        assert sum(g["records"] for g in s_part["releases"]) == len(f_part["events"])
-        by = {g["release"]: g["count"] for g in s_part["releases"]}
-        assert by["coordinate-selection"] == sum(e["count"] for e in f_part["events"] if e["release"] == "coordinate-selection")
+        assert len(s_part["events"]) < len(f_part["events"])
+        assert sum(g["rho"] for g in s_part["events"]) == pytest.approx(f_part["rho"], rel=1e-12)
+        assert sum(g.get("records", 1) for g in s_part["events"]) == len(f_part["events"])
+        by = {g["release"]: g for g in s_part["events"]}
+        assert by["coordinate-selection"]["count"] == sum(
+            e["count"] for e in f_part["events"] if e["release"] == "coordinate-selection")
+        assert by["coordinate-selection"]["records"] > 1 and "noise_multiplier" in by["coordinate-selection"]
+        # single records (the one-off releases) stay whole
+        assert by["second-moments"] == next(e for e in f_part["events"] if e["release"] == "second-moments")
+    assert "events_summarised" in runs[False]["privacy"] and "events_summarised" not in runs[True]["privacy"]
     assert "support" not in runs[False]["history"][0] and "support" in runs[True]["history"][0]
     assert runs[False]["privacy"]["epsilon"] == runs[True]["privacy"]["epsilon"]
 

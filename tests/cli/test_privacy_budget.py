@@ -184,8 +184,8 @@ def test_fed_bnsl_plan_matches_learn_and_spend_agrees(public):
     # every noise actually used in the run is the plan's multiplier of that release
     mult = {e["release"]: e["noise_multiplier"] for e in plan["releases"]}
     for part in rep["privacy"]["participants"]:
-        for ev in part["releases"]:
-            assert ev["noise_multiplier_min"] == pytest.approx(mult[ev["release"]], rel=1e-12)
+        for ev in part["events"]:
+            assert ev["noise_multiplier"] == pytest.approx(mult[ev["release"]], rel=1e-12)
     args = ["--sigma-multiplier", repr(plan["sigma_multiplier"]), "--moment-multiplier", repr(plan["moment_multiplier"])]
     if not public:
         args += ["--mean-multiplier", repr(plan["mean_multiplier"])]

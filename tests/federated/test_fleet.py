@@ -37,7 +37,7 @@ def test_dp_ledger_comes_back_from_the_workers():
     assert np.array_equal(a.W_raw, b.W_raw)
     steps = a.report["options"]["steps"]
     for part in a.report["privacy"]["participants"]:
-        sel = [e for e in part["releases"] if e["release"] == "coordinate-selection"]
+        sel = [e for e in part["events"] if e["release"] == "coordinate-selection"]
         assert sum(e["count"] for e in sel) == 4 * steps
 
 

@@ -24,7 +24,10 @@ __all__ = ["run_site", "default_summary"]
 
 
 def default_summary(participant) -> dict:
-    """What a site reports at the end: its timing and (private runs) its privacy events."""
+    """What a site reports at the end: the participant's own ``summary()`` (B_p when the plan asks
+    for it, timings, privacy events), or its timing and events for an older participant."""
+    if hasattr(participant, "summary"):
+        return participant.summary()
     out = {
         "compute_s": float(getattr(participant, "compute_s", 0.0)),
         "steps_taken": int(getattr(participant, "steps_taken", 0)),
@@ -36,6 +39,8 @@ def default_summary(participant) -> dict:
 
 
 def _events(participant) -> list:
+    if callable(getattr(participant, "events", None)):
+        return participant.events()
     ledger = getattr(participant, "ledger", None)
     return [] if ledger is None else ledger.events(participant.pid)
 

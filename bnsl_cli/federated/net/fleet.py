@@ -36,7 +36,12 @@ from bnsl_cli.federated.net.common import (
     need_grpc,
 )
 
-__all__ = ["NetworkFleet", "SiteInfo", "check_reply"]
+__all__ = ["NetworkFleet", "SiteInfo", "check_reply", "SUMMABLE_KINDS"]
+
+#: Protocol message kinds whose replies the coordinator only ever sums over the sites (header, then
+#: ``count`` float64 values): under secure aggregation the sites send them masked and the fleet
+#: hands the coordinator the sum as site 1's reply and zeros for the others.
+SUMMABLE_KINDS = {5}
 
 _CLOSE = object()
 _HELLO_KEYS = {"site": str, "columns": list, "rows": int}
@@ -131,6 +136,9 @@ class NetworkFleet:
         from concurrent.futures import ThreadPoolExecutor
 
         self.n = int(n_sites)
+        self.workers = self.n
+        #: set by the caller before :meth:`start` when the plan asks for secure aggregation
+        self.secure_sum = False
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)
         self.sites: list[SiteInfo] = []
@@ -308,15 +316,25 @@ class NetworkFleet:
             s.send(raw)
         deadline = time.monotonic() + self.timeout
         out: list[Optional[bytes]] = []
+        masked: list[bytes] = []
         for s in self.sites:
             frame = self._next(s, deadline, "its reply")
-            if frame.kind not in (F.DATA, F.EMPTY):
+            if frame.kind not in (F.DATA, F.EMPTY, F.MASKED):
                 raise self._fail(s, f"sent a {frame.name} frame where a reply was due (out of order)")
+            if (frame.kind == F.MASKED) != (self.secure_sum and _summable(frame.body)):
+                raise self._fail(
+                    s, "sent a masked reply outside secure aggregation" if frame.kind == F.MASKED
+                    else "sent a summable reply in the clear under secure aggregation"
+                )
             reply = frame.body
             why = check_reply(msg, reply, s.index)
             if why is not None:
                 raise self._fail(s, why)
             out.append(reply)
+            if frame.kind == F.MASKED:
+                masked.append(reply)
+        if masked:
+            out = _unmask(out)
         return out
 
     def finish(self) -> list[dict]:
@@ -353,6 +371,21 @@ class NetworkFleet:
 
     def __exit__(self, *exc):
         self.close(ok=False)
+
+
+def _summable(reply: Optional[bytes]) -> bool:
+    return reply is not None and len(reply) >= HEADER.size and reply[0] in SUMMABLE_KINDS
+
+
+def _unmask(replies: list[bytes]) -> list[bytes]:
+    """Masked summable replies (equal headers up to the sender) → the sum as the first site's
+    reply, zeros for the others; the coordinator sums them to the same total."""
+    from bnsl_cli.federated.secure_sum import unmask_sum
+
+    vals = [np.frombuffer(r, dtype="<u8", offset=HEADER.size) for r in replies]
+    total = unmask_sum(vals)
+    zeros = np.zeros_like(total).astype("<f8").tobytes()
+    return [r[: HEADER.size] + (total.astype("<f8").tobytes() if k == 0 else zeros) for k, r in enumerate(replies)]
 
 
 def _diff(a: list, b: list) -> str:

@@ -15,6 +15,9 @@ kind  name       direction                  body
 5     EMPTY      site → coordinator         no reply (answer to the stop broadcast)
 6     SUMMARY    site → coordinator         the site's end-of-run summary (JSON)
 7     DONE       coordinator → site         ``{}``: the run finished, outputs written
+8     MASKED     site → coordinator         a summable reply under secure aggregation: the
+                                            message's 18-byte header, then its values as
+                                            masked fixed-point uint64 (:mod:`..secure_sum`)
 127   ABORT      both                       ``{"reason": "..."}``: the run stops
 ====  =========  =========================  ====================================================
 """
@@ -26,15 +29,15 @@ import struct
 from dataclasses import dataclass
 
 __all__ = [
-    "VERSION", "HELLO", "PLAN", "ACCEPT", "DATA", "EMPTY", "SUMMARY", "DONE", "ABORT", "KIND_NAMES",
+    "VERSION", "HELLO", "PLAN", "ACCEPT", "DATA", "EMPTY", "SUMMARY", "DONE", "MASKED", "ABORT", "KIND_NAMES",
     "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data",
 ]
 
 VERSION = 1
-HELLO, PLAN, ACCEPT, DATA, EMPTY, SUMMARY, DONE, ABORT = 1, 2, 3, 4, 5, 6, 7, 127
+HELLO, PLAN, ACCEPT, DATA, EMPTY, SUMMARY, DONE, MASKED, ABORT = 1, 2, 3, 4, 5, 6, 7, 8, 127
 KIND_NAMES = {
     HELLO: "HELLO", PLAN: "PLAN", ACCEPT: "ACCEPT", DATA: "DATA", EMPTY: "EMPTY",
-    SUMMARY: "SUMMARY", DONE: "DONE", ABORT: "ABORT",
+    SUMMARY: "SUMMARY", DONE: "DONE", MASKED: "MASKED", ABORT: "ABORT",
 }
 _CONTROL = {HELLO, PLAN, ACCEPT, SUMMARY, DONE, ABORT}
 #: Largest JSON body of a control frame (a plan or a summary of d = 1000 stays far below).
@@ -60,7 +63,7 @@ class Frame:
 
 def encode(frame: Frame) -> bytes:
     head = _HEAD.pack(frame.kind, VERSION)
-    if frame.kind == DATA:
+    if frame.kind in (DATA, MASKED):
         body = bytes(frame.body)
     elif frame.kind == EMPTY:
         body = b""
@@ -83,9 +86,9 @@ def decode(raw: bytes) -> Frame:
     if version != VERSION:
         raise FrameError(f"frame version {version} (this bnsl speaks version {VERSION})")
     body = raw[_HEAD.size:]
-    if kind == DATA:
+    if kind in (DATA, MASKED):
         if not body:
-            raise FrameError("empty DATA frame")
+            raise FrameError(f"empty {KIND_NAMES[kind]} frame")
         return Frame(kind, bytes(body))
     if kind == EMPTY:
         if body:

@@ -15,9 +15,13 @@ import threading
 import time
 from typing import Callable, Optional
 
+import numpy as np
+
 from bnsl_cli.errors import BnslError
+from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc
+from bnsl_cli.federated.net.fleet import SUMMABLE_KINDS
 from bnsl_cli.federated.net.tls import split_hostport
 
 __all__ = ["run_site", "default_summary"]
@@ -45,11 +49,36 @@ def _events(participant) -> list:
     return [] if ledger is None else ledger.events(participant.pid)
 
 
+def _secure_sum(plan: dict, secure_key):
+    """The site's :class:`~bnsl_cli.federated.secure_sum.SecureSum` when the plan asks for it."""
+    spec = plan.get("secure_sum")
+    if not spec:
+        return None
+    if secure_key is None:
+        raise FederationError("the coordinator asks for secure aggregation, but this site made no key")
+    from bnsl_cli.federated.secure_sum import SecureSum
+
+    try:
+        keys = [bytes.fromhex(k) for k in spec["public_keys"]]
+        return SecureSum(int(plan["index"]), secure_key, keys, bytes.fromhex(spec["run_id"]), int(spec["scale_bits"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FederationError(f"the coordinator sent a malformed secure-aggregation plan ({exc})") from None
+
+
+def _masked(masker, reply: bytes) -> bytes:
+    """The reply's header, then its float64 values masked (tag: kind and round of the message)."""
+    kind, _, rnd, _, _, count = HEADER.unpack_from(reply, 0)
+    values = np.frombuffer(reply, dtype="<f8", count=count, offset=HEADER.size)
+    y = masker.mask(values, f"kind{kind}/round{rnd}".encode())
+    return reply[: HEADER.size] + y.astype("<u8").tobytes()
+
+
 def run_site(
     target: str,
     hello: dict,
     on_plan: Callable[[dict], object],
     *,
+    secure_key=None,
     credentials=None,
     timeout: float = 600.0,
     connect_timeout: float = 10.0,
@@ -59,7 +88,8 @@ def run_site(
 ) -> dict:
     """Join the run at ``target`` (``HOST:PORT``). ``on_plan(plan_body)`` returns the participant
     (an object with ``handle(bytes) -> bytes | None``) or raises a :class:`BnslError` to refuse
-    (its message goes to the coordinator as the reason). ``credentials``: mutual TLS
+    (its message goes to the coordinator as the reason). ``secure_key``: this run's X25519 private
+key (its public key is in the HELLO) for secure aggregation. ``credentials``: mutual TLS
     (:class:`~bnsl_cli.federated.net.tls.PartyCredentials`) or ``None`` for plaintext. ``timeout``
     bounds the wait for each coordinator frame. Returns the plan body and the site's summary."""
     grpc = need_grpc()
@@ -91,12 +121,12 @@ def run_site(
                 f"TLS handshake with the coordinator at {target} failed: its certificate is not from --ca, "
                 "or it rejected ours (other CA, expired), or it runs --insecure"
             ) from None
-        return _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target)
+        return _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key)
     finally:
         channel.close()
 
 
-def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target):
+def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key):
     outq: "queue.Queue[Optional[bytes]]" = queue.Queue()
 
     def requests():
@@ -125,6 +155,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
 
     threading.Thread(target=watchdog, daemon=True, name="bnsl-site-watchdog").start()
     participant = None
+    masker = None
     plan = None
     summary = None
     try:
@@ -161,6 +192,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                         pass
                     state["done"] = True
                     raise
+                masker = _secure_sum(plan, secure_key)
                 send("ACCEPT", F.control(F.ACCEPT, {}))
                 log(f"plan accepted; running as participant {int(plan.get('index', 0)) + 1}")
                 continue
@@ -176,8 +208,12 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 reply = participant.handle(frame.body)
             except (ValueError, IndexError) as exc:
                 raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
-            out = F.data(reply)
-            send("DATA" if reply is not None else "EMPTY", out, reply)
+            if masker is not None and reply is not None and reply[0] in SUMMABLE_KINDS:
+                out = F.encode(F.Frame(F.MASKED, _masked(masker, reply)))
+                send("MASKED", out, reply[: HEADER.size])
+            else:
+                out = F.data(reply)
+                send("DATA" if reply is not None else "EMPTY", out, reply)
             if transcript is not None:
                 transcript.releases(_events(participant))
             if reply is None:  # the stop broadcast: report and wait for DONE

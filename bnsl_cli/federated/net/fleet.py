@@ -230,8 +230,9 @@ class NetworkFleet:
 
     # ---- the run ----------------------------------------------------------------------------
     def gather(self, join_timeout: float = 600.0) -> list[dict]:
-        """Wait for ``n_sites`` valid HELLOs; order the sites by declared name; check they agree
-        on the columns. Returns the HELLO bodies in site order."""
+        """Wait for ``n_sites`` valid HELLOs; order the sites by declared name; check they have the
+        same column names (any order: each site reorders its columns to the plan's, site 1's).
+        Returns the HELLO bodies in site order."""
         deadline = time.monotonic() + join_timeout
         while len(self.sites) < self.n:
             left = deadline - time.monotonic()
@@ -271,7 +272,7 @@ class NetworkFleet:
             s.index = k
         first = self.sites[0].hello["columns"]
         for s in self.sites[1:]:
-            if s.hello["columns"] != first:
+            if set(s.hello["columns"]) != set(first) or len(s.hello["columns"]) != len(first):
                 raise self._fail(
                     s, f"has different columns from site 1 ({self.sites[0].name}): "
                     f"{_diff(first, s.hello['columns'])}", cls=ColumnMismatchError,
@@ -389,10 +390,12 @@ def _unmask(replies: list[bytes]) -> list[bytes]:
 
 
 def _diff(a: list, b: list) -> str:
-    if len(a) != len(b):
-        return f"{len(b)} columns instead of {len(a)}"
-    for x, y in zip(a, b):
-        if x != y:
-            return f"column {y!r} where site 1 has {x!r}"
-    return "different columns"  # pragma: no cover
+    missing = [x for x in a if x not in set(b)]
+    extra = [x for x in b if x not in set(a)]
+    what = []
+    if missing:
+        what.append("lacks " + ", ".join(map(repr, missing[:5])))
+    if extra:
+        what.append("has extra " + ", ".join(map(repr, extra[:5])))
+    return "; ".join(what) or "repeated column names"
 

@@ -59,6 +59,12 @@ app.command("learn")(common.guarded(_learn.command))
 app.command("evaluate")(common.guarded(_evaluate.command))
 app.command("refit")(common.guarded(_refit.command))
 app.command("privacy-budget")(common.guarded(_privacy_budget.command))
+# networked runs (need the extra bnsl-cli[net]; grpc/cryptography are imported when a command runs)
+from bnsl_cli.cli import certs as _certs, join as _join, serve as _serve  # noqa: E402
+
+app.command("serve")(common.guarded(_serve.command))
+app.command("join")(common.guarded(_join.command))
+app.command("certs")(common.guarded(_certs.command))
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -180,10 +180,17 @@ def _progress(info: dict) -> None:
 def _build():
     from bnsl_cli.cli import learn as _learn
 
-    own = [p for name, p in inspect.signature(_serve).parameters.items() if p.kind is not p.VAR_KEYWORD]
+    import typing
+
+    hints = typing.get_type_hints(_serve)
+    own = [
+        p.replace(annotation=hints.get(name, p.annotation))
+        for name, p in inspect.signature(_serve).parameters.items() if p.kind is not p.VAR_KEYWORD
+    ]
     names = {p.name for p in own}
+    learn_hints = typing.get_type_hints(_learn.command)
     extra = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=learn_hints.get(name, p.annotation))
         for name, p in inspect.signature(_learn.command).parameters.items()
         if name not in _DROP and name not in names
     ]

@@ -305,7 +305,7 @@ def test_site_refusal_stops_everyone(tables):
     sites.join()
     assert isinstance(sites.errors[0], PrivacyBudgetError)
     for k in (1, 2):
-        assert "refuses" in str(sites.errors[k]) and "max-epsilon" in str(sites.errors[k])
+        assert "site 1 (site0) refused the run" in str(sites.errors[k]) and "max-epsilon" in str(sites.errors[k])
 
 
 def test_transcript_lists_every_frame_sent(tmp_path, tables):

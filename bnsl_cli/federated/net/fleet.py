@@ -201,7 +201,8 @@ class NetworkFleet:
             yield item
 
     # ---- receiving --------------------------------------------------------------------------
-    def _next(self, site: SiteInfo, deadline: float, waiting_for: str) -> F.Frame:
+    def _next(self, site: SiteInfo, deadline: float, waiting_for: str, abort_as: str = "aborted the run",
+              abort_cls=FederationError) -> F.Frame:
         left = deadline - time.monotonic()
         try:
             item = site.inbox.get(timeout=max(left, 0.0))
@@ -214,7 +215,7 @@ class NetworkFleet:
             raise self._fail(site, f"{detail} while the coordinator waited for {waiting_for}")
         if item.kind == F.ABORT:
             reason = str(item.body.get("reason", "no reason given"))
-            raise self._fail(site, f"aborted the run: {reason}", tell_site=False)
+            raise self._fail(site, f"{abort_as}: {reason}", tell_site=False, cls=abort_cls)
         return item
 
     def _fail(self, site: Optional[SiteInfo], why: str, tell_site: bool = True, cls=FederationError):
@@ -299,12 +300,7 @@ class NetworkFleet:
             s.send(F.control(F.PLAN, plan_for(s.index)))
         deadline = time.monotonic() + self.timeout
         for s in self.sites:
-            try:
-                frame = self._next(s, deadline, "its answer to the plan")
-            except FederationError as exc:
-                if "aborted the run" in str(exc):
-                    raise SiteRefusedError(str(exc).replace("aborted the run", "refused the run")) from None
-                raise
+            frame = self._next(s, deadline, "its answer to the plan", "refused the run", SiteRefusedError)
             if frame.kind != F.ACCEPT:
                 raise self._fail(s, f"answered the plan with {frame.name} (out of order)")
 

@@ -183,7 +183,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 try:
                     participant = on_plan(plan)
                 except BnslError as exc:
-                    send("ABORT", F.control(F.ABORT, {"reason": f"site {hello.get('site')!r} refuses: {exc}"}))
+                    send("ABORT", F.control(F.ABORT, {"reason": str(exc)}))
                     outq.put(None)
                     try:  # let the ABORT reach the coordinator: it ends our stream on receipt
                         for _ in frames:
@@ -193,6 +193,8 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                     state["done"] = True
                     raise
                 masker = _secure_sum(plan, secure_key)
+                if transcript is not None:  # one-off releases made while the participant was built
+                    transcript.releases(_events(participant))
                 send("ACCEPT", F.control(F.ACCEPT, {}))
                 log(f"plan accepted; running as participant {int(plan.get('index', 0)) + 1}")
                 continue

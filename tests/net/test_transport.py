@@ -119,7 +119,7 @@ def test_mutual_tls_and_wrong_ca(tmp_path, tables):
         rogue = load_party(b / "ca.pem", b / "site2.pem", b / "site2.key")
         with pytest.raises(FederationError, match="TLS handshake"):
             run_site(f"127.0.0.1:{fleet.port}", {"site": "x", "columns": ["a"], "rows": 1}, lambda p: None,
-                     credentials=rogue, connect_timeout=3)
+                     credentials=rogue, connect_timeout=1.5)
         # the real sites run over mutual TLS
         creds = [load_party(a / "ca.pem", a / f"site{k}.pem", a / f"site{k}.key") for k in range(P)]
         parts = _parts(tables)
@@ -171,7 +171,7 @@ def test_expired_site_certificate_rejected_by_the_coordinator(tmp_path):
                                    (old / "site1.key").read_bytes(), "site1")
         with pytest.raises(FederationError, match="TLS handshake"):
             run_site(f"127.0.0.1:{fleet.port}", {"site": "x", "columns": ["a"], "rows": 1}, lambda p: None,
-                     credentials=expired, connect_timeout=3)
+                     credentials=expired, connect_timeout=1.5)
     finally:
         fleet.close()
 
@@ -268,11 +268,11 @@ def test_site_that_disconnects_mid_run(tables):
 
 def test_site_timeout(tables):
     def slow(reply):
-        time.sleep(3.0)
+        time.sleep(1.5)
         return reply
 
-    msg, sites = _faulty_run(tables, slow, timeout=1.0)
-    assert msg.startswith("site 2 (site1) timed out after 1 s")
+    msg, sites = _faulty_run(tables, slow, timeout=0.5)
+    assert msg.startswith("site 2 (site1) timed out after 0.5 s")
 
 
 def test_mismatched_columns_name_the_site(tables):

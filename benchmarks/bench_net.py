@@ -8,8 +8,8 @@ in-process one.
 update (no compute), so one ``fleet.exchange`` is the transport's round trip coordinator → all sites
 → coordinator. Medians and 90th percentiles over the rounds, plaintext and mutual TLS.
 
-``run``: d = 20 ER1, P = 8 (5000 rows each), the same plan run in process (``bnsl learn``'s fleet)
-and over loopback gRPC + mutual TLS with 8 site processes (``bnsl serve`` / ``bnsl join``'s code
+``run``: d = 20 ER1, P = 8 (5000 rows each), the same plan run in process (``bnsl learn``'s fleet,
+one worker — the default — and 8 worker processes) and over loopback gRPC + mutual TLS with 8 site processes (``bnsl serve`` / ``bnsl join``'s code
 path), alternating, several repetitions; wall time of ``run()`` (sites already connected).
 """
 
@@ -125,12 +125,17 @@ def _run_site_proc(port, k, path, certdir):
         plan = RunPlan.from_dict(body["plan"])
         return make_participant(plan, body["index"], t.X, None)
 
-    while True:  # one run per repetition
+    from bnsl_cli.federated.net.common import FederationError
+
+    misses = 0
+    while misses < 600:  # one run per repetition; between them the coordinator restarts
         try:
             run_site(f"127.0.0.1:{port}", {"site": Path(path).name, "columns": list(t.names), "rows": t.n}, on_plan,
-                     credentials=creds, timeout=120)
-        except Exception:
-            return
+                     credentials=creds, timeout=120, connect_timeout=2)
+            misses = 0
+        except FederationError:
+            misses += 1
+            time.sleep(0.1)
 
 
 def whole_run(reps: int) -> dict:
@@ -155,10 +160,11 @@ def whole_run(reps: int) -> dict:
     tables = read_shards(paths)
     cfg = LearnConfig(seed=0)
     plan_local = RunPlan.resolve(cfg, Shapes.of_tables(tables))
+    plan_workers = RunPlan.resolve(LearnConfig(seed=0, workers=P), Shapes.of_tables(tables))
     certdir = _certs(P)
     creds = load_party(*(Path(certdir) / n for n in ("ca.pem", "coordinator.pem", "coordinator.key")))
     fleet_port = None
-    local_s, net_s, same = [], [], []
+    local_s, workers_s, net_s, same = [], [], [], []
     ctx = mp.get_context("spawn")
     procs = []
     for rep in range(reps):
@@ -170,6 +176,13 @@ def whole_run(reps: int) -> dict:
         finally:
             fl.close()
         local_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fl = local_fleet(plan_workers, tables)
+        try:
+            run(plan_workers, fl)
+        finally:
+            fl.close()
+        workers_s.append(time.perf_counter() - t0)
         # over the network (the sites reconnect for every repetition)
         fleet = NetworkFleet(f"127.0.0.1:{fleet_port or 0}", P, creds, timeout=120)
         fleet_port = fleet.port
@@ -194,7 +207,7 @@ def whole_run(reps: int) -> dict:
     for p in procs:
         p.terminate()
         p.join(5)
-    return {"in_process_s": local_s, "network_s": net_s, "same_W": same,
+    return {"in_process_s": local_s, "workers_s": workers_s, "network_s": net_s, "same_W": same,
             "ratio_median": statistics.median(n / l for n, l in zip(net_s, local_s))}
 
 
@@ -214,10 +227,12 @@ def main(argv=None):
                           f"{r['p90_ms']:>8.2f} {r['bytes_per_round']:>12}", flush=True)
     else:
         r = whole_run(a.reps)
-        print(f"{'rep':>3} {'in-process s':>13} {'network s':>10} {'ratio':>6} {'same W':>7}")
-        for k, (l, n, s) in enumerate(zip(r["in_process_s"], r["network_s"], r["same_W"])):
-            print(f"{k + 1:>3} {l:>13.3f} {n:>10.3f} {n / l:>6.2f} {str(s):>7}")
-        print(f"median ratio network / in-process: {r['ratio_median']:.2f}")
+        print(f"{'rep':>3} {'in-process s':>13} {'8 workers s':>12} {'network s':>10} {'ratio':>6} {'same W':>7}")
+        for k, (l, w, n, s) in enumerate(zip(r["in_process_s"], r["workers_s"], r["network_s"], r["same_W"])):
+            print(f"{k + 1:>3} {l:>13.3f} {w:>12.3f} {n:>10.3f} {n / l:>6.2f} {str(s):>7}")
+        print(f"median ratio network / in-process (1 worker, bnsl learn's default): {r['ratio_median']:.2f}")
+        print("median ratio network / in-process with 8 worker processes: "
+              f"{statistics.median(n / w for n, w in zip(r['network_s'], r['workers_s'])):.2f}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ class ColumnMismatchError(ShardMismatchError):
 
 def need_grpc():
     """Import grpc, or explain how to install the extra."""
+    import os
+
+    # gRPC's C core logs connection events (GOAWAY at shutdown, fork notices) to stderr; our own
+    # errors say what happened in one line
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         import grpc  # noqa: F401
         import cryptography  # noqa: F401

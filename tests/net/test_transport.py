@@ -356,3 +356,69 @@ def test_check_reply_accepts_a_real_reply():
     assert check_reply(msg, ok, 1) is None
     bad = SparseUpdate(4, 1, 3, SparseEntries(np.array([5], np.int32), np.array([5], np.int32), np.ones(1))).encode()
     assert "outside" in check_reply(msg, bad, 1)
+
+
+def test_secure_sum_hides_terms_and_keeps_the_sum(tables):
+    """Under secure aggregation the coordinator gets the polish moments' sum (to fixed-point rounding)
+    and the sites' masked replies on the wire are not their values."""
+    import os
+
+    from bnsl_cli.federated.polish import PolishStage
+    from bnsl_cli.federated.secure_sum import generate_keypair
+
+    n = sum(t.n for t in tables)
+    st0 = PolishStage(0.3, n)
+    c0 = _coord()
+    run_admm(c0, LocalFleet(_parts(tables)), ROUNDS, polish=st0)
+    keys = [generate_keypair() for _ in range(P)]
+    fleet = NetworkFleet("127.0.0.1:0", P, timeout=20)
+    fleet.secure_sum = True
+    parts = _parts(tables)
+    seen = []
+    orig = NetworkFleet._next
+
+    def spy(self, site, deadline, waiting_for, *a):
+        frame = orig(self, site, deadline, waiting_for, *a)
+        if frame.kind == F.MASKED:
+            seen.append(frame.body)
+        return frame
+
+    NetworkFleet._next = spy
+    threads, errors = [], []
+    try:
+        for k, t in enumerate(tables):
+            def go(k=k, t=t):
+                try:
+                    run_site(f"127.0.0.1:{fleet.port}",
+                             {"site": f"site{k}", "columns": list(t.names), "rows": t.n, "x25519": keys[k][1].hex()},
+                             lambda plan: parts[plan["index"]], secure_key=keys[k][0], connect_timeout=5)
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(exc)
+            threads.append(threading.Thread(target=go))
+            threads[-1].start()
+        hellos = fleet.gather(20)
+        spec = {"public_keys": [h["x25519"] for h in hellos], "run_id": os.urandom(16).hex(), "scale_bits": 32}
+        fleet.start(lambda i: {"index": i, "secure_sum": spec})
+        st1 = PolishStage(0.3, n)
+        c1 = _coord()
+        run_admm(c1, fleet, ROUNDS, polish=st1)
+        fleet.finish()
+        fleet.close(ok=True)
+    finally:
+        NetworkFleet._next = orig
+        fleet.close()
+    for th in threads:
+        th.join(20)
+    assert not errors
+    assert np.array_equal(c0.W, c1.W)
+    assert len(seen) == P
+    # what the coordinator received from one site is not that site's moments (masked), but the
+    # polish saw the sum: same support, weights equal to fixed-point rounding
+    from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
+
+    req = GramRequest(ROUNDS + 1, D, st1.pairs).encode()
+    true0 = GramReply.decode(_parts(tables)[0].handle(req)).values
+    got0 = np.frombuffer(seen[0], dtype="<f8", offset=HEADER.size)
+    assert not np.allclose(got0, true0)
+    assert np.array_equal(st0.result.W != 0, st1.result.W != 0)
+    np.testing.assert_allclose(st1.result.W, st0.result.W, atol=1e-6)

@@ -19,7 +19,7 @@ import typer
 from bnsl_cli.cli import common
 
 #: learn parameters that make no sense for a coordinator (it holds no rows)
-_DROP = {"shards", "files_from", "workers"}
+_DROP = {"shards", "files_from", "workers", "sep", "ctx"}
 
 
 def _serve(
@@ -68,16 +68,24 @@ def _serve(
         raise common.fail(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network", 2)
     out: Optional[Path] = learn_options.get("out")
     quiet = bool(learn_options.get("quiet"))
-    if out is not None:
-        from bnsl_cli.cli.output import check_output_dir
+    json_out = bool(learn_options.get("json_out"))
+    from bnsl_cli.cli import output
 
-        extra = [f"participant-{k + 1:02d}" for k in range(participants)] if cfg.personal else []
-        check_output_dir(out, ["adjacency.csv", "edges.csv", "graph.dot", "report.json"] + extra, [], learn_options.get("force", False))
+    singles = output.prepare_single_outputs(
+        {k: learn_options.get(v) for k, v in (("--adjacency", "adjacency_out"), ("--edges", "edges_out"))},
+        [], stdout_option="--json" if json_out else None,
+    )
+    od = output.prepare_learn_dir(out, [], participants, cfg.personal, bool(learn_options.get("force")))
 
     from bnsl_cli.federated.net.fleet import NetworkFleet
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
-    fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log)
+    try:
+        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log)
+    except BaseException:
+        if od is not None:
+            od.abort()
+        raise
     ok = False
     try:
         if port_file is not None:
@@ -101,10 +109,11 @@ def _serve(
             "secure_sum": spec is not None,
             "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
         }
-        if out is not None:
+        if od is not None:
             from bnsl_cli.cli.learn import _write_outputs
 
-            _write_outputs(out, result, plan.method)
+            _write_outputs(od, result, plan.method)
+        output.write_single_outputs(singles, result)
         ok = True
     except KeyboardInterrupt:
         fleet.abort("the coordinator was interrupted (Ctrl-C)")
@@ -116,13 +125,15 @@ def _serve(
         fleet.abort(f"the coordinator stopped on an internal error ({type(exc).__name__})")
         raise
     finally:
+        if od is not None and not ok:
+            od.abort()
         fleet.close(ok=ok)
     from bnsl_cli.cli.learn import _summary
 
     _summary(result, out, quiet)
-    if learn_options.get("json_out"):
+    if json_out:
         common.print_json(result.report)
-    elif out is None:
+    elif out is None and "-" not in singles.values():
         from bnsl_cli.io.graphs import edges_csv_text
 
         sys.stdout.write(edges_csv_text(result.W, result.names))

@@ -21,6 +21,7 @@ def command(
     ),
     days: float = typer.Option(30.0, "--days", help="Validity in days."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing certificate files in DIR."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No summary line on stderr."),
 ) -> None:
     """Make a throwaway CA and one certificate + key per party (for bnsl serve / bnsl join).
 
@@ -43,6 +44,8 @@ def command(
             if (directory / n).exists():
                 raise common.fail(f"{directory / n}: already exists; choose another DIR or pass --force", 2)
     make_certs(directory, names, hostname or [], days=days)
+    if quiet:
+        return
     common.err_console.print(
         f"wrote {directory}/ca.pem and a certificate + key for {', '.join(names)} (valid {days:g} days); "
         "give each party ca.pem and its own NAME.pem/NAME.key only"

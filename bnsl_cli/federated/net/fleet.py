@@ -214,7 +214,7 @@ class NetworkFleet:
                 raise self._fail(site, f"sent malformed bytes ({detail})")
             raise self._fail(site, f"{detail} while the coordinator waited for {waiting_for}")
         if item.kind == F.ABORT:
-            reason = str(item.body.get("reason", "no reason given"))
+            reason = F.printable(item.body.get("reason", "no reason given"))
             raise self._fail(site, f"{abort_as}: {reason}", tell_site=False, cls=abort_cls)
         return item
 
@@ -289,6 +289,9 @@ class NetworkFleet:
                 return f"HELLO without a valid {key!r}"
         if not all(isinstance(c, str) for c in frame.body["columns"]) or not frame.body["columns"]:
             return "HELLO with invalid column names"
+        name = frame.body["site"]
+        if not name or len(name) > 200 or F.printable(name) != name:
+            return "HELLO with an invalid site name (1–200 printable characters)"
         if frame.body["rows"] < 1:
             return "HELLO with no rows"
         return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "VERSION", "HELLO", "PLAN", "ACCEPT", "DATA", "EMPTY", "SUMMARY", "DONE", "MASKED", "ABORT", "KIND_NAMES",
-    "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data",
+    "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data", "printable",
 ]
 
 VERSION = 1
@@ -105,6 +105,12 @@ def decode(raw: bytes) -> Frame:
     if not isinstance(obj, dict):
         raise FrameError(f"{KIND_NAMES[kind]} frame body is not a JSON object")
     return Frame(kind, obj)
+
+
+def printable(text, limit: int = 1000) -> str:
+    """A peer's free text made safe to print: control characters replaced, at most ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 def control(kind: int, body: dict) -> bytes:

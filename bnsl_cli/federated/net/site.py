@@ -175,7 +175,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             except F.FrameError as exc:
                 raise FederationError(f"the coordinator sent malformed bytes ({exc})") from None
             if frame.kind == F.ABORT:
-                raise FederationError(f"the coordinator stopped the run: {frame.body.get('reason', 'no reason given')}")
+                raise FederationError(f"the coordinator stopped the run: {F.printable(frame.body.get('reason', 'no reason given'))}")
             if plan is None:
                 if frame.kind != F.PLAN:
                     raise FederationError(f"the coordinator sent {frame.name} before the plan (out of order)")

@@ -422,3 +422,37 @@ def test_secure_sum_hides_terms_and_keeps_the_sum(tables):
     assert not np.allclose(got0, true0)
     assert np.array_equal(st0.result.W != 0, st1.result.W != 0)
     np.testing.assert_allclose(st1.result.W, st0.result.W, atol=1e-6)
+
+
+def test_a_silent_connection_does_not_hold_up_the_others(tables):
+    import grpc
+
+    from bnsl_cli.federated.net.common import METHOD
+
+    fleet = NetworkFleet("127.0.0.1:0", P, timeout=30)
+    channel = grpc.insecure_channel(f"127.0.0.1:{fleet.port}")
+    gate = threading.Event()
+
+    def nothing():
+        gate.wait(30)
+        return
+        yield  # pragma: no cover
+
+    call = channel.stream_stream(METHOD)(nothing())
+    try:
+        time.sleep(0.3)  # the silent stream is first in line
+        t0 = time.monotonic()
+        sites = Sites(fleet.port, tables, _parts(tables))
+        fleet.gather(20)
+        assert time.monotonic() - t0 < 15  # not the 30 s HELLO timeout of the silent one
+        fleet.start(lambda i: {"index": i})
+        run_admm(_coord(), fleet, 2)
+        fleet.finish()
+        fleet.close(ok=True)
+        sites.join()
+        assert not sites.errors
+    finally:
+        gate.set()
+        call.cancel()
+        channel.close()
+        fleet.close()

@@ -235,37 +235,37 @@ class NetworkFleet:
         same column names (any order: each site reorders its columns to the plan's, site 1's).
         Returns the HELLO bodies in site order."""
         deadline = time.monotonic() + join_timeout
+        pending: list[tuple[SiteInfo, float]] = []  # connections whose HELLO is due, with their deadline
         while len(self.sites) < self.n:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if now >= deadline:
+                raise self._fail(None, f"only {len(self.sites)} of {self.n} sites joined within {join_timeout:g} s")
             try:
-                site = self._arrivals.get(timeout=max(min(left, 0.2), 0.0))
+                while True:
+                    pending.append((self._arrivals.get(timeout=0.02 if pending else min(0.2, deadline - now)),
+                                    time.monotonic() + self.timeout))
+                    if len(pending) > 4 * self.n + 16:  # a flood of silent connections: drop the oldest
+                        old, _ = pending.pop(0)
+                        old.end(F.control(F.ABORT, {"reason": "too many connections waiting"}))
             except queue.Empty:
-                if time.monotonic() >= deadline:
-                    raise self._fail(None, f"only {len(self.sites)} of {self.n} sites joined within {join_timeout:g} s")
-                continue
-            # a bad first contact is not a run failure: that connection is dropped, the others wait
-            try:
-                item = site.inbox.get(timeout=self.timeout)
-            except queue.Empty:
-                item = ("closed", f"sent no HELLO within {self.timeout:g} s")
-            if isinstance(item, tuple):
-                self.log(f"ignored a connection from {site.peer}: {item[1]}")
-                site.end(F.control(F.ABORT, {"reason": str(item[1])}))
-                continue
-            frame = item
-            why = self._bad_hello(frame)
-            if why is not None:
-                self.log(f"refused a connection from {site.peer}: {why}")
-                site.end(F.control(F.ABORT, {"reason": why}))
-                continue
-            site.hello = frame.body
-            if any(s.name == site.name for s in self.sites):
-                why = f"a site named {site.name!r} already joined; give each site a distinct --site-id"
-                self.log(f"refused a connection from {site.peer}: {why}")
-                site.end(F.control(F.ABORT, {"reason": why}))
-                continue
-            self.sites.append(site)
-            self.log(f"site {site.name!r} joined from {site.peer} ({len(self.sites)}/{self.n})")
+                pass
+            still = []
+            for i, (site, due) in enumerate(pending):
+                # a bad first contact is not a run failure: that connection is dropped, the others wait
+                try:
+                    item = site.inbox.get_nowait()
+                except queue.Empty:
+                    if time.monotonic() < due:
+                        still.append((site, due))
+                        continue
+                    item = ("closed", f"sent no HELLO within {self.timeout:g} s")
+                self._admit(site, item)
+                if len(self.sites) == self.n:
+                    still += pending[i + 1:]
+                    break
+            pending = still
+        for site, _ in pending:
+            site.end(F.control(F.ABORT, {"reason": "the run is full"}))
         with self._lock:
             self._accepting = False
         self.sites.sort(key=lambda s: s.name)
@@ -279,6 +279,25 @@ class NetworkFleet:
                     f"{_diff(first, s.hello['columns'])}", cls=ColumnMismatchError,
                 )
         return [s.hello for s in self.sites]
+
+    def _admit(self, site: SiteInfo, item) -> None:
+        """Add ``site`` if ``item`` (its first frame) is a valid HELLO; otherwise drop the connection."""
+        if isinstance(item, tuple):
+            self.log(f"ignored a connection from {site.peer}: {item[1]}")
+            site.end(F.control(F.ABORT, {"reason": str(item[1])}))
+            return
+        why = self._bad_hello(item)
+        if why is None:
+            site.hello = item.body
+            if any(s.name == site.name for s in self.sites):
+                why = f"a site named {site.name!r} already joined; give each site a distinct --site-id"
+        if why is not None:
+            site.hello = None
+            self.log(f"refused a connection from {site.peer}: {why}")
+            site.end(F.control(F.ABORT, {"reason": why}))
+            return
+        self.sites.append(site)
+        self.log(f"site {site.name!r} joined from {site.peer} ({len(self.sites)}/{self.n})")
 
     @staticmethod
     def _bad_hello(frame: F.Frame) -> Optional[str]:

@@ -456,3 +456,45 @@ def test_a_silent_connection_does_not_hold_up_the_others(tables):
         call.cancel()
         channel.close()
         fleet.close()
+
+
+def test_a_site_that_leaves_before_the_plan_may_join_again(tables):
+    import grpc
+
+    from bnsl_cli.federated.net.common import METHOD
+
+    fleet = NetworkFleet("127.0.0.1:0", P, timeout=20)
+    channel = grpc.insecure_channel(f"127.0.0.1:{fleet.port}")
+    hello = F.control(F.HELLO, {"site": "site0", "columns": list(tables[0].names), "rows": tables[0].n})
+    gate = threading.Event()
+
+    def once():
+        yield hello
+        gate.wait(20)
+
+    call = channel.stream_stream(METHOD)(once())
+    try:
+        box = {}
+        th = threading.Thread(target=lambda: box.setdefault("hellos", fleet.gather(20)))
+        th.start()
+        for _ in range(200):  # until the first site0 is in
+            if fleet.sites:
+                break
+            time.sleep(0.02)
+        assert fleet.sites and fleet.sites[0].name == "site0"
+        call.cancel()  # it leaves; the real site0 may take its place
+        time.sleep(0.3)
+        sites = Sites(fleet.port, tables, _parts(tables))
+        th.join(30)
+        assert [h["site"] for h in box["hellos"]] == ["site0", "site1", "site2"]
+        fleet.start(lambda i: {"index": i})
+        run_admm(_coord(), fleet, 2)
+        fleet.finish()
+        fleet.close(ok=True)
+        sites.join()
+        assert not sites.errors
+    finally:
+        gate.set()
+        call.cancel()
+        channel.close()
+        fleet.close()

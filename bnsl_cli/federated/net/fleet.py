@@ -264,6 +264,7 @@ class NetworkFleet:
                     still += pending[i + 1:]
                     break
             pending = still
+            self._drop_departed()
         for site, _ in pending:
             site.end(F.control(F.ABORT, {"reason": "the run is full"}))
         with self._lock:
@@ -279,6 +280,22 @@ class NetworkFleet:
                     f"{_diff(first, s.hello['columns'])}", cls=ColumnMismatchError,
                 )
         return [s.hello for s in self.sites]
+
+    def _drop_departed(self) -> None:
+        """Before the plan goes out, a joined site that leaves (or says anything) is dropped and
+        may join again; the run has not started, nothing is lost."""
+        for site in list(self.sites):
+            try:
+                item = site.inbox.get_nowait()
+            except queue.Empty:
+                continue
+            why = item[1] if isinstance(item, tuple) else (
+                f"aborted: {F.printable(item.body.get('reason', ''))}" if item.kind == F.ABORT
+                else f"sent {item.name} before the plan (out of order)"
+            )
+            self.sites.remove(site)
+            site.end(F.control(F.ABORT, {"reason": f"dropped before the run started: {why}"}))
+            self.log(f"site {site.name!r} left before the run started ({why}); waiting ({len(self.sites)}/{self.n})")
 
     def _admit(self, site: SiteInfo, item) -> None:
         """Add ``site`` if ``item`` (its first frame) is a valid HELLO; otherwise drop the connection."""

@@ -233,7 +233,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
         ) from None
     except KeyboardInterrupt:
         try:
-            outq.put(F.control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"}))
+            send("ABORT", F.control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"}))
             time.sleep(0.05)
         finally:
             call.cancel()

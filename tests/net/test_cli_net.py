@@ -244,3 +244,24 @@ def test_insecure_only_on_loopback(world):
     assert r.returncode == 6 and "cannot reach the coordinator at 127.0.0.1:1" in r.stderr
     assert "plaintext" in r.stderr  # the --insecure warning
 
+
+
+def test_private_run_with_secure_sum_transcripts_match_the_report(world, tmp_path):
+    root, paths = world
+    out = tmp_path / "out"
+    serve, port = _serve(root, out, "--dp", "--epsilon", "5", "--value-bound", "20", "--rounds", "4", "--secure-sum")
+    sites = [_join(root, port, p, f"site{k + 1}", "--max-epsilon", "5", "--transcript", str(tmp_path / f"t{k + 1}.jsonl"))
+             for k, p in enumerate(paths)]
+    for s in sites:
+        code, _, err = _done(s)
+        assert code == 0, err
+    code, _, err = _done(serve)
+    assert code == 0, err
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["network"]["secure_sum"] is True
+    for k in range(3):
+        recs = [json.loads(line) for line in (tmp_path / f"t{k + 1}.jsonl").read_text().splitlines()]
+        assert [r["frame"] for r in recs if r["event"] == "sent"].count("MASKED") == 1  # the polish moments
+        rho = sum(r["rho"] for r in recs if r["event"] == "release")
+        assert rho == pytest.approx(rep["privacy"]["participants"][k]["rho"], rel=1e-9)
+        assert recs[-1]["status"] == "ok"

@@ -378,8 +378,9 @@ def polish_graph(
 
     ``additions="consensus"``: edges may be added only on the candidate pairs ``|W_raw| > candidate``;
     ``"all"``: on every pair whose moments are in ``G``. ``score``: ``"equal"`` / ``"node"`` (see
-    :func:`score_search`) or ``"auto"``: search with both and keep the graph with the lower BIC
-    (:func:`bic_of`; the per-node model pays ``d − 1`` more variance parameters)."""
+    :func:`score_search`) or ``"auto"``: the equal-variance search, then the per-node search from
+    its result, keeping the graph whose model has the lower BIC (:func:`bic_of`; the per-node model
+    pays ``d − 1`` more variance parameters)."""
     if score not in SCORES:
         raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
     if additions not in ("consensus", "all"):
@@ -391,10 +392,18 @@ def polish_graph(
     else:
         allowed = np.abs(W_raw) > candidate
     results = {}
-    for sc in (("equal", "node") if score == "auto" else (score,)):
-        E, moves = score_search(G, n, E0, allowed, sc, noise_std=noise_std)
-        results[sc] = (E, moves, bic_of(G, n, E, sc) if score == "auto" else None)
-    chosen = min(results, key=lambda k: results[k][2]) if score == "auto" else score
+    if score == "auto":
+        # the equal-variance search first (its orientations are identifiable), then the per-node
+        # search from its result; the model with the lower BIC wins
+        E, moves = score_search(G, n, E0, allowed, "equal", noise_std=noise_std)
+        results["equal"] = (E, moves, bic_of(G, n, E, "equal"))
+        E2, moves2 = score_search(G, n, E, allowed, "node", noise_std=noise_std)
+        results["node"] = (E2, moves + moves2, bic_of(G, n, E2, "node"))
+        chosen = min(results, key=lambda k: results[k][2])
+    else:
+        E, moves = score_search(G, n, E0, allowed, score, noise_std=noise_std)
+        results[score] = (E, moves, None)
+        chosen = score
     E, moves, _ = results[chosen]
     pruned = 0
     if noise_std is not None:

@@ -1,7 +1,7 @@
 """Accuracy probe: fed-sparse (with / without the polish) against pooled NOTEARS on harder cells.
 
 Methods: fed-sparse, fed-sparse-plain (no polish), fed-sparse-legacy (the polish before the
-accuracy work), notears, fed-bnsl.
+accuracy work), fed-sparse-thr (the weight threshold applied after the search), notears, fed-bnsl.
 
 Simulates a linear Gaussian SEM with :mod:`bnsl_cli.simulate` (ER or scale-free graph, optional
 unequal noise sds drawn uniformly per variable, optional weak weights), splits the same rows over
@@ -60,6 +60,14 @@ class _LegacyStage:
                                final_threshold=threshold)
 
 
+class _ThresholdStage:
+    """Today's polish with the weight threshold applied after the search (as with ``--threshold``)."""
+
+    def __new__(cls, threshold, n_total, candidate=polish_mod.POLISH_CANDIDATES, noise=None, **kw):
+        kw["final_threshold"] = threshold
+        return _ORIGINAL_STAGE(threshold, n_total, candidate, noise, **kw)
+
+
 _ORIGINAL_STAGE = polish_mod.PolishStage
 
 
@@ -72,6 +80,9 @@ def run_method(method: str, tables, seed: int, extra: dict):
     if m.endswith("-legacy"):
         m = m[: -len("-legacy")]
         polish_mod.PolishStage = _LegacyStage
+    if m.endswith("-thr"):
+        m = m[: -len("-thr")]
+        polish_mod.PolishStage = _ThresholdStage
     kw = dict(extra)
     if m != "fed-sparse":
         kw = {k: v for k, v in kw.items() if k in ("threshold", "lam")}

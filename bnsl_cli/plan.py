@@ -44,6 +44,8 @@ CLIP_LEVELS = ("auto", "adaptive", "static")
 CONVERSIONS = ("tight", "simple")
 #: ``clip_levels="auto"`` uses adaptive clip levels below this many variables, static ones from it on.
 AUTO_STATIC_FROM_D = 50
+#: Weight threshold when ``threshold`` is not given.
+DEFAULT_THRESHOLD = 0.3
 #: Rounds of a non-private run when ``rounds`` is not given.
 DEFAULT_ROUNDS = 80
 
@@ -86,7 +88,9 @@ class LearnConfig:
 
     method: str = "fed-sparse"
     lam: Optional[float] = None
-    threshold: float = 0.3
+    #: ``None``: :data:`DEFAULT_THRESHOLD` for the consensus, and the polish's score alone decides
+    #: the final edges of a non-private fed-sparse run; a value given is applied after the polish too
+    threshold: Optional[float] = None
     rounds: Optional[int] = None
     steps: Optional[int] = None
     rho1: float = 1e-3
@@ -130,7 +134,8 @@ class LearnConfig:
         _whole("--workers", self.workers, allow_none=True)
         if self.seed is not None:
             _whole("--seed", self.seed, low=0)
-        _at_least("--threshold", self.threshold, 0.0)
+        if self.threshold is not None:
+            _at_least("--threshold", self.threshold, 0.0)
         _at_least("--snap", self.snap, 0.0)
         if self.lam is not None:
             _at_least("--lambda", self.lam, 0.0)
@@ -386,6 +391,8 @@ class RunPlan:
     trace: bool = False
     privacy: Optional[PrivacyPlan] = None
     version: int = PLAN_VERSION
+    #: the user gave ``threshold`` (otherwise the default, and the polish's score decides the edges)
+    threshold_given: bool = True
 
     @property
     def d(self) -> int:
@@ -437,7 +444,8 @@ class RunPlan:
             participants=parts,
             n_total=int(sum(p.rows for p in parts)),
             lam=float(lam),
-            threshold=float(options.threshold),
+            threshold=float(DEFAULT_THRESHOLD if options.threshold is None else options.threshold),
+            threshold_given=options.threshold is not None,
             rounds=int(rounds),
             steps=int(steps),
             penalty=PenaltyPlan(

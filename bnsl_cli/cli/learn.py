@@ -33,7 +33,10 @@ def command(
         "0.01 with --dp); "
         "fed-bnsl: on W, default 0.03; notears / local-notears: 0.1.",
     ),
-    threshold: float = typer.Option(0.3, "--threshold", envvar="BNSL_THRESHOLD", help="Drop edges with |w| ≤ this."),
+    threshold: Optional[float] = typer.Option(
+        None, "--threshold", envvar="BNSL_THRESHOLD",
+        help="Drop edges with |w| ≤ this [default: 0.3; fed-sparse's polish then lets its score decide the final edges].",
+    ),
     rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
     steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default 3d; with --dp max(20, d/2))."),
     rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),

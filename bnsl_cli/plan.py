@@ -44,6 +44,10 @@ CLIP_LEVELS = ("auto", "adaptive", "static")
 CONVERSIONS = ("tight", "simple")
 #: ``clip_levels="auto"`` uses adaptive clip levels below this many variables, static ones from it on.
 AUTO_STATIC_FROM_D = 50
+#: Non-private fed-sparse: the default per-participant λ is the method's default × this / P, i.e. the
+#: same total ℓ₁ strength (0.04 in pooled-NOTEARS units) for any number of sites. Measured
+#: (CHANGELOG, d = 20 ER1, 40 000 rows): consensus SHD 13.0 → 3.3 at P = 200, unchanged at P = 8.
+FED_SPARSE_LAMBDA_SITES = 8
 #: Weight threshold when ``threshold`` is not given.
 DEFAULT_THRESHOLD = 0.3
 #: Rounds of a non-private run when ``rounds`` is not given.
@@ -436,6 +440,10 @@ class RunPlan:
         lam = options.lam
         if lam is None:
             lam = roles.dp_lambda if (dp is not None and roles.dp_lambda is not None) else roles.default_lambda
+            if options.method == "fed-sparse" and dp is None:
+                # the local losses are normalised by the total n, so the consensus problem carries
+                # Σ_p λ_p: keep that total fixed (λ_p = default at P = 8) whatever the number of sites
+                lam = lam * FED_SPARSE_LAMBDA_SITES / len(parts)
         rounds = options.rounds if options.rounds is not None else (DP_ROUNDS if dp is not None else DEFAULT_ROUNDS)
         steps = options.steps if options.steps is not None else (dp_steps(d) if dp is not None else default_steps(d))
         plan = dict(

@@ -28,9 +28,9 @@ def command(
         None,
         "--lambda",
         envvar="BNSL_LAMBDA",
-        help="ℓ₁ weight. fed-sparse: per participant, on B_p, default 0.005 (the local losses are normalised "
-        "by the public total n, so it acts as P·λ in centralized NOTEARS units: 0.005 with P = 8 ≈ 0.04; "
-        "0.01 with --dp); "
+        help="ℓ₁ weight. fed-sparse: per participant, on B_p (the local losses are normalised by the public "
+        "total n, so it acts as P·λ in centralized NOTEARS units); default 0.04/P (0.005 with P = 8), "
+        "0.01 with --dp; "
         "fed-bnsl: on W, default 0.03; notears / local-notears: 0.1.",
     ),
     threshold: Optional[float] = typer.Option(

@@ -412,3 +412,23 @@ def test_learn_keeps_a_weak_edge_unless_the_threshold_is_given():
     assert abs(default.W[2, 3]) == pytest.approx(0.22, abs=0.05)
     assert given.report["polish"]["threshold"] == 0.3
     assert not given.W[2, 3]
+
+
+def test_extended_bic_keeps_spurious_additions_out_when_every_pair_is_open():
+    """Independent columns: with ~d² pairs open to an addition the plain BIC admits chance edges,
+    the extended BIC (log(n)/2 + log d per edge) almost never does."""
+    from bnsl_cli.federated.polish import ebic_penalty, score_search
+
+    rng = np.random.default_rng(12)
+    n, d = 2000, 60
+    X = rng.normal(size=(n, d))
+    G = X.T @ X / n
+    empty = np.zeros((d, d), dtype=bool)
+    E_bic, _ = score_search(G, n, empty, None, "node")
+    E_ebic, _ = score_search(G, n, empty, None, "node", penalty=ebic_penalty(n, d))
+    assert E_bic.sum() >= 3
+    assert E_ebic.sum() <= 1
+    zero = np.zeros((d, d))
+    assert polish_graph(G, n, zero, zero, None, additions="all").info["penalty_per_edge"] == pytest.approx(
+        ebic_penalty(n, d)
+    )

@@ -396,7 +396,7 @@ def polish_graph(
     ``additions="consensus"``: edges may be added only on the candidate pairs ``|W_raw| > candidate``;
     ``"all"``: on every pair whose moments are in ``G``. ``score``: ``"equal"`` / ``"node"`` (see
     :func:`score_search`) or ``"auto"``: the equal-variance search, then the per-node search from
-    its result, keeping the graph whose model has the lower BIC (:func:`bic_of`; the per-node model
+    its result and from ``W0`` (the better of the two per-node results), keeping the graph whose model has the lower BIC (:func:`bic_of`; the per-node model
     pays ``d − 1`` more variance parameters). ``penalty`` per edge: default the BIC ``log(n)/2``
     with candidate additions and the extended BIC :func:`ebic_penalty` with every pair."""
     if score not in SCORES:
@@ -419,6 +419,11 @@ def polish_graph(
         results["equal"] = (E, moves, bic_of(G, n, E, "equal", penalty))
         E2, moves2 = score_search(G, n, E, allowed, "node", penalty, noise_std=noise_std)
         results["node"] = (E2, moves + moves2, bic_of(G, n, E2, "node", penalty))
+        # and the per-node search straight from the consensus: the better per-node result is kept
+        E3, moves3 = score_search(G, n, E0, allowed, "node", penalty, noise_std=noise_std)
+        b3 = bic_of(G, n, E3, "node", penalty)
+        if b3 < results["node"][2]:
+            results["node"] = (E3, moves3, b3)
         chosen = min(results, key=lambda k: results[k][2])
     else:
         E, moves = score_search(G, n, E0, allowed, score, penalty, noise_std=noise_std)

@@ -63,7 +63,7 @@ POLISH_SCORE_DP = "equal"
 #: Non-private runs without ``--threshold``: apply the default weight threshold after the search
 #: anyway (``True``) or let the score decide the edges (``False``). Measured (CHANGELOG ``### Accuracy``):
 #: ``False`` keeps weak edges (ER2/SF2 d = 50, |w| ∈ [0.2, 1]: skeleton recall 1.00 against 0.87–0.88)
-#: but on the raw Sachs data (non-Gaussian, n = 7466) the score keeps 35 edges (SHD 29 against 16).
+#: but on the raw Sachs data (non-Gaussian, n = 7466) the score keeps 34 edges (SHD 28 against 16).
 APPLY_DEFAULT_THRESHOLD = False
 
 _UNSET = object()

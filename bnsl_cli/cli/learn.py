@@ -51,7 +51,8 @@ def command(
     ),
     threshold: Optional[float] = typer.Option(
         None, "--threshold", envvar="BNSL_THRESHOLD",
-        help="Drop edges with |w| ≤ this [default: 0.3; fed-sparse's polish then lets its score decide the final edges].",
+        help="Drop edges with |w| ≤ this \\[default: 0.3 for the consensus; without --dp, fed-sparse's polish "
+        "then lets its score decide the final edges; given, it is applied after the polish too]",
     ),
     rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
     steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default 3d; with --dp max(20, d/2))."),

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.learn import LearnConfig, learn  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
-from bnsl_cli.private import DPConfig  # noqa: E402
+from bnsl_cli.learn import DPConfig  # noqa: E402
 from bnsl_cli.simulate import simulate  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """The exception hierarchy of the bnsl library.
 
 The library never prints or exits; it raises these. The CLI maps them to exit codes:
-``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` -> 5.
+``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` -> 5, ``OptionError`` -> 2.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ __all__ = [
     "ShardMismatchError",
     "NoDagError",
     "PrivacyBudgetError",
+    "OptionError",
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
 ]
@@ -53,3 +54,9 @@ class ConvergenceWarning(UserWarning):
 
 class ReproducibleNoiseWarning(UserWarning):
     """DP noise was drawn from a user-given seed, so anyone knowing the seed can reproduce it."""
+
+
+class OptionError(BnslError):
+    """An option is out of range or does not fit the method (a usage error)."""
+
+    exit_code = 2

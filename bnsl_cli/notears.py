@@ -19,7 +19,7 @@ import scipy.optimize
 
 from bnsl_cli.numerics import acyclicity
 
-__all__ = ["NotearsResult", "notears_linear"]
+__all__ = ["NotearsResult", "notears_linear", "NotearsSite", "drive_notears"]
 
 
 @dataclass
@@ -30,6 +30,8 @@ class NotearsResult:
     converged: bool
     history: list = field(default_factory=list)
     wall_s: float = 0.0
+    #: inner L-BFGS-B solves that did not report success (outer step, status, message)
+    solver_issues: list = field(default_factory=list)
 
 
 def notears_linear(
@@ -69,9 +71,12 @@ def notears_linear(
 
     outer = 0
     converged = False
+    issues = []
     for outer in range(1, max_outer + 1):
         while rho < rho_max:
             sol = scipy.optimize.minimize(fun, w_est, jac=True, method="L-BFGS-B", bounds=bounds)
+            if not sol.success:
+                issues.append({"outer": outer, "status": int(sol.status), "message": str(sol.message)})
             w_new = sol.x
             h_new = acyclicity(unpack(w_new))[0]
             if h_new > 0.25 * h:
@@ -88,4 +93,111 @@ def notears_linear(
             break
         if rho >= rho_max:
             break
-    return NotearsResult(unpack(w_est), float(h), outer, converged, history, time.perf_counter() - t0)
+    return NotearsResult(unpack(w_est), float(h), outer, converged, history, time.perf_counter() - t0, issues)
+
+
+class NotearsSite:
+    """The site side of ``notears`` / ``local-notears``: NOTEARS on this site's rows (for
+    ``notears``, the one site holding every row pooled). Nothing is exchanged; the fitted graph is
+    in its :meth:`summary`."""
+
+    report_B = False
+
+    def __init__(self, pid: int, X: np.ndarray, lam: float):
+        self.pid = int(pid)
+        Xc = X - X.mean(axis=0, keepdims=True)
+        self._S = (Xc.T @ Xc) / X.shape[0]
+        self.n_rows = int(X.shape[0])
+        self.lam = float(lam)
+
+    def handle(self, data: bytes):
+        raise ValueError("a NOTEARS site exchanges no messages")
+
+    def summary(self) -> dict:
+        res = notears_linear(self._S, self.lam)
+        return {
+            "participant": self.pid + 1,
+            "rows": self.n_rows,
+            "W": res.W.tolist(),
+            "h": res.h,
+            "outer_steps": res.outer_steps,
+            "converged": res.converged,
+            "history": res.history,
+            "compute_s": res.wall_s,
+            "solver_issues": res.solver_issues,
+            "events": [],
+        }
+
+
+def drive_notears(plan, fleet, progress=None):
+    """Coordinator side of ``notears`` (a fleet of one site with the pooled rows) and
+    ``local-notears`` (one graph per site): collect the sites' fits and finish each graph."""
+    import warnings
+
+    from bnsl_cli.errors import ConvergenceWarning
+    from bnsl_cli.federated.roles import Outcome
+    from bnsl_cli.run import finish_graph
+
+    summaries = fleet.finish()
+    warn_list = []
+
+    def check(s, where):
+        if not s["converged"]:
+            warn_list.append(
+                f"{where}: NOTEARS stopped with h(W) = {s['h']:.2e} > 1e-8 after {s['outer_steps']} outer steps; "
+                "the thresholded graph was made acyclic by dropping the weakest edges"
+            )
+        if s["solver_issues"]:
+            first = s["solver_issues"][0]
+            warn_list.append(
+                f"{where}: {len(s['solver_issues'])} L-BFGS-B solve(s) inside NOTEARS did not report success "
+                f"(first: outer step {first['outer']}, {first['message']})"
+            )
+
+    if plan.method == "notears":
+        s = summaries[0]
+        if progress is not None:
+            for h in s["history"]:
+                progress({"round": h["outer"], "h": h["h"], "rho": h["rho"]})
+        W_raw = np.array(s["W"], dtype=float)
+        W, removed = finish_graph(W_raw, plan.threshold, "notears", plan.names)
+        check(s, "notears")
+        for w in warn_list:
+            warnings.warn(w, ConvergenceWarning, stacklevel=2)
+        report = {
+            "rounds": s["outer_steps"],
+            "converged": s["converged"],
+            "final": {"h": s["h"]},
+            "history": s["history"],
+            "communication": {"bytes_up": 0, "bytes_down": 0, "bytes_total": 0, "note": "centralized: all rows pooled"},
+            "timing": {"compute_s": s["compute_s"]},
+            "removed_for_acyclicity": removed,
+            "solver_issues": s["solver_issues"],
+            "warnings": warn_list,
+        }
+        return Outcome(W_raw, W, report, summaries)
+    local, per = [], []
+    for s in summaries:
+        where = f"participant {s['participant']} ({plan.participants[s['participant'] - 1].label})"
+        W, removed = finish_graph(np.array(s["W"], dtype=float), plan.threshold, where, plan.names)
+        check(s, where)
+        local.append(W)
+        per.append({
+            "participant": s["participant"],
+            "outer_steps": s["outer_steps"],
+            "h": s["h"],
+            "converged": s["converged"],
+            "removed_for_acyclicity": removed,
+            "W": W,
+        })
+    for w in warn_list:
+        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    report = {
+        "rounds": max(p["outer_steps"] for p in per),
+        "converged": all(p["converged"] for p in per),
+        "local": per,
+        "communication": {"bytes_up": 0, "bytes_down": 0, "bytes_total": 0, "note": "local: nothing is sent"},
+        "timing": {"compute_s": sum(s["compute_s"] for s in summaries)},
+        "warnings": warn_list,
+    }
+    return Outcome(None, local[0], report, summaries, local=local)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.learn import LearnConfig, learn
-from bnsl_cli.private import DPConfig
+from bnsl_cli.learn import DPConfig
 
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0)
 

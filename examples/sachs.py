@@ -27,7 +27,7 @@ from bnsl_cli.io.data import read_table
 from bnsl_cli.io.graphs import read_graph
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
-from bnsl_cli.private import DPConfig
+from bnsl_cli.learn import DPConfig
 from bnsl_cli.split import split_indices
 
 DATA = C.HERE / "sachs"

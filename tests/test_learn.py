@@ -125,3 +125,14 @@ def test_permuting_columns_permutes_the_graph(data, method):
         b = learn(shuffled, LearnConfig(method=method))
     assert np.array_equal(a.W[np.ix_(perm, perm)] != 0, b.W != 0)
     np.testing.assert_allclose(a.W[np.ix_(perm, perm)], b.W, atol=2e-2)  # solver tolerance
+
+
+@pytest.mark.parametrize("method", ["notears", "local-notears"])
+def test_dp_with_a_method_that_cannot_honour_it_raises_in_the_library(method):
+    """Issue 12.1: the library's learn() ran exact NOTEARS and labelled it "(dp)"."""
+    from bnsl_cli.errors import BnslError
+    from bnsl_cli.learn import DPConfig
+
+    _, tables = simulated_tables(4, 2, 200, seed=0)
+    with pytest.raises(BnslError, match="--dp"):
+        learn(tables, LearnConfig(method=method, dp=DPConfig(epsilon=1.0)))

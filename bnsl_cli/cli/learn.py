@@ -94,48 +94,14 @@ def command(
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
     from bnsl_cli.io.data import read_shards
-    from bnsl_cli.learn import METHODS, LearnConfig
+    from bnsl_cli.plan import DPConfig, LearnConfig
 
-    if method not in METHODS:
-        raise common.fail(f"--method: unknown method {method!r}; choose one of {', '.join(METHODS)}", 2)
-    if rounds is not None and rounds < 1:
-        raise common.fail("--rounds must be at least 1", 2)
-    if workers is not None and workers < 1:
-        raise common.fail("--workers must be at least 1", 2)
-    if steps is not None and steps < 1:
-        raise common.fail("--steps must be at least 1", 2)
-    if threshold < 0:
-        raise common.fail("--threshold must be ≥ 0", 2)
-    if snap < 0:
-        raise common.fail("--snap must be ≥ 0", 2)
-    if lam is not None and lam < 0:
-        raise common.fail("--lambda must be ≥ 0", 2)
-    if dp and method not in ("fed-sparse", "fed-bnsl"):
-        raise common.fail("--dp works with --method fed-sparse or fed-bnsl", 2)
-    if conversion not in ("tight", "simple"):
-        raise common.fail(f"--conversion: unknown conversion {conversion!r}; use tight or simple", 2)
-    if clip_levels not in ("auto", "adaptive", "static"):
-        raise common.fail(f"--clip-levels: unknown value {clip_levels!r}; use auto, adaptive or static", 2)
     if dp and epsilon is None:
         raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
     if not dp and epsilon is not None:
         raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
-    paths = common.expand_shard_paths(shards or [], files_from)
-    if not paths:
-        raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
-
-    out_names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
-    if out is not None:
-        from bnsl_cli.cli.output import check_output_dir
-
-        extra = [f"participant-{k + 1:02d}" for k in range(len(paths))] if (personal or method == "local-notears") else []
-        check_output_dir(out, out_names + extra, paths, force)
-
-    tables = read_shards(paths)
     dp_cfg = None
     if dp:
-        from bnsl_cli.private import DPConfig
-
         dp_cfg = DPConfig(
             epsilon=epsilon,
             delta=delta,
@@ -152,6 +118,19 @@ def command(
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
         workers=workers, snap=snap, polish=polish,
     )
+    cfg.check()  # every option check lives in the run plan; these need no data
+    paths = common.expand_shard_paths(shards or [], files_from)
+    if not paths:
+        raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
+
+    out_names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
+    if out is not None:
+        from bnsl_cli.cli.output import check_output_dir
+
+        extra = [f"participant-{k + 1:02d}" for k in range(len(paths))] if (personal or method == "local-notears") else []
+        check_output_dir(out, out_names + extra, paths, force)
+
+    tables = read_shards(paths)
     result = _run_with_progress(tables, cfg, quiet)
     if out is not None:
         _write_outputs(out, result, method)
@@ -165,7 +144,7 @@ def command(
 
 
 def _run_with_progress(tables, cfg, quiet):
-    from bnsl_cli.learn import learn
+    from bnsl_cli.run import learn
 
     console = common.err_console
     max_rounds = cfg.rounds or (50 if cfg.dp is not None else 80)

@@ -150,18 +150,17 @@ def command(
     elif spend_mode:
         result = _spend(
             meth, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
-            nodes, delta_value, conv, public_means, fail, polish_multiplier,
+            nodes, delta_value, conv, public_means, fail, polish_multiplier, value_bound is not None,
         )
     elif max_rho or (meth == Method.fed_sparse.value and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
     elif meth == Method.fed_bnsl.value:
-        result = _plan_covariance(epsilon, delta_value, conv, public_means, value_bound is not None)
+        result = _calibrate(meth, epsilon, delta_value, None, None, "", nodes, selection_share, moment_share,
+                            mean_share, public_means, conv, value_bound, 0.0)
     else:
         k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
-        result = _plan_sparse(
-            epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
-            0.0 if public_means else mean_share, public_means, conv, value_bound is not None, polish_share,
-        )
+        result = _calibrate(meth, epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
+                            mean_share, public_means, conv, value_bound, polish_share)
     result["assumptions"]["delta"] = delta_source
 
     if json_out:
@@ -280,176 +279,188 @@ def _max_rho(epsilon: float, delta: float, conv: str) -> dict:
             "rows": rows, "json": data}
 
 
-def _events_json(ledger, delta, conv) -> list:
-    return ledger.to_dict(delta, conv)["participants"][0]["events"]
+def _release_rows(releases) -> list:
+    """One table row per planned release: its noise multiplier, count and zCDP cost."""
+    return [
+        (f"{r.kind.value} multiplier", r.multiplier,
+         f"noise / sensitivity ({r.mechanism}); {r.count} × rho {r.rho_each:.4g} = {r.rho:.4g}")
+        for r in releases
+    ]
 
 
-def _one_off_rows(releases) -> list:
-    from bnsl_cli.privacy.calibrate import multiplier_for_rho
+def _events(releases, delta, conv) -> list:
+    from bnsl_cli.privacy.release_plan import ledger_of
 
-    return [(f"{name} multiplier", multiplier_for_rho(rho), f"sigma / Delta, rho = {rho:.4g}") for name, rho in releases]
-
-
-def _one_off_json(releases) -> list:
-    from bnsl_cli.privacy.calibrate import multiplier_for_rho
-
-    return [{"release": name, "rho": rho, "sigma_multiplier": multiplier_for_rho(rho)} for name, rho in releases]
+    return ledger_of(releases).to_dict(delta, conv)["participants"][0]["events"]
 
 
-def _plan_sparse(
-    epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound_given=False, s_pol=0.0
-) -> dict:
-    from bnsl_cli.privacy.calibrate import calibrate, one_off_releases, spend
+def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol) -> dict:
+    """Calibrate mode: exactly the privacy plan `learn --dp` resolves (the same function)."""
+    from bnsl_cli.plan import DPConfig, resolve_privacy
 
-    plan = calibrate(epsilon, delta, k, t, selection_share=a, moment_share=s_m, mean_share=s_mean,
-                     conversion=conv, polish_share=s_pol)
-    eps_spent, rho_spent = spend(plan)
-    data = {"mode": "calibrate", "method": "fed-sparse", **plan.to_dict()}
+    dp = DPConfig(epsilon=epsilon, delta=delta, selection_share=a, conversion=conv, public_means=public_means,
+                  value_bound=value_bound, polish_share=s_pol)
+    if meth == Method.fed_bnsl.value:
+        pv = resolve_privacy(meth, dp, delta=delta, rounds=1, steps=1, polish=False, d=nodes)
+    else:
+        pv = resolve_privacy(meth, dp, delta=delta, rounds=k, steps=t, polish=s_pol > 0, d=nodes,
+                             mean_share=0.0 if public_means else s_mean, moment_share=s_m)
+    summary = pv.summary()
+    data = {"mode": "calibrate", "method": meth, **summary}
     data.update(
         nodes=nodes,
         public_means=public_means,
-        epsilon_spent=eps_spent,
-        rho_spent=rho_spent,
+        epsilon_spent=summary["epsilon_planned"],
+        rho_spent=summary["rho_planned"],
         neighbouring_relation=_base_assumptions(conv)["neighbouring relation"],
-        events=_events_json(plan.planned_ledger([0]), delta, conv),
+        events=_events(pv.releases, delta, conv),
     )
     assumptions = _base_assumptions(conv)
-    assumptions.update(
-        {
+    if meth == Method.fed_bnsl.value:
+        assumptions.update({
+            "releases": "one-off releases, then X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
+            "sensitivity": "sqrt(2) C_x**2 (replace-one)",
+            "budget split": f"column means {pv.mean_share:g}, second moments {pv.moment_share:g} of rho*, covariance the rest",
+        })
+        title = "DP-Fed-BNSL noise plan"
+    else:
+        assumptions.update({
             "rounds K": f"{k}",
             "steps T": f"{t} ({t_source})",
             "budget split": (
-                f"second moments {s_m:g}, column means {s_mean:g}"
+                f"second moments {pv.moment_share:g}, column means {pv.mean_share:g}"
                 + (" (public means: no release)" if public_means else "")
-                + f", polish second moments {s_pol:g}"
+                + f", polish second moments {pv.polish_share:g}"
                 + f", iterations the rest; per step: selection a = {a:g}, update 1 - a = {1 - a:g}"
             ),
-        }
+        })
+        title = "DP-Fed-Sparse-BNSL noise plan"
+    assumptions["value ranges"] = (
+        "public --value-bound: no value-range release" if value_bound is not None
+        else "each one-off release spends half its share on a noisy value-range histogram first"
     )
     rows = [
-        ("epsilon", plan.epsilon, "target"),
-        ("delta", plan.delta, ""),
-        ("rho* (zCDP)", plan.rho_total, "whole budget per participant"),
-        ("rho second moments", plan.rho_moments, f"{s_m:g} of rho*"),
-        ("rho column means", plan.rho_means, f"{s_mean:g} of rho*"),
-        ("rho polish", plan.rho_polish, f"{s_pol:g} of rho* (once, after the rounds)"),
-        ("polish multiplier", plan.polish_multiplier, "sigma / Delta = 1/sqrt(2 rho_pol)"),
-        ("rho per step", plan.rho_step, f"(rho* - one-off - polish) / (K T), K T = {k * t}"),
-        ("rho selection / step", plan.rho_selection, f"a = {a:g}"),
-        ("rho update / step", plan.rho_update, f"1 - a = {1 - a:g}"),
-        ("Gumbel multiplier", plan.gumbel_multiplier, "b / Delta_S = 1/sqrt(2 rho_sel)"),
-        ("eps_s per selection", plan.selection_epsilon, "2 Delta_S / b (pure DP of one selection)"),
-        ("sigma multiplier", plan.sigma_multiplier, "sigma / Delta = 1/sqrt(2 rho_upd)"),
+        ("epsilon", pv.epsilon, "target"),
+        ("delta", pv.delta, ""),
+        ("rho* (zCDP)", pv.rho_target, "whole budget per participant"),
+        ("rho second moments", summary["rho_moments"], f"{pv.moment_share:g} of rho* (with its value range)"),
+        ("rho column means", summary["rho_means"], f"{pv.mean_share:g} of rho* (with its value range)"),
     ]
-    rows += _one_off_rows(one_off_releases(plan.rho_means, plan.rho_moments, value_bound_given))
-    rows.append(("epsilon spent (check)", eps_spent, "accounted from the planned ledger"))
-    data["one_off_releases"] = _one_off_json(one_off_releases(plan.rho_means, plan.rho_moments, value_bound_given))
-    return {"title": "DP-Fed-Sparse-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
+    if meth == Method.fed_sparse.value:
+        rows += [
+            ("rho polish", summary["rho_polish"], f"{pv.polish_share:g} of rho* (once, after the rounds)"),
+            ("rho per step", summary["rho_per_step"], f"(rho* - one-off - polish) / (K T), K T = {k * t}"),
+            ("rho selection / step", summary["rho_selection_per_step"], f"a = {a:g}"),
+            ("rho update / step", summary["rho_update_per_step"], f"1 - a = {1 - a:g}"),
+            ("Gumbel multiplier", summary["gumbel_multiplier"], "b / Delta_S = 1/sqrt(2 rho_sel)"),
+            ("eps_s per selection", summary["selection_epsilon_per_step"], "2 Delta_S / b (pure DP of one selection)"),
+            ("sigma multiplier", summary["sigma_multiplier"], "sigma / Delta = 1/sqrt(2 rho_upd)"),
+        ]
+    else:
+        rows += [
+            ("rho covariance", summary["rho_covariance"], ""),
+            ("sigma multiplier", summary["sigma_multiplier"], "sigma / Delta = 1/sqrt(2 rho_cov)"),
+        ]
+    rows += _release_rows(pv.releases)
+    rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger"))
+    return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _plan_covariance(epsilon, delta, conv, public_means, value_bound_given=False) -> dict:
-    from bnsl_cli.privacy.calibrate import dp_fed_bnsl_plan, dp_fed_bnsl_split, one_off_releases, spend_covariance
+def _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given):
+    """The release list `learn --dp` makes with these multipliers: without a public value bound,
+    each one-off release is preceded by its value-range release, which spends the same share of
+    that release's budget as in learn (RANGE_FRACTION)."""
+    import math
 
-    plan = dp_fed_bnsl_plan(epsilon, delta, conv, public_means)
-    eps_spent, rho_spent = spend_covariance(plan.sigma_multiplier, delta, plan.mean_multiplier, conv)
-    releases = one_off_releases(*dp_fed_bnsl_split(plan, public_means), value_bound_given)
-    data = {"mode": "calibrate", "method": "fed-bnsl", **plan.to_dict()}
-    data.update(
-        epsilon_spent=eps_spent,
-        rho_spent=rho_spent,
-        neighbouring_relation=_base_assumptions(conv)["neighbouring relation"],
-        one_off_releases=_one_off_json(releases),
-    )
-    assumptions = _base_assumptions(conv)
-    assumptions.update(
-        {
-            "releases": "one-off releases, then X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
-            "sensitivity": "sqrt(2) C_x**2 (replace-one)",
-            "budget split": f"one-off releases {plan.mean_share:g} of rho*, covariance the rest",
-        }
-    )
-    rows = [
-        ("epsilon", plan.epsilon, "target"),
-        ("delta", plan.delta, ""),
-        ("rho* (zCDP)", plan.rho_total, "whole budget per participant"),
-        ("rho covariance", plan.rho_covariance, ""),
-        ("rho one-off releases", plan.rho_means, f"{plan.mean_share:g} of rho*"),
-        ("sigma multiplier", plan.sigma_multiplier, "sigma / Delta = 1/sqrt(2 rho_cov)"),
-    ]
-    rows += _one_off_rows(releases)
-    rows.append(("epsilon spent (check)", eps_spent, "accounted from the planned ledger"))
-    return {"title": "DP-Fed-BNSL noise plan", "assumptions": assumptions, "rows": rows, "json": data}
+    from bnsl_cli.privacy.release_plan import RANGE_FRACTION
+    from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind as K
+
+    out = []
+    # rho_range / rho_release = f / (1 - f): multiplier_range = multiplier · sqrt((1 - f) / f)
+    ratio = math.sqrt((1.0 - RANGE_FRACTION) / RANGE_FRACTION)
+    for before, kind, mult in ((K.RANGE_RAW, K.COLUMN_MEANS, mean), (K.RANGE_CENTRED, K.SECOND_MOMENTS, m)):
+        if mult is None:
+            continue
+        if not value_bound_given:
+            out.append(PlannedRelease(before, GAUSSIAN, mult * ratio, 1))
+        out.append(PlannedRelease(kind, GAUSSIAN, mult, 1))
+    if meth == Method.fed_bnsl.value:
+        out.append(PlannedRelease(K.COVARIANCE, GAUSSIAN, s, 1))
+    else:
+        out.append(PlannedRelease(K.SELECTION, EXPONENTIAL, g, k * t))
+        out.append(PlannedRelease(K.UPDATE, GAUSSIAN, s, k * t))
+        if pol is not None:
+            out.append(PlannedRelease(K.POLISH, GAUSSIAN, pol, 1))
+    return out
 
 
-def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None) -> dict:
-    from bnsl_cli.privacy.calibrate import CovariancePlan, NoiseMultipliers, ledger_for, spend, spend_covariance
+def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None,
+           value_bound_given=False) -> dict:
+    from bnsl_cli.errors import PrivacyBudgetError
+    from bnsl_cli.privacy.accountant import validate_delta
+    from bnsl_cli.privacy.release_plan import spend_of
 
     if public_means and mean is not None:
         raise fail("--public-means means no mean release; drop --mean-multiplier", 2)
+    for name, v in (("gumbel", g), ("sigma", s), ("moment", m), ("mean", mean), ("polish", pol)):
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise PrivacyBudgetError(f"the {name} noise multiplier must be a finite number > 0, got {v!r}")
+    validate_delta(delta)
     assumptions = _base_assumptions(conv)
     if meth == Method.fed_bnsl.value:
         if g is not None:
             raise fail("fed-bnsl makes no coordinate selections; drop --gumbel-multiplier", 2)
         if pol is not None:
             raise fail("fed-bnsl has no polish release; drop --polish-multiplier", 2)
-        eps, r = spend_covariance(s, delta, mean, conv)
-        ledger = CovariancePlan(eps, delta, conv, 0.0, r, 0.5 / s**2, 0.0 if mean is None else 0.5 / mean**2,
-                                s, mean).planned_ledger([0])
-        data = {
-            "mode": "spend", "method": "fed-bnsl", "epsilon": eps, "delta": delta, "rho": r,
-            "conversion": conv, "sigma_multiplier": s, "mean_multiplier": mean,
-            "rho_covariance": 0.5 / s**2, "rho_means": 0.0 if mean is None else 0.5 / mean**2,
-            "neighbouring_relation": assumptions["neighbouring relation"],
-            "events": _events_json(ledger, delta, conv),
-        }
-        assumptions["releases"] = "X_p^T X_p once" + (", column means once" if mean is not None else "")
-        rows = [("sigma multiplier", s, "covariance"), ("column-mean multiplier", mean, ""),
-                ("rho (zCDP)", r, ""), ("delta", delta, ""), ("epsilon", eps, f"{conv} conversion")]
-        return {"title": "DP-Fed-BNSL budget spent", "assumptions": assumptions, "rows": rows, "json": data}
+        if s is None:
+            raise fail("spend mode for fed-bnsl needs --sigma-multiplier (the covariance's)", 2)
+        k = t = None
+        t_source = ""
+    else:
+        if g is None or s is None:
+            raise fail("spend mode needs both --gumbel-multiplier and --sigma-multiplier", 2)
+        k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
+    from bnsl_cli.privacy.releases import ReleaseKind as K
 
-    if g is None or s is None:
-        raise fail("spend mode needs both --gumbel-multiplier and --sigma-multiplier", 2)
-    k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
-    mult = NoiseMultipliers(g, s, m, mean, pol)
-    eps, r = spend(mult, k, t, delta, conv)
-    ledger = ledger_for(mult, k, t)
-    events = _events_json(ledger, delta, conv)
-    rho_sel = 0.5 / g**2
-    rho_upd = 0.5 / s**2
+    releases = _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given)
+    eps, r = spend_of(releases, delta, conv)
+    by = {}
+    for rel in releases:
+        by[rel.kind] = by.get(rel.kind, 0.0) + rel.rho
     data = {
-        "mode": "spend", "method": "fed-sparse", "epsilon": eps, "delta": delta, "rho": r,
-        "conversion": conv, "rounds": k, "steps": t, "nodes": nodes,
+        "mode": "spend", "method": meth, "epsilon": eps, "delta": delta, "rho": r, "conversion": conv,
+        "rounds": k, "steps": t, "nodes": nodes,
         "gumbel_multiplier": g, "sigma_multiplier": s, "moment_multiplier": m, "mean_multiplier": mean,
-        "rho_selection_per_step": rho_sel, "rho_update_per_step": rho_upd,
-        "rho_moments": 0.0 if m is None else 0.5 / m**2, "rho_means": 0.0 if mean is None else 0.5 / mean**2,
-        "polish_multiplier": pol, "rho_polish": 0.0 if pol is None else 0.5 / pol**2,
-        "neighbouring_relation": assumptions["neighbouring relation"], "events": events,
+        "polish_multiplier": pol,
+        "rho_selection_per_step": None if g is None else 0.5 / g**2,
+        "rho_update_per_step": None if (g is None or s is None) else 0.5 / s**2,
+        "rho_moments": by.get(K.RANGE_CENTRED, 0.0) + by.get(K.SECOND_MOMENTS, 0.0),
+        "rho_means": by.get(K.RANGE_RAW, 0.0) + by.get(K.COLUMN_MEANS, 0.0),
+        "rho_polish": by.get(K.POLISH, 0.0),
+        "rho_covariance": by.get(K.COVARIANCE, 0.0),
+        "releases": [rel.to_dict() for rel in releases],
+        "neighbouring_relation": assumptions["neighbouring relation"],
+        "events": _events(releases, delta, conv),
     }
     one_off = [
         name for name, v in (("second moments", m), ("column means", mean), ("polish second moments", pol))
         if v is not None
     ]
-    assumptions.update(
-        {
-            "rounds K": f"{k}",
-            "steps T": f"{t} ({t_source})",
-            "one-off releases": ", ".join(one_off) if one_off else
-            "none counted (add --moment-multiplier / --mean-multiplier / --polish-multiplier to count them)",
-        }
+    if k is not None:
+        assumptions.update({"rounds K": f"{k}", "steps T": f"{t} ({t_source})"})
+    assumptions["one-off releases"] = (
+        ", ".join(one_off) + ("" if value_bound_given or not (m or mean) else
+                              "; each with its value-range release first, as learn --dp makes it")
+        if one_off else
+        "none counted (add --moment-multiplier / --mean-multiplier / --polish-multiplier to count them)"
     )
-    rows = [
-        ("Gumbel multiplier", g, "b / Delta_S"),
-        ("sigma multiplier", s, "sigma / Delta"),
-        ("rho selection / step", rho_sel, "1/(2 G**2)"),
-        ("rho update / step", rho_upd, "1/(2 S**2)"),
-        ("rho second moments", data["rho_moments"], "-" if m is None else "1/(2 M**2)"),
-        ("rho column means", data["rho_means"], "-" if mean is None else "1/(2 Mean**2)"),
-        ("rho polish", data["rho_polish"], "-" if pol is None else "1/(2 Pol**2)"),
-        ("rho (zCDP)", r, f"one-off + K T (rho_sel + rho_upd), K T = {k * t}"),
+    rows = _release_rows(releases) + [
+        ("rho (zCDP)", r, "sum over the releases"),
         ("delta", delta, ""),
         ("epsilon", eps, f"{conv} conversion"),
     ]
-    return {"title": "DP-Fed-Sparse-BNSL budget spent", "assumptions": assumptions, "rows": rows, "json": data}
+    title = "DP-Fed-BNSL budget spent" if meth == Method.fed_bnsl.value else "DP-Fed-Sparse-BNSL budget spent"
+    return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 A fleet delivers one encoded broadcast to every participant and returns their encoded replies in
 participant order. Only bytes cross between the coordinator and a worker process, exactly what
-a network transport would carry. After the final (stop) broadcast, :meth:`finish` brings back
-what the run report needs from each participant (its ``B_p``, timings, and the privacy-ledger
-events it recorded), which in a real deployment each participant would keep and report itself.
+a network transport would carry. At the end, :meth:`finish` brings back each participant's
+JSON-able summary (:meth:`Participant.summary`: its ``B_p`` when asked for, timings, and the
+privacy-ledger events it recorded, as dicts) — what a network transport would carry too.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class LocalFleet:
 
     def __init__(self, participants: Sequence):
         self.participants = list(participants)
+        self.workers = 1
         self._send = [p if callable(p) and not hasattr(p, "handle") else p.handle for p in self.participants]
 
     def __len__(self) -> int:
@@ -38,28 +39,27 @@ class LocalFleet:
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
         return [send(msg) for send in self._send]
 
-    def finish(self) -> list:
-        """The participant objects themselves (their state is already here)."""
-        return self.participants
+    def finish(self) -> list[dict]:
+        """Every participant's JSON-able summary, in participant order."""
+        return [p.summary() for p in self.participants]
+
+    def close(self) -> None:
+        """Nothing to release (symmetry with :class:`ProcessFleet`)."""
 
 
-def _state(p) -> dict:
-    out = {"pid": p.pid, "B": p.B, "beta": p.beta, "compute_s": p.compute_s, "steps_taken": p.steps_taken}
-    ledger = getattr(p, "ledger", None)
-    if ledger is not None:
-        out["events"] = ledger.events(p.pid)
-    return out
+#: The request that ends a worker: it answers with its participants' summaries. No protocol
+#: message is empty (every one starts with a header).
+_FINISH = b""
 
 
 def _worker(conn, participants) -> None:
     try:
         while True:
             msg = conn.recv_bytes()
-            replies = [p.handle(msg) for p in participants]
-            conn.send(replies)
-            if all(r is None for r in replies):  # the stop broadcast
-                conn.send([_state(p) for p in participants])
+            if msg == _FINISH:
+                conn.send([p.summary() for p in participants])
                 return
+            conn.send([p.handle(msg) for p in participants])
     except EOFError:  # the coordinator went away
         return
     finally:
@@ -73,6 +73,7 @@ class ProcessFleet:
         ctx = mp.get_context("fork")
         self.n = len(participants)
         self.groups = [list(range(w, self.n, workers)) for w in range(workers)]
+        self.workers = len(self.groups)
         self.participants = list(participants)
         self.conns, self.procs = [], []
         for idx in self.groups:
@@ -95,18 +96,18 @@ class ProcessFleet:
                 out[i] = reply
         return out
 
-    def finish(self) -> list:
-        """Bring back each participant's final state into this process's participant objects."""
+    def finish(self) -> list[dict]:
+        """Every participant's JSON-able summary (from its worker), in participant order; the
+        workers end."""
+        out: list = [None] * self.n
+        for conn in self.conns:
+            conn.send_bytes(_FINISH)
         for idx, conn, proc in zip(self.groups, self.conns, self.procs):
-            states = conn.recv()
-            for i, st in zip(idx, states):
-                p = self.participants[i]
-                p.B, p.beta, p.compute_s, p.steps_taken = st["B"], st["beta"], st["compute_s"], st["steps_taken"]
-                if "events" in st:
-                    p.ledger.replace_events(p.pid, st["events"])
+            for i, summary in zip(idx, conn.recv()):
+                out[i] = summary
             conn.close()
             proc.join(timeout=10)
-        return self.participants
+        return out
 
     def close(self) -> None:
         for conn in self.conns:

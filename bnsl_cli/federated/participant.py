@@ -92,6 +92,26 @@ class Participant:
             out[sl] = np.einsum("ij,ij->j", self._Xc[:, a[sl]], self._Xc[:, b[sl]])
         return out / float(self.n_total)
 
+    #: include ``B_p`` in :meth:`summary` (set from the plan's ``personal``)
+    report_B = False
+
+    def events(self) -> list:
+        """The privacy events this participant recorded (none for a non-private participant)."""
+        return []
+
+    def summary(self) -> dict:
+        """What this participant hands back at the end of a run, JSON-able: its ``B_p`` (when asked
+        for), timings, and its ledger events as dicts."""
+        return {
+            "participant": self.pid + 1,
+            "rows": self.n_rows,
+            "B": self.B.tolist() if self.report_B else None,
+            "compute_s": self.compute_s,
+            "steps_taken": self.steps_taken,
+            "events": [ev.to_dict() for ev in self.events()],
+            "notes": dict(getattr(self, "notes", {})),
+        }
+
     def _local_update(self, rnd: int):  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -110,3 +110,134 @@ def run_admm(
         polish_up=polish_up,
         polish_down=polish_down,
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# the coordinator driver of the ADMM methods (fed-sparse, fed-bnsl; private or not)
+# ----------------------------------------------------------------------------------------------
+
+
+def communication_report(log: RunLog) -> dict:
+    """Bytes up/down per participant and per round, from the encoded message lengths."""
+    up, down = log.bytes_up, log.bytes_down
+    P = up.shape[1]
+    pu = log.polish_up if log.polish_up is not None else np.zeros(P, dtype=np.int64)
+    pd = log.polish_down if log.polish_down is not None else np.zeros(P, dtype=np.int64)
+    total_up, total_down = int(up.sum() + pu.sum()), int(down.sum() + pd.sum())
+    return {
+        "bytes_up": total_up,
+        "bytes_down": total_down,
+        "bytes_total": total_up + total_down,
+        "polish": {"bytes_up": int(pu.sum()), "bytes_down": int(pd.sum())},
+        "per_participant": [
+            {
+                "participant": p + 1,
+                "bytes_up": int(up[:, p].sum() + pu[p]),
+                "bytes_down": int(down[:, p].sum() + pd[p]),
+            }
+            for p in range(P)
+        ],
+        "per_round": [
+            {"round": r + 1, "bytes_up": int(up[r].sum()), "bytes_down": int(down[r].sum())}
+            for r in range(up.shape[0])
+        ]
+        + ([{"round": "polish", "bytes_up": int(pu.sum()), "bytes_down": int(pd.sum())}] if pd.sum() else [])
+        + [{"round": "final", "bytes_up": 0, "bytes_down": int(down[-1].sum())}],
+        "encoding": "18-byte header per message; entries as int32 flat index + float64 value; W as the smallest of dense, sparse pairs and support delta",
+    }
+
+
+def _convergence(log: RunLog, plan, label: str) -> tuple[bool, Optional[str]]:
+    """``(converged, warning)``: the warning (with the numbers and what to change) when the run
+    stopped unconverged."""
+    last = log.history[-1] if log.history else {"h": float("nan"), "gap": float("nan")}
+    converged = bool(last["h"] <= plan.h_tol and last["gap"] <= plan.gap_tol)
+    if converged or log.stopped_early:
+        return converged, None
+    what = []
+    if not last["h"] <= plan.h_tol:
+        what.append(f"h(W) = {last['h']:.2e} > {plan.h_tol:g}")
+    if not last["gap"] <= plan.gap_tol:
+        what.append(f"consensus gap max|B_p − W| = {last['gap']:.2e} > {plan.gap_tol:g}")
+    return converged, (
+        f"{label} did not converge in {log.rounds} rounds ({'; '.join(what)}); "
+        f"the graph was thresholded and made acyclic anyway. Raise --rounds (now {plan.rounds}) "
+        f"or --steps (now {plan.steps}) for a converged result."
+    )
+
+
+def _polish_entry(stage, W: np.ndarray, plan) -> tuple[np.ndarray, Optional[dict]]:
+    """The polished DAG and the report's ``polish`` entry (the thresholded consensus when off)."""
+    if stage is None:
+        return W, ({"applied": False, "reason": "--no-polish"} if plan.method == "fed-sparse" else None)
+    if stage.result is None:
+        return W, {"applied": False, "reason": "nothing to polish (no edges or candidates, or a diverged run)"}
+    info = dict(stage.result.info)
+    if info.get("applied"):
+        return stage.result.W, info
+    return W, info
+
+
+def drive_admm(plan, fleet, progress=None):
+    """Coordinator side of fed-sparse / fed-bnsl: the ADMM rounds, the polish exchange (fed-sparse),
+    the stop broadcast, then the participants' summaries. Returns a
+    :class:`~bnsl_cli.federated.roles.Outcome`."""
+    import warnings
+
+    from bnsl_cli.run import finish_graph
+    from bnsl_cli.errors import ConvergenceWarning
+    from bnsl_cli.federated.coordinator import PenaltySchedule
+    from bnsl_cli.federated.roles import Outcome
+
+    pen = plan.penalty
+    schedule = PenaltySchedule(pen.rho1, pen.rho2, pen.growth1, pen.growth2, pen.cap)
+    if plan.method == "fed-sparse":
+        coord = Coordinator(plan.d, plan.P, schedule, snap=plan.snap, ftol=plan.server_ftol)
+    else:
+        coord = Coordinator(plan.d, plan.P, schedule, l1=plan.lam, dense=True, ftol=plan.server_ftol)
+    stage = None
+    if plan.polish:
+        from bnsl_cli.federated.polish import PolishStage
+        from bnsl_cli.privacy.defaults import POLISH_CLIP
+        from bnsl_cli.privacy.releases import ReleaseKind
+
+        noise = None
+        if plan.private:
+            noise = (plan.privacy.multiplier(ReleaseKind.POLISH), POLISH_CLIP, plan.P)
+        stage = PolishStage(plan.threshold, plan.n_total, noise=noise)
+    log = run_admm(
+        coord, fleet, plan.rounds, h_tol=plan.h_tol, gap_tol=plan.gap_tol, threshold=plan.threshold,
+        progress=progress, polish=stage,
+    )
+    summaries = fleet.finish()
+    label = plan.method + (" --dp" if plan.private else "")
+    W_raw = coord.W.copy()
+    W, removed = finish_graph(W_raw, plan.threshold, label, plan.names)
+    W, polish_info = _polish_entry(stage, W, plan)
+    converged, warning = _convergence(log, plan, plan.method + (" (dp)" if plan.private else ""))
+    warn_list = []
+    if warning is not None:
+        warnings.warn(warning, ConvergenceWarning, stacklevel=2)
+        warn_list.append(warning)
+    last = log.history[-1]
+    report = {
+        "rounds": log.rounds,
+        "stopped_early": log.stopped_early,
+        "converged": converged,
+        "final": {"h": last["h"], "gap": last["gap"], "objective": last["objective"]},
+        "history": log.history,
+        "communication": communication_report(log),
+        "timing": {
+            "participants_s": [s["compute_s"] for s in summaries],
+            "server_s": coord.server_s,
+            "server_evaluations": coord.lbfgs_evals,
+            "protocol_s": log.wall_s,
+        },
+        "removed_for_acyclicity": removed,
+        "warnings": warn_list,
+        "polish": polish_info,
+    }
+    issues = getattr(coord, "solver_issues", None)
+    if issues:
+        report["solver_issues"] = list(issues)
+    return Outcome(W_raw, W, report, summaries)

@@ -43,6 +43,7 @@ from bnsl_cli.privacy.accountant import (
 )
 from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE, SELECTION_SHARE
 from bnsl_cli.privacy.ledger import EXPONENTIAL, GAUSSIAN, PrivacyEvent, PrivacyLedger
+from bnsl_cli.privacy.releases import ReleaseKind
 
 __all__ = [
     "RELEASE_MEANS",
@@ -66,12 +67,12 @@ __all__ = [
     "spend_covariance",
 ]
 
-RELEASE_MEANS = "column-means"
-RELEASE_MOMENTS = "second-moments"
-RELEASE_SELECTION = "coordinate-selection"
-RELEASE_UPDATE = "coordinate-update"
-RELEASE_COVARIANCE = "covariance"
-RELEASE_POLISH = "polish-second-moments"
+RELEASE_MEANS = ReleaseKind.COLUMN_MEANS
+RELEASE_MOMENTS = ReleaseKind.SECOND_MOMENTS
+RELEASE_SELECTION = ReleaseKind.SELECTION
+RELEASE_UPDATE = ReleaseKind.UPDATE
+RELEASE_COVARIANCE = ReleaseKind.COVARIANCE
+RELEASE_POLISH = ReleaseKind.POLISH
 
 
 # ----------------------------------------------------------------------------------------------
@@ -323,7 +324,9 @@ def calibrate(
         if spend(plan)[0] <= eps:
             return plan
         rho_star *= 1.0 - 2.0 ** (attempt - 52)
-    return plan  # pragma: no cover - unreachable in practice
+    raise PrivacyBudgetError(
+        f"could not verify a noise plan within epsilon = {eps:g} after 64 attempts; no plan is returned"
+    )
 
 
 def _plan(eps, dlt, conversion, k, t, a, s_m, s_mean, rho_star, s_pol=0.0) -> NoisePlan:
@@ -487,6 +490,10 @@ def plan_covariance(
         if spend_covariance(plan.sigma_multiplier, dlt, plan.mean_multiplier, conversion)[0] <= eps:
             break
         rho_star *= 1.0 - 2.0 ** (attempt - 52)
+    else:
+        raise PrivacyBudgetError(
+            f"could not verify a noise plan within epsilon = {eps:g} after 64 attempts; no plan is returned"
+        )
     return plan
 
 
@@ -544,30 +551,7 @@ def _positive(name: str, v: float) -> float:
 # One-off releases as learn --dp makes them (shared with privacy-budget so both print the same)
 # ----------------------------------------------------------------------------------------------
 
-#: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
-#: the clipping bound of that release, when no public value bound is given.
-RANGE_FRACTION = 0.5
-
-
-def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list:
-    """``[(release, rho), ...]`` of the one-off releases, in the order a participant makes them.
-
-    Without a public value bound, half (``RANGE_FRACTION``) of each budget pays for the noisy
-    range histogram that sets the clipping bound of the release that follows: ``value-range (raw)``
-    then ``column-means`` (skipped when ``rho_means = 0``: public means), ``value-range (centred)``
-    then ``second-moments``.
-    """
-    out = []
-    f = 0.0 if value_bound_given else RANGE_FRACTION
-    if rho_means > 0:
-        if f:
-            out.append(("value-range (raw)", f * rho_means))
-        out.append((RELEASE_MEANS, (1 - f) * rho_means))
-    if rho_moments > 0:
-        if f:
-            out.append(("value-range (centred)", f * rho_moments))
-        out.append((RELEASE_MOMENTS, (1 - f) * rho_moments))
-    return out
+from bnsl_cli.privacy.release_plan import RANGE_FRACTION, one_off_releases  # noqa: E402  (one definition)
 
 
 def dp_fed_bnsl_plan(epsilon: float, delta: float, conversion: str = "tight", public_means: bool = False) -> CovariancePlan:

@@ -28,10 +28,7 @@ __all__ = [
     "PrivacyLedger",
 ]
 
-#: Mechanism names.
-GAUSSIAN = "gaussian"
-EXPONENTIAL = "exponential (gumbel-max)"
-MECHANISMS = (GAUSSIAN, EXPONENTIAL)
+from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 #: The neighbouring relation every event's sensitivity refers to.
 NEIGHBOURING_RELATION = "replace-one row of one participant"
@@ -43,9 +40,9 @@ class PrivacyEvent:
 
     Attributes
     ----------
-    release : str
-        What is released, e.g. ``"column-means"``, ``"second-moments"``, ``"coordinate-selection"``,
-        ``"coordinate-update"``, ``"covariance"``.
+    release : ReleaseKind
+        What is released (a member of :class:`~bnsl_cli.privacy.releases.ReleaseKind`; its string
+        value is accepted and converted).
     mechanism : str
         ``"gaussian"`` or ``"exponential (gumbel-max)"``.
     sensitivity : float
@@ -58,13 +55,17 @@ class PrivacyEvent:
         How many times this release was made (zCDP adds up).
     """
 
-    release: str
+    release: ReleaseKind
     mechanism: str
     sensitivity: float
     noise_scale: float
     count: int = 1
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "release", ReleaseKind(self.release))
+        except ValueError:
+            raise ValueError(f"unknown release {self.release!r}; use a ReleaseKind") from None
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {self.mechanism!r}; use one of {MECHANISMS}")
         if not (self.sensitivity >= 0 and math.isfinite(self.sensitivity)):
@@ -110,7 +111,7 @@ class PrivacyEvent:
     def to_dict(self) -> dict:
         """JSON-ready description (non-finite numbers as ``None``)."""
         return {
-            "release": self.release,
+            "release": self.release.value,
             "mechanism": self.mechanism,
             "sensitivity": self.sensitivity,
             "noise_scale": _finite_or_none(self.noise_scale),
@@ -119,6 +120,13 @@ class PrivacyEvent:
             "rho_each": _finite_or_none(self.rho_each),
             "rho": _finite_or_none(self.rho),
         }
+
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PrivacyEvent":
+        """The event of :meth:`to_dict` (a summary a participant sent back)."""
+        noise = d["noise_scale"]
+        return cls(d["release"], d["mechanism"], d["sensitivity"], math.inf if noise is None else noise, d["count"])
 
 
 class PrivacyLedger:

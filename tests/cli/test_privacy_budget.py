@@ -133,7 +133,7 @@ def test_fed_sparse_plan_matches_learn_dp(polish):
     import warnings
 
     from bnsl_cli.learn import LearnConfig, learn
-    from bnsl_cli.private import DPConfig
+    from bnsl_cli.learn import DPConfig
     from tests._sim import simulated_tables
 
     _, tables = simulated_tables(6, 2, 1000, seed=0)
@@ -156,21 +156,63 @@ def test_fed_sparse_plan_matches_learn_dp(polish):
     assert spent["epsilon"] == pytest.approx(4.0, rel=1e-9)
 
 
-def test_fed_bnsl_plan_matches_learn_and_spend_agrees():
-    from bnsl_cli.privacy.calibrate import dp_fed_bnsl_plan
+@pytest.mark.parametrize("public", [True, False])
+def test_fed_bnsl_plan_matches_learn_and_spend_agrees(public):
+    """privacy-budget prints the release list learn --dp --method fed-bnsl runs with; spend mode
+    with those multipliers (value ranges included, as learn makes them) gives ε back."""
+    import warnings
 
-    for extra, public in ((("--public-means",), True), ((), False)):
-        plan = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl", *extra)
-        ref = dp_fed_bnsl_plan(5.0, 1e-8, "tight", public_means=public)  # what learn --dp uses
-        assert plan["sigma_multiplier"] == pytest.approx(ref.sigma_multiplier, rel=1e-12)
-        releases = [e["release"] for e in plan["one_off_releases"]]
-        assert ("column-means" in releases) is (not public)
-        assert "second-moments" in releases
-        assert sum(e["rho"] for e in plan["one_off_releases"]) == pytest.approx(ref.rho_means, rel=1e-12)
-        spent = run_json("--sigma-multiplier", repr(plan["sigma_multiplier"]),
-                         "--mean-multiplier", repr(plan["mean_multiplier"]),
-                         "--delta", 1e-8, "--method", "fed-bnsl")
-        assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
+    from bnsl_cli.learn import DPConfig, LearnConfig, learn
+    from tests._sim import simulated_tables
+
+    extra = ("--public-means",) if public else ()
+    plan = run_json("--epsilon", 5, "--delta", 1e-8, "--method", "fed-bnsl", *extra)
+    _, tables = simulated_tables(5, 2, 400, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(tables, LearnConfig(method="fed-bnsl", seed=0, rounds=2,
+                                        dp=DPConfig(epsilon=5.0, delta=1e-8, public_means=public))).report
+    used = rep["privacy"]["plan"]
+    assert plan["releases"] == used["releases"]
+    releases = [e["release"] for e in plan["releases"]]
+    assert ("column-means" in releases) is (not public)
+    assert "second-moments" in releases and "value-range (centred)" in releases
+    # every noise actually used in the run is the plan's multiplier of that release
+    mult = {e["release"]: e["noise_multiplier"] for e in plan["releases"]}
+    for part in rep["privacy"]["participants"]:
+        for ev in part["events"]:
+            assert ev["noise_multiplier"] == pytest.approx(mult[ev["release"]], rel=1e-12)
+    args = ["--sigma-multiplier", repr(plan["sigma_multiplier"]), "--moment-multiplier", repr(plan["moment_multiplier"])]
+    if not public:
+        args += ["--mean-multiplier", repr(plan["mean_multiplier"])]
+    spent = run_json(*args, "--delta", 1e-8, "--method", "fed-bnsl")
+    assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
+    assert spent["releases"] == plan["releases"]
+
+
+def test_spend_mode_counts_the_value_range_releases():
+    """Issue 12.5: spend mode counted only the one-off releases themselves, not the value-range
+    histograms before them, and reported less than a run spends."""
+    plan = run_json("--epsilon", 5, "--delta", 1e-8, "--rounds", 10, "--steps", 20)
+    args = ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]), "--sigma-multiplier", repr(plan["sigma_multiplier"]),
+            "--moment-multiplier", repr(plan["moment_multiplier"]), "--mean-multiplier", repr(plan["mean_multiplier"]),
+            "--polish-multiplier", repr(plan["polish_multiplier"]), "--rounds", 10, "--steps", 20, "--delta", 1e-8]
+    spent = run_json(*args)
+    assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
+    kinds = [e["release"] for e in spent["releases"]]
+    assert "value-range (raw)" in kinds and "value-range (centred)" in kinds
+    bounded = run_json(*args, "--value-bound", 3)  # a public bound: no range releases
+    assert bounded["epsilon"] < 5.0
+    assert "value-range (raw)" not in [e["release"] for e in bounded["releases"]]
+
+
+def test_json_table_and_learn_print_the_same_multipliers():
+    """Issue 12.4: --json, the table and learn's report show one set of numbers."""
+    out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
+    res = run("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
+    for e in out["releases"]:
+        assert f"{e['noise_multiplier']:.6g}" in res.stderr, e
+    assert out["moment_multiplier"] == pytest.approx(1.0 / math.sqrt(2 * 0.5 * 0.05 * out["rho"]), rel=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,8 +282,7 @@ def _one_clean_line(res):
           "0.5"], "whole budget"),
         (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--moment-share", "1.0",
           "--public-means"], "share"),
-        (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--selection-share", "1"], "selection share"),
-        (["--epsilon", "1", "--delta", "1e-5", "--steps", "0"], "steps"),
+        (["--epsilon", "1", "--delta", "1e-5", "--steps", "20", "--selection-share", "1"], "selection-share"),
         (["--gumbel-multiplier", "0", "--sigma-multiplier", "3", "--steps", "5", "--delta", "1e-5"],
          "multiplier"),
     ],
@@ -279,6 +320,7 @@ def test_missing_delta_is_a_usage_error(args):
         ["--epsilon", "1", "--delta", "1e-5", "--samples", "100", "--steps", "3"],  # both delta sources
         ["--gumbel-multiplier", "10", "--delta", "1e-5", "--steps", "3"],  # sigma missing
         ["--rho", "0.1", "--delta", "1e-5", "--max-rho"],
+        ["--epsilon", "1", "--delta", "1e-5", "--steps", "0"],  # as in learn: --steps must be >= 1
     ],
 )
 def test_other_usage_errors_exit_2(args):

@@ -3,10 +3,11 @@
 import warnings
 
 import numpy as np
+import pytest
 
 from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet, make_fleet
 from bnsl_cli.learn import LearnConfig, learn
-from bnsl_cli.private import DPConfig
+from bnsl_cli.learn import DPConfig
 from tests._sim import simulated_tables
 
 
@@ -45,3 +46,28 @@ def test_make_fleet_choice():
     assert isinstance(make_fleet(parts, 1), LocalFleet)
     assert isinstance(make_fleet(parts, 0), LocalFleet)
     assert not isinstance(make_fleet([parts[0]], 4), ProcessFleet)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_finish_hands_back_json_summaries(workers):
+    """What a participant hands back crosses a transport as JSON: B_p, timings, ledger events as dicts."""
+    import json
+
+    from bnsl_cli.federated.protocol import drive_admm
+    from bnsl_cli.plan import RunPlan, Shapes
+    from bnsl_cli.run import local_fleet
+
+    tables = _tables()
+    plan = RunPlan.resolve(LearnConfig(rounds=2, workers=workers, personal=True, seed=1,
+                                       dp=DPConfig(epsilon=20.0, delta=1e-5)), Shapes.of_tables(tables))
+    fleet = local_fleet(plan, tables)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = drive_admm(plan, fleet)
+    finally:
+        fleet.close()
+    again = json.loads(json.dumps(out.summaries))
+    assert again == out.summaries and len(again) == len(tables)
+    assert [s["participant"] for s in again] == list(range(1, len(tables) + 1))
+    assert all(len(s["B"]) == plan.d and s["events"] for s in again)

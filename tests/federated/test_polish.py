@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bnsl_cli.federated.dp_participant import DPSparseParticipant, OneOffBudget
+from bnsl_cli.federated.dp_participant import DPSparseParticipant, private_polish_moments
 from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
 from bnsl_cli.federated.participant import SparseParticipant
 from bnsl_cli.federated.polish import (
@@ -18,10 +18,9 @@ from bnsl_cli.federated.polish import (
 )
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
-from bnsl_cli.privacy.calibrate import RELEASE_POLISH
+from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.defaults import POLISH_SHARE
-from bnsl_cli.privacy.ledger import PrivacyLedger
-from bnsl_cli.private import DPConfig
+from bnsl_cli.learn import DPConfig
 from bnsl_cli.simulate import simulate
 from tests._sim import simulated_tables
 
@@ -133,12 +132,21 @@ def test_participant_answers_with_its_share_of_the_pooled_moments():
     np.testing.assert_allclose(total, ref[pairs // 6, pairs % 6], rtol=1e-12)
 
 
+RELEASE_POLISH = ReleaseKind.POLISH
+
+
 def _dp_participant(X, multiplier, rng):
     return DPSparseParticipant(
-        0, X, X.shape[0], 0.01, 5, gumbel_multiplier=1.0, sigma_multiplier=1.0,
-        budget=OneOffBudget(rho_means=0.0, rho_moments=1e24, value_bound=1e3), rng=rng,
-        ledger=PrivacyLedger(), polish_multiplier=multiplier,
+        0, X, X.shape[0], 0.01, 5, one_offs={ReleaseKind.SECOND_MOMENTS: 1e-12}, value_bound=1e3,
+        gumbel_multiplier=1.0, sigma_multiplier=1.0, rng=rng, polish_multiplier=multiplier,
     )
+
+
+def _release(Xc, v_hat, pairs, multiplier, rng, n_total):
+    """The private polish release as a plain function (returns values and the event)."""
+    from bnsl_cli.privacy.defaults import POLISH_CLIP
+
+    return private_polish_moments(Xc, v_hat, pairs, POLISH_CLIP, multiplier, n_total, rng)
 
 
 def _upper_pairs(d):
@@ -152,23 +160,31 @@ def test_private_moments_have_the_calibrated_noise_and_are_recorded():
     pairs = _upper_pairs(5)
     req = GramRequest(1, 5, pairs).encode()
     mult = 0.7
-    dp = _dp_participant(X, mult, np.random.default_rng(5))
+    from bnsl_cli.privacy.defaults import POLISH_CLIP
+
+    Xc = X - X.mean(axis=0)
+    v_hat = (Xc * Xc).mean(axis=0)
     a, b = pairs // 5, pairs % 5
-    scale = np.sqrt(dp.v_hat[a] * dp.v_hat[b])
-    U = dp._Xc[:, a] * dp._Xc[:, b] / scale
-    c_row = dp.polish_clip * np.sqrt(pairs.size)
+    scale = np.sqrt(v_hat[a] * v_hat[b])
+    U = Xc[:, a] * Xc[:, b] / scale
+    c_row = POLISH_CLIP * np.sqrt(pairs.size)
     U *= np.minimum(1.0, c_row / np.linalg.norm(U, axis=1))[:, None]
     clipped = U.sum(axis=0)
-    draws = []
-    for _ in range(400):
-        dp._polish_released = False  # each draw is a fresh release here (the budget covers one per run)
-        draws.append(GramReply.decode(dp.handle(req)).values)
+    rng = np.random.default_rng(5)
+    draws, evs = [], []
+    for _ in range(400):  # each draw is a fresh release here (a run makes one)
+        values, ev = _release(Xc, v_hat, pairs, mult, rng, X.shape[0])
+        draws.append(values)
+        evs.append(ev)
     z = (np.array(draws) * X.shape[0] / scale - clipped)  # in units of the standardised sums
     expected = mult * 2.0 * c_row
     assert np.all(np.abs(z.mean(axis=0)) < 4 * expected / np.sqrt(400))
     np.testing.assert_allclose(z.std(axis=0), expected, rtol=0.15)
-    evs = [ev for ev in dp.ledger.events(0) if ev.release == RELEASE_POLISH]
-    assert sum(ev.count for ev in evs) == 400
+    assert all(ev.release == RELEASE_POLISH for ev in evs)
+    # a participant answers the request with the same release, recorded in its own ledger
+    dp = _dp_participant(X, mult, np.random.default_rng(5))
+    GramReply.decode(dp.handle(req))
+    assert [ev for ev in dp.events() if ev.release == RELEASE_POLISH][0].sensitivity == pytest.approx(2.0 * c_row)
     assert evs[0].sensitivity == pytest.approx(2.0 * c_row)
     assert evs[0].rho_each == pytest.approx(1.0 / (2.0 * mult**2))
 
@@ -180,22 +196,23 @@ def test_private_moments_bound_each_row_and_keep_the_least_squares_fit():
     X = sim.shards[0]
     pairs = _upper_pairs(6)
     req = GramRequest(1, 6, pairs).encode()
+    from bnsl_cli.privacy.defaults import POLISH_CLIP
+
     tiny = 1e-12  # (almost) no noise, to look at the clipped sums themselves
-    base = _dp_participant(X, tiny, np.random.default_rng(0))
+    centre = X.mean(axis=0)  # the same released centre and public scales on both neighbours
+    Xc = X - centre
+    v_hat = (Xc * Xc).mean(axis=0)
     Y = X.copy()
     Y[17] = 1e3 * np.sign(np.arange(6) - 2.5)
-    other = _dp_participant(Y, tiny, np.random.default_rng(0))
-    other.v_hat = base.v_hat.copy()  # the same public scales on both neighbours
-    other._Xc = Y - (X - base._Xc)  # the same released centre
     a, b = pairs // 6, pairs % 6
-    scale = np.sqrt(base.v_hat[a] * base.v_hat[b])
-    g1 = GramReply.decode(base.handle(req)).values * X.shape[0] / scale
-    g2 = GramReply.decode(other.handle(req)).values * X.shape[0] / scale
-    c_row = base.polish_clip * np.sqrt(pairs.size)
+    scale = np.sqrt(v_hat[a] * v_hat[b])
+    g1 = _release(Xc, v_hat, pairs, tiny, np.random.default_rng(0), X.shape[0])[0] * X.shape[0] / scale
+    g2 = _release(Y - centre, v_hat, pairs, tiny, np.random.default_rng(0), X.shape[0])[0] * X.shape[0] / scale
+    c_row = POLISH_CLIP * np.sqrt(pairs.size)
     assert np.linalg.norm(g1 - g2) <= 2 * c_row * (1 + 1e-9)
     # the clipping shrinks rows with a large norm; the least-squares weights (which ignore a common
     # scale of the moments) stay close to those of the exact moments, and clipping really happens
-    exact = (base._Xc[:, a] * base._Xc[:, b]).sum(axis=0) / scale
+    exact = (Xc[:, a] * Xc[:, b]).sum(axis=0) / scale
     assert np.abs(g1 - exact).max() > 0.01 * X.shape[0]
 
     def full(v):
@@ -222,7 +239,7 @@ def test_private_participant_releases_the_moments_once_and_only_with_a_budget():
     dp.handle(req)
     with pytest.raises(PrivacyBudgetError, match="already released"):
         dp.handle(req)
-    assert sum(ev.count for ev in dp.ledger.events(0) if ev.release == RELEASE_POLISH) == 1
+    assert sum(ev.count for ev in dp.events() if ev.release == RELEASE_POLISH) == 1
 
 
 @pytest.fixture(scope="module")

@@ -261,3 +261,18 @@ def test_spend_is_read_from_the_ledger():
     assert rho == pytest.approx(hand, rel=1e-12)
     assert eps == pytest.approx(epsilon_from_rho(hand, 1e-6), rel=1e-12)
     assert spend(mult, 7, 30, 1e-6, "simple")[0] == pytest.approx(epsilon_from_rho(hand, 1e-6, "simple"))
+
+
+def test_release_calibration_fails_closed_when_it_cannot_verify(monkeypatch):
+    """Issue 12.4: after its attempt limit the calibration returned an unverified plan; now it raises."""
+    from bnsl_cli.errors import PrivacyBudgetError
+    from bnsl_cli.privacy import release_plan
+
+    def build(rho):
+        return release_plan.dp_fed_bnsl_releases(rho, mean_share=0.05, moment_share=0.05, value_bound_given=False)
+
+    releases, rho = release_plan.calibrate_releases(build, 2.0, 1e-6)
+    assert release_plan.spend_of(releases, 1e-6)[0] <= 2.0
+    monkeypatch.setattr(release_plan, "spend_of", lambda rel, d, c="tight": (2.0 * (1 + 1e-9), 0.0))
+    with pytest.raises(PrivacyBudgetError, match="could not verify"):
+        release_plan.calibrate_releases(build, 2.0, 1e-6)

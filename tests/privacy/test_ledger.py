@@ -40,9 +40,9 @@ def test_count_multiplies_and_scale_invariance():
 
 
 def test_degenerate_noise():
-    assert PrivacyEvent("x", GAUSSIAN, 1.0, 0.0).rho == math.inf
-    assert PrivacyEvent("x", GAUSSIAN, 0.0, 0.0).rho == 0.0
-    assert PrivacyEvent("x", GAUSSIAN, 1.0, math.inf).rho == 0.0
+    assert PrivacyEvent("covariance", GAUSSIAN, 1.0, 0.0).rho == math.inf
+    assert PrivacyEvent("covariance", GAUSSIAN, 0.0, 0.0).rho == 0.0
+    assert PrivacyEvent("covariance", GAUSSIAN, 1.0, math.inf).rho == 0.0
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_invalid_events(kwargs):
 
 
 def test_event_is_frozen():
-    ev = PrivacyEvent("x", GAUSSIAN, 1.0, 1.0)
+    ev = PrivacyEvent("covariance", GAUSSIAN, 1.0, 1.0)
     with pytest.raises(Exception):
         ev.count = 3  # type: ignore[misc]
 
@@ -187,3 +187,25 @@ def test_ledger_agrees_with_dp_accounting_composition():
     theirs = acc.get_epsilon(delta)
     assert ours <= theirs + 1e-12
     assert theirs <= 1.03 * ours
+
+
+def test_release_names_live_in_one_enumeration():
+    """Issue 12.3: every release name is a ReleaseKind; no module spells one as a string literal."""
+    import ast
+    from pathlib import Path
+
+    import bnsl_cli
+    from bnsl_cli.privacy.releases import ReleaseKind
+
+    names = {k.value for k in ReleaseKind}
+    root = Path(bnsl_cli.__file__).parent
+    found = []
+    for path in root.rglob("*.py"):
+        if path.name == "releases.py" and path.parent.name == "privacy":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.value!r}")
+    assert not found, found
+    with pytest.raises(ValueError, match="unknown release"):
+        PrivacyEvent("made-up", GAUSSIAN, 1.0, 1.0)

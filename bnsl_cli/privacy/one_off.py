@@ -1,0 +1,101 @@
+"""The one-off private releases a participant makes before round 1.
+
+Every function returns the released (noisy) value and the :class:`PrivacyEvent` to record; the
+caller records it. Neighbouring relation: replace one row of this participant's data.
+
+- :func:`release_range` — a per-column bound on ``|x − c|`` from a noisy histogram of ``|x − c|``
+  over fixed, data-independent bins ``(4^(k−1), 4^k]``: each row adds 1 to one bin per column, so
+  replacing a row moves at most 2 units per column: L2 sensitivity ``√(2d)``. The bound is the
+  ``1 − q`` quantile of the denoised histogram (see the function).
+- :func:`release_means` — ``Σ_rows clip(x_j / B_j, −1, 1)`` (columns scaled by the public bound):
+  L2 sensitivity ``2√d``; the mean is ``B_j · (noisy sum) / n_p``.
+- :func:`release_second_moments` — ``Σ_rows min(((x_j − μ̂_j)/B_j)², 1)``: sensitivity ``√d``;
+  ``v̂_j = B_j² · (noisy sum) / n_p``, floored at a small positive value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bnsl_cli.privacy.ledger import PrivacyEvent
+from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
+from bnsl_cli.privacy.mechanisms import gaussian_noise
+
+__all__ = ["BIN_EDGES", "release_range", "release_means", "release_second_moments"]
+
+
+#: Fixed bin edges for |x|: 4^k, k = −10 … 15 (about 1e-6 … 1e9). Public, data-independent.
+#: Coarse bins keep the counts well above the noise at small budgets.
+BIN_EDGES = 4.0 ** np.arange(-10, 16).astype(float)
+
+
+def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rng, *, quantile: float,
+                  release: ReleaseKind) -> tuple[np.ndarray, PrivacyEvent]:
+    """Noisy per-column upper ``quantile`` of ``|x − centre|`` from a histogram on ``BIN_EDGES``.
+
+    Post-processing of the noisy counts: counts below ``3σ`` are set to 0 (so the noise of the many
+    empty bins does not add up), only the contiguous run of kept bins with the largest mass is kept
+    (a lone noise spike far from the data cannot set the bound), and the quantile of that mass is
+    interpolated geometrically inside its bin. Columns whose whole histogram drowns in noise get
+    ``nan``.
+    """
+    n, d = X.shape
+    A = np.abs(X - centre[None, :])
+    idx = np.searchsorted(BIN_EDGES, A, side="left")  # bin k holds edge[k-1] < |x| ≤ edge[k]
+    nb = BIN_EDGES.size + 1
+    flat = (np.arange(d)[None, :] * nb + idx).ravel()
+    counts = np.bincount(flat, minlength=d * nb).reshape(d, nb).astype(float)
+    sens = float(np.sqrt(2.0 * d))
+    std = sigma_multiplier * sens
+    noisy = counts + gaussian_noise(counts.shape, std, rng)
+    kept = np.where(noisy > 3.0 * std, noisy, 0.0)
+    for j in range(d):
+        kept[j] = _largest_run(kept[j])
+    total = kept.sum(axis=1)
+    cum = np.cumsum(kept, axis=1)
+    lower = np.concatenate([[BIN_EDGES[0] / 4.0], BIN_EDGES])  # lower edge of each bin
+    bounds = np.full(d, np.nan)
+    for j in np.flatnonzero(total > 0):
+        target = (1.0 - quantile) * total[j]
+        k = int(np.argmax(cum[j] >= target))
+        before = cum[j, k] - kept[j, k]
+        frac = (target - before) / kept[j, k]
+        bounds[j] = lower[k] * 4.0**frac
+    return bounds, PrivacyEvent(release, GAUSSIAN, sens, std, 1)
+
+
+def _largest_run(counts: np.ndarray) -> np.ndarray:
+    """Zero every bin outside the contiguous run of non-zero bins with the largest total."""
+    nz = counts > 0
+    if not nz.any():
+        return counts
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], nz.astype(int), [0]])))
+    starts, ends = edges[::2], edges[1::2]
+    best = max(range(starts.size), key=lambda r: counts[starts[r] : ends[r]].sum())
+    out = np.zeros_like(counts)
+    out[starts[best] : ends[best]] = counts[starts[best] : ends[best]]
+    return out
+
+
+def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng) -> tuple[np.ndarray, PrivacyEvent]:
+    """Noisy column means of ``X`` with values clipped to ``±bound`` (per column)."""
+    n, d = X.shape
+    sums = np.clip(X / bound[None, :], -1.0, 1.0).sum(axis=0)
+    sens = 2.0 * float(np.sqrt(d))
+    std = sigma_multiplier * sens
+    noisy = sums + gaussian_noise(d, std, rng)
+    return bound * noisy / n, PrivacyEvent(ReleaseKind.COLUMN_MEANS, GAUSSIAN, sens, std, 1)
+
+
+def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng
+                           ) -> tuple[np.ndarray, PrivacyEvent]:
+    """Noisy per-row second moments ``v̂_j ≈ Σ_rows x_j² / n_p`` of the centred data, each term
+    clipped at ``bound_j²``. A noisy sum below its own noise std (or below 1e-9·n_p) is raised to
+    that level, so ``v̂`` stays positive (post-processing)."""
+    n, d = Xc.shape
+    sums = np.minimum((Xc / bound[None, :]) ** 2, 1.0).sum(axis=0)
+    sens = float(np.sqrt(d))
+    std = sigma_multiplier * sens
+    noisy = sums + gaussian_noise(d, std, rng)
+    v = bound**2 * np.maximum(noisy, max(std, 1e-9 * n)) / n
+    return v, PrivacyEvent(ReleaseKind.SECOND_MOMENTS, GAUSSIAN, sens, std, 1)

@@ -1,0 +1,172 @@
+"""The release list of a private run: every planned release with its noise, calibrated to (ε, δ).
+
+One participant's planned releases are a list of :class:`~bnsl_cli.privacy.releases.PlannedRelease`
+(kind, mechanism, noise multiplier = noise / sensitivity, count). Their zCDP spend is
+``Σ count / (2 multiplier²)``, read by building the ledger of those releases (unit sensitivities)
+and asking the accountant, exactly as a finished run's ledger is read. The run plan, the report,
+``privacy-budget`` (both directions) and the participants all use this one list, so every printed
+number comes from it.
+
+Budget split with ``ρ* = rho_for_epsilon(ε, δ)`` (shares of ``ρ*``):
+
+DP-Fed-Sparse-BNSL — one-offs: column means ``mean_share`` (0 with public means), second moments
+``moment_share``; without a public value bound each one-off spends ``RANGE_FRACTION`` of its share on
+the noisy value-range histogram that sets its clipping bound. The polish's second moments
+``polish_share`` (0 without the polish). The rest over the ``K × T`` DP-PGCD steps, a fraction
+``a`` (selection share) on the exponential-mechanism selection and ``1 − a`` on the Gaussian update.
+
+DP-Fed-BNSL — the same one-offs (means, second moments for the row clip norm), the covariance the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind
+
+__all__ = [
+    "RANGE_FRACTION",
+    "CALIBRATION_ATTEMPTS",
+    "one_off_releases",
+    "dp_pgcd_releases",
+    "dp_fed_bnsl_releases",
+    "ledger_of",
+    "spend_of",
+    "calibrate_releases",
+    "multiplier_of",
+]
+
+#: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
+#: the clipping bound of that release, when no public value bound is given.
+RANGE_FRACTION = 0.5
+#: How many times the calibration shaves ρ* by a few ulps to absorb rounding before it gives up.
+CALIBRATION_ATTEMPTS = 64
+
+
+def _multiplier(rho: float) -> float:
+    if not (rho > 0 and math.isfinite(rho)):
+        raise PrivacyBudgetError(f"a release needs a finite zCDP budget > 0, got {rho!r}")
+    m = 1.0 / math.sqrt(2.0 * rho)
+    if not math.isfinite(m):
+        raise PrivacyBudgetError(f"the zCDP budget {rho!r} of a release is too small to fund any noise level")
+    return m
+
+
+def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list[tuple[ReleaseKind, float]]:
+    """``[(kind, rho), ...]`` of the one-off releases, in the order a participant makes them.
+
+    Without a public value bound, ``RANGE_FRACTION`` of each budget pays for the noisy range
+    histogram that sets the clipping bound of the release that follows: raw range then column means
+    (skipped when ``rho_means = 0``: public means), centred range then second moments."""
+    out: list[tuple[ReleaseKind, float]] = []
+    f = 0.0 if value_bound_given else RANGE_FRACTION
+    if rho_means > 0:
+        if f:
+            out.append((ReleaseKind.RANGE_RAW, f * rho_means))
+        out.append((ReleaseKind.COLUMN_MEANS, (1 - f) * rho_means))
+    if rho_moments > 0:
+        if f:
+            out.append((ReleaseKind.RANGE_CENTRED, f * rho_moments))
+        out.append((ReleaseKind.SECOND_MOMENTS, (1 - f) * rho_moments))
+    return out
+
+
+def _one_offs(rho_star, mean_share, moment_share, value_bound_given) -> list[PlannedRelease]:
+    return [
+        PlannedRelease(kind, GAUSSIAN, _multiplier(rho), 1)
+        for kind, rho in one_off_releases(mean_share * rho_star, moment_share * rho_star, value_bound_given)
+    ]
+
+
+def dp_pgcd_releases(
+    rho_star: float,
+    *,
+    rounds: int,
+    steps: int,
+    selection_share: float,
+    mean_share: float,
+    moment_share: float,
+    polish_share: float,
+    value_bound_given: bool,
+) -> list[PlannedRelease]:
+    """DP-Fed-Sparse-BNSL's releases for a budget of ``rho_star`` (see the module docstring)."""
+    left = 1.0 - mean_share - moment_share - polish_share
+    if not left > 0:
+        raise PrivacyBudgetError(
+            f"the one-off releases take the whole budget (second-moment share {moment_share:g} + mean share "
+            f"{mean_share:g} + polish share {polish_share:g} >= 1); lower the shares"
+        )
+    out = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
+    rho_step = left * rho_star / (rounds * steps)
+    out.append(PlannedRelease(ReleaseKind.SELECTION, EXPONENTIAL, _multiplier(selection_share * rho_step), rounds * steps))
+    out.append(PlannedRelease(ReleaseKind.UPDATE, GAUSSIAN, _multiplier((1.0 - selection_share) * rho_step), rounds * steps))
+    if polish_share > 0:
+        out.append(PlannedRelease(ReleaseKind.POLISH, GAUSSIAN, _multiplier(polish_share * rho_star), 1))
+    return out
+
+
+def dp_fed_bnsl_releases(
+    rho_star: float, *, mean_share: float, moment_share: float, value_bound_given: bool
+) -> list[PlannedRelease]:
+    """DP-Fed-BNSL's releases: the one-offs, then the covariance with the rest of ``rho_star``."""
+    left = 1.0 - mean_share - moment_share
+    if not left > 0:
+        raise PrivacyBudgetError("the one-off releases take the whole budget; lower the shares")
+    out = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
+    out.append(PlannedRelease(ReleaseKind.COVARIANCE, GAUSSIAN, _multiplier(left * rho_star), 1))
+    return out
+
+
+def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
+    """The ledger those releases make (unit sensitivities: ρ depends only on noise / sensitivity)."""
+    from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
+
+    ledger = PrivacyLedger()
+    for p in participant_ids:
+        ledger.add_participant(p)
+        for r in releases:
+            ledger.record(p, PrivacyEvent(r.kind, r.mechanism, 1.0, r.multiplier, r.count))
+    return ledger
+
+
+def spend_of(releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight") -> tuple[float, float]:
+    """``(ε, ρ)`` one participant spends with these releases, read from their ledger by the accountant."""
+    from bnsl_cli.privacy.accountant import epsilon_from_rho
+
+    rho = ledger_of(releases).max_rho()
+    return epsilon_from_rho(rho, delta, conversion), rho
+
+
+def multiplier_of(releases: Sequence[PlannedRelease], kind: ReleaseKind):
+    """The noise multiplier of the release ``kind`` (``None`` when it is not planned)."""
+    for r in releases:
+        if r.kind == kind:
+            return r.multiplier
+    return None
+
+
+def calibrate_releases(
+    build: Callable[[float], list[PlannedRelease]], epsilon: float, delta: float, conversion: str = "tight"
+) -> tuple[list[PlannedRelease], float]:
+    """``(releases, ρ*)``: the releases ``build(ρ*)`` makes, with ρ* the largest zCDP budget of
+    (ε, δ), verified: their spend read back from their ledger is at most ε.
+
+    Rounding in the multipliers can push the recomputed spend a few ulps above ε; ρ* is shaved by a
+    few ulps at a time. If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
+    rather than return an unverified plan."""
+    from bnsl_cli.privacy.accountant import rho_for_epsilon, validate_delta, validate_epsilon
+
+    eps = validate_epsilon(epsilon)
+    dlt = validate_delta(delta)
+    rho_star = rho_for_epsilon(eps, dlt, conversion)
+    for attempt in range(CALIBRATION_ATTEMPTS):
+        releases = build(rho_star)
+        if spend_of(releases, dlt, conversion)[0] <= eps:
+            return releases, rho_star
+        rho_star *= 1.0 - 2.0 ** (min(attempt, 24) - 52)  # a few ulps, growing, at most 2⁻²⁸ a time
+    raise PrivacyBudgetError(
+        f"could not verify a noise plan within ε = {eps:g} at δ = {dlt:g} after {CALIBRATION_ATTEMPTS} "
+        "attempts; no run was started (try a slightly different --epsilon)"
+    )

@@ -1,0 +1,265 @@
+"""The one run pipeline: ``run(plan, fleet)`` — (pre-round stages) → the method's exchanges → finish
+the graph → report. Private runs are the same pipeline with a plan that carries a release list.
+
+``learn(tables, options)`` is the convenience front door: resolve the plan from the tables'
+public shape, put the participants in this process or in worker processes, and ``run``.
+
+Methods (``bnsl_cli.federated.roles``): ``fed-sparse`` (Fed-Sparse-BNSL: ADMM + PGCD; private:
+DP-PGCD), ``fed-bnsl`` (Fed-BNSL, Ng & Zhang 2022; private: one noisy covariance per participant),
+``notears`` (NOTEARS on all rows pooled: the accuracy ceiling, not federated) and
+``local-notears`` (NOTEARS on each participant's rows alone).
+
+Orientation: ``W[i, j]`` is the weight of the edge ``i → j``.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from bnsl_cli import __version__
+from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, ReproducibleNoiseWarning
+from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "LearnResult",
+    "run",
+    "learn",
+    "local_fleet",
+    "participant_rngs",
+    "finish_graph",
+    "PRIVACY_UNIT",
+    "PUBLIC_QUANTITIES",
+]
+
+SCHEMA_VERSION = 1
+
+#: The privacy unit every guarantee refers to, and what a run treats as public.
+PRIVACY_UNIT = (
+    "one row of one participant: neighbouring data sets differ by replacing one row of one participant's "
+    "file; each participant's guarantee covers its own rows, the run's is the largest participant's spend"
+)
+PUBLIC_QUANTITIES = (
+    "the number of rows of each participant (n_p) and in total (n), the column names and their number d, "
+    "and every option of the run"
+)
+
+
+@dataclass
+class LearnResult:
+    """``W`` is the final DAG (thresholded, cycles broken); ``W_raw`` the consensus before that."""
+
+    names: tuple
+    W: np.ndarray
+    W_raw: Optional[np.ndarray]
+    report: dict
+    personal: Optional[list] = None  # per-participant B_p (fed-sparse/fed-bnsl with personal=True)
+    local: Optional[list] = None  # per-participant DAGs (local-notears)
+
+
+def _versions() -> dict:
+    import scipy
+
+    return {
+        "bnsl": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
+
+
+def finish_graph(W_raw: np.ndarray, threshold: float, where: str, names: Sequence[str]) -> tuple[np.ndarray, list]:
+    """Threshold and break cycles (weakest edges first); returns the DAG and the removed edges as
+    ``{"source", "target", "weight"}`` entries. A non-finite estimate raises :class:`NoDagError`."""
+    from bnsl_cli.dag import threshold_to_dag
+
+    if not np.all(np.isfinite(W_raw)):
+        raise NoDagError(
+            f"{where}: the estimate diverged (non-finite weights); no DAG can be produced. "
+            "Try fewer --rounds or a smaller --rho2-growth."
+        )
+    W, removed = threshold_to_dag(W_raw, threshold)
+    return W, [{"source": names[i], "target": names[j], "weight": w} for i, j, w in removed]
+
+
+# ----------------------------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------------------------
+
+
+def _base_report(plan: RunPlan, options_dp: Optional[dict]) -> dict:
+    participants = []
+    for k, p in enumerate(plan.participants):
+        entry = {"participant": k + 1, "file": p.label, "rows": p.rows}
+        if p.sha256 is not None:
+            entry["sha256"] = p.sha256
+        participants.append(entry)
+    options = plan.options_dict()
+    if options_dp is not None:
+        options["dp"] = options_dp
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "orientation": _orientation(),
+        "method": plan.method + (" (dp)" if plan.private else ""),
+        "options": options,
+        "seed": plan.seed,
+        "versions": _versions(),
+        "data": {
+            "participants": participants,
+            "n_total": plan.n_total,
+            "d": plan.d,
+            "nodes": list(plan.names),
+        },
+    }
+
+
+def _orientation() -> str:
+    from bnsl_cli.io.graphs import ORIENTATION
+
+    return ORIENTATION
+
+
+def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
+    """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes)."""
+    from bnsl_cli.federated.roles import PRE_ROUND_STAGES, roles_for
+    from bnsl_cli.io.graphs import graph_to_json
+    from bnsl_cli.numerics import single_blas_thread
+
+    t0 = time.perf_counter()
+    roles = roles_for(plan.method)
+    report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
+    with single_blas_thread():
+        if plan.standardize:
+            try:
+                stage = PRE_ROUND_STAGES["standardize"]
+            except KeyError:
+                raise BnslError("the plan asks for standardisation, but no standardisation stage is available") from None
+            stage(plan, fleet, report)
+        outcome = roles.drive(plan, fleet, progress)
+    report.update(outcome.report)
+    report.setdefault("warnings", [])
+    report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
+    if outcome.local is not None:
+        for entry in report["local"]:
+            entry["graph"] = graph_to_json(entry.pop("W"), plan.names)
+        report["graph"] = None
+    else:
+        report["graph"] = graph_to_json(outcome.W, plan.names)
+    report["privacy"] = None if plan.privacy is None else _privacy_report(plan, outcome.summaries, report["warnings"])
+    personal = None
+    if plan.personal and roles.federated:
+        personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
+    report["timing"]["wall_s"] = time.perf_counter() - t0
+    return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
+
+
+def _dp_options(plan: RunPlan) -> dict:
+    pv = plan.privacy
+    return {
+        "epsilon": pv.epsilon, "delta": pv.delta if pv.delta_given else None, "clip": pv.clip,
+        "selection_share": pv.selection_share, "conversion": pv.conversion, "public_means": pv.public_means,
+        "value_bound": pv.value_bound, "clip_levels": pv.clip_levels, "polish_share": pv.polish_share,
+    }
+
+
+def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
+    from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
+
+    pv = plan.privacy
+    ledger = PrivacyLedger()
+    for k, s in enumerate(summaries):
+        ledger.add_participant(k + 1)  # 1-based, as everywhere in the report
+        for ev in s["events"]:
+            ledger.record(k + 1, PrivacyEvent.from_dict(ev))
+    planned = pv.spend()[1]
+    for k in ledger.participants:
+        if ledger.rho(k) > planned * (1 + 1e-9):
+            raise PrivacyBudgetError(
+                f"participant {k} ({plan.participants[k - 1].label}) recorded a spend ρ = {ledger.rho(k):.6g} above "
+                f"the plan's ρ = {planned:.6g}; the run's result is withheld"
+            )
+    privacy = ledger.to_dict(pv.delta, pv.conversion)
+    for entry in privacy["participants"]:
+        entry["file"] = plan.participants[entry["participant"] - 1].label
+        entry["rows"] = plan.participants[entry["participant"] - 1].rows
+    seeded = plan.seed is not None
+    if plan.method == "fed-sparse":
+        mechanism = "DP-PGCD: exponential-mechanism selection (Gumbel-max) + Gaussian noisy update per step" + (
+            "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
+            if plan.polish else ""
+        )
+    else:
+        mechanism = "one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)"
+    privacy.update(
+        target_epsilon=pv.epsilon,
+        delta_default="given" if pv.delta_given else "1/n_p^2 of the smallest participant",
+        privacy_unit=PRIVACY_UNIT,
+        public=PUBLIC_QUANTITIES,
+        mechanism=mechanism,
+        plan=pv.summary(),
+        clip={"multiplier": pv.clip, "levels": pv.clip_levels if plan.method == "fed-sparse" else "row L2 norm"},
+        centring=(summaries[0].get("notes") or {}).get("centring"),
+        value_bound=pv.value_bound,
+        seeded=seeded,
+        noise_source="numpy PCG64 seeded with --seed" if seeded else "numpy PCG64 seeded from operating-system entropy",
+        released_values=sorted({ev["release"] for p in privacy["participants"] for ev in p["events"]}),
+    )
+    if seeded:
+        privacy["warning"] = (
+            "the noise was drawn from --seed: anyone who knows the seed can reproduce it and remove it; "
+            "omit --seed for a real private release"
+        )
+        warnings.warn(privacy["warning"], ReproducibleNoiseWarning, stacklevel=3)
+        warn_list.append(privacy["warning"])
+    return privacy
+
+
+# ----------------------------------------------------------------------------------------------
+# the local front door
+# ----------------------------------------------------------------------------------------------
+
+
+def participant_rngs(plan: RunPlan) -> list:
+    """Each participant's own noise source: PCG64 streams spawned from ``plan.seed`` (OS entropy
+    without a seed)."""
+    from bnsl_cli.privacy.mechanisms import make_rng
+
+    rng, _ = make_rng(plan.seed)
+    return rng.spawn(plan.P)
+
+
+def local_fleet(plan: RunPlan, tables):
+    """The participants of ``plan`` built from ``tables`` with :func:`make_participant`, in this
+    process or in ``plan.workers`` worker processes."""
+    from bnsl_cli.federated.fleet import make_fleet
+    from bnsl_cli.federated.roles import make_participant, roles_for
+
+    if len(tables) != plan.P:
+        raise BnslError(f"the plan has {plan.P} participants, {len(tables)} tables were given")
+    if roles_for(plan.method).pooled:
+        return make_fleet([make_participant(plan, 0, np.vstack([t.X for t in tables]))], 1)
+    rngs = participant_rngs(plan) if plan.private else [None] * plan.P
+    parts = [make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)]
+    return make_fleet(parts, plan.workers)
+
+
+def learn(tables, options: LearnConfig = LearnConfig(), progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
+    """Learn a DAG from participant tables (one table = one participant, same columns):
+    resolve the plan, build the participants here (or in worker processes), run."""
+    from bnsl_cli.numerics import single_blas_thread
+
+    plan = RunPlan.resolve(options, Shapes.of_tables(tables))
+    with single_blas_thread():
+        fleet = local_fleet(plan, tables)
+    try:
+        return run(plan, fleet, progress)
+    finally:
+        close = getattr(fleet, "close", None)
+        if close is not None:
+            close()

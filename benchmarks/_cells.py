@@ -20,6 +20,7 @@ exit code and no ``evaluation.json``. :func:`collect` reads every complete folde
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -155,7 +156,8 @@ def read_cell(folder: Path) -> Optional[dict]:
     row["numpy_version"] = manifest.get("numpy_version")
     row["seed"] = manifest.get("seed", row.get("seed"))
     sha = folder / "inputs.sha256"
-    row["inputs_sha256"] = sha.read_text(encoding="utf-8").split()[0] if sha.is_file() else None
+    # one digest for the whole input set: the sha256 of the inputs.sha256 listing
+    row["inputs_sha256"] = hashlib.sha256(sha.read_bytes()).hexdigest() if sha.is_file() else None
     row["warnings"] = len(report.get("warnings") or [])
     return row
 

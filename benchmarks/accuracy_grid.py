@@ -14,6 +14,9 @@ Every run uses `bnsl learn` defaults: nothing is tuned to the grid.
   weak  ER2 and SF2, d = 20, equal and unequal noise, weak weights, P = 8: fed-sparse, fed-moments, notears
   sites ER1, d = 20, equal noise, P ∈ {50, 200}: fed-sparse, fed-moments, notears
   d50   ER2 and SF2, d = 50, equal and unequal noise, P = 8: fed-sparse, fed-moments, notears
+  scale ER2, d = 20, equal noise, P = 8, learn --standardize on raw columns (variant std) and on
+        columns times log-uniform factors in [1e-3, 1e6] (cs-std): fed-sparse, fed-moments, notears;
+        target: identical graphs (skipped while `bnsl learn` has no --standardize)
 Cells run seed by seed (all slices' seed 1, then seed 2, then 3), so a run cut short still covers
 every group. Left out of --quick (cost on 2 cores: pooled NOTEARS alone takes about a minute per
 d = 50 cell): d = 100, graphs beyond the slices above, fed-bnsl outside core and dp, P > 8 beyond
@@ -69,6 +72,9 @@ QUICK_SLICES = (
     ("sites", ("ER1",), (20,), ("eq",), ("def",), (50, 200), ("fed-sparse", "fed-moments", "notears"), (None,)),
     ("d50", ("ER2", "SF2"), (50,), NOISES, ("def",), (8,), ("fed-sparse", "fed-moments", "notears"), (None,)),
 )
+#: --quick scale-invariance slice: ER2, d = 20, equal noise, P = 8, learn --standardize on the raw
+#: columns and on columns rescaled by COLUMN_SCALE; the two graphs must be identical.
+QUICK_SCALE = (("ER2",), (20,), ("fed-sparse", "fed-moments", "notears"), ("std", "cs-std"))
 
 
 def graph_args(graph: str, d: int) -> list[str]:
@@ -76,19 +82,31 @@ def graph_args(graph: str, d: int) -> list[str]:
     return ["--graph", kind, "--nodes", str(d), "--edges", str(k * d)]
 
 
-def make_cell(graph, d, noise, weights, P, seed, method, eps) -> Cell:
+#: Column scales of the scale-invariance slice (each column times a log-uniform factor).
+COLUMN_SCALE = "1e-3,1e6"
+
+
+def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cell:
+    """``variant``: "" (defaults), "std" (learn --standardize) or "cs-std" (columns rescaled by
+    ``--column-scale COLUMN_SCALE`` and learn --standardize)."""
     dp = eps is not None
-    run = method + (f"-dp{eps:g}" if dp else "")
+    run = method + (f"-dp{eps:g}" if dp else "") + (f"-{variant}" if variant else "")
     cid = f"{graph}/d{d}/{noise}-{weights}/P{P}/s{seed}/{run}"
     params = dict(graph=graph, d=d, noise=noise, weights=weights, P=P, seed=seed, method=method,
                   epsilon=eps, rows=ROWS)
+    if variant:
+        params["variant"] = variant
     sim = graph_args(graph, d) + [
         "--participants", str(P), "--samples", str(ROWS // P), "--seed", str(seed),
         "--noise-scale", NOISE_ARG[noise], "--weight-range", WEIGHT_ARG[weights],
     ]
+    if variant == "cs-std":
+        sim += ["--column-scale", COLUMN_SCALE]
     learn = ["--method", method, "--seed", str(seed)]
     if dp:
         learn += ["--dp", "--epsilon", f"{eps:g}"]
+    if variant in ("std", "cs-std"):
+        learn += ["--standardize"]
     return Cell(cid, params, tuple(sim), tuple(learn))
 
 
@@ -111,6 +129,10 @@ def quick_cells() -> list[Cell]:
             if c.id not in seen:
                 seen.add(c.id)
                 out.append(c)
+        if _ == QUICK_SLICES[-1][0]:
+            graphs, dims, methods, variants = QUICK_SCALE
+            for g, d, m, v in itertools.product(graphs, dims, methods, variants):
+                out.append(make_cell(g, d, "eq", "def", 8, s, m, None, v))
     return out
 
 
@@ -123,15 +145,39 @@ def available_methods() -> tuple[set, set]:
     return methods, private
 
 
+def has_standardize() -> bool:
+    """True when `bnsl learn` offers --standardize (its CLI option and the library stage)."""
+    import bnsl_cli.learn  # noqa: F401  (registers the pre-round stages)
+    from bnsl_cli.cli import learn as cli_learn
+    from bnsl_cli.federated import roles
+
+    import inspect
+
+    return "standardize" in roles.PRE_ROUND_STAGES and "standardize" in inspect.signature(cli_learn.command).parameters
+
+
+def unavailable(c: Cell, methods: set, private: set, standardize: bool) -> str | None:
+    """Why `bnsl learn` here cannot run the cell (None: it can)."""
+    p = c.params
+    if p["method"] not in methods:
+        return p["method"]
+    if p["epsilon"] is not None and p["method"] not in private:
+        return p["method"] + " --dp"
+    if p.get("variant") and not standardize:
+        return "--standardize"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # table
 
 
-GROUP_KEYS = ("graph", "d", "noise", "weights", "P", "method", "epsilon")
+GROUP_KEYS = ("graph", "d", "noise", "weights", "P", "method", "epsilon", "variant")
 
 
 def _group_id(r) -> str:
     run = r["method"] + (f"-dp{r['epsilon']:g}" if r["epsilon"] is not None else "")
+    run += f"-{r['variant']}" if r.get("variant") else ""
     return f"{r['graph']}/d{r['d']}/{r['noise']}-{r['weights']}/P{r['P']}/s*/{run}"
 
 
@@ -160,11 +206,12 @@ def _edge_sets(root: Path, rows) -> dict:
 def summarise(rows: list[dict]) -> list[dict]:
     groups: dict = {}
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in GROUP_KEYS), []).append(r)
+        groups.setdefault(tuple(r.get(k) or ("" if k == "variant" else r.get(k)) for k in GROUP_KEYS), []).append(r)
     out = []
     def order(kv):
-        g, d, noise, weights, P, method, eps = kv[0]
-        return (str(g), int(d), str(noise), str(weights), int(P), str(method), -1.0 if eps is None else float(eps))
+        g, d, noise, weights, P, method, eps, variant = kv[0]
+        return (str(g), int(d), str(noise), str(weights), int(P), str(method), -1.0 if eps is None else float(eps),
+                str(variant))
 
     for key, rs in sorted(groups.items(), key=order):
         rs = sorted(rs, key=lambda r: r["seed"])
@@ -195,8 +242,8 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
     by = {tuple(g[k] for k in GROUP_KEYS): g for g in groups}
     res = {}
 
-    def other(g, method, eps=None):
-        return by.get((g["graph"], g["d"], g["noise"], g["weights"], g["P"], method, eps))
+    def other(g, method, eps=None, variant=""):
+        return by.get((g["graph"], g["d"], g["noise"], g["weights"], g["P"], method, eps, variant))
 
     def common(a, b):
         seeds = sorted(set(a["seeds"]) & set(b["seeds"]))
@@ -206,6 +253,17 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
     for g in groups:
         key = _group_id(g)
         if g["d"] > 50:
+            continue
+        if g["variant"] == "cs-std":
+            raw = other(g, g["method"], g["epsilon"], "std")
+            if raw:
+                pairs = [(c, raw["cells"][raw["seeds"].index(s)]) for c, s in zip(g["cells"], g["seeds"])
+                         if s in raw["seeds"]]
+                same = [edge_sets.get(a) is not None and edge_sets.get(a) == edge_sets.get(b) for a, b in pairs]
+                if pairs:
+                    res[key] = (all(same), f"same graph as unscaled --standardize on {sum(same)}/{len(same)} seeds")
+            continue
+        if g["variant"]:
             continue
         pooled = other(g, "notears")
         if g["method"] == "fed-sparse" and g["epsilon"] is None and pooled:
@@ -243,9 +301,9 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
 
 def markdown(groups, tgt, skipped_methods, incomplete, expected=None, command_prefix="python benchmarks/accuracy_grid.py") -> str:
     lines = [
-        "| graph | d | noise | weights | P | method | ε | seeds | SHD | SHD cpdag | SHD skel | TPR | FDR | skel recall "
+        "| graph | d | noise | weights | P | method | ε | variant | seeds | SHD | SHD cpdag | SHD skel | TPR | FDR | skel recall "
         "| seconds | bytes | target | regenerate |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for g in groups:
         key = _group_id(g)
@@ -255,7 +313,7 @@ def markdown(groups, tgt, skipped_methods, incomplete, expected=None, command_pr
         eps = "–" if g["epsilon"] is None else f"{g['epsilon']:g}"
         lines.append(
             f"| {g['graph']} | {g['d']} | {g['noise']} | {g['weights']} | {g['P']} | {g['method']} "
-            f"| {eps} | {len(g['seeds'])} "
+            f"| {eps} | {g['variant'] or '–'} | {len(g['seeds'])} "
             f"| {_ms(g['shd'])} | {_ms(g['shd_cpdag'])} | {_ms(g['shd_skeleton'])} | {_ms(g['tpr'], 2)} "
             f"| {_ms(g['fdr'], 2)} | {_ms(g['skeleton_recall'], 2)} | {_ms(g['seconds'])} "
             f"| {'–' if not byts else f'{byts / 1e6:.2f} MB'} | {mark} | `{command_prefix} --only '{key}'` |"
@@ -345,7 +403,10 @@ def main(argv=None) -> int:
 
     if args.collect is not None:
         methods, _ = available_methods()
-        text = report(args.collect, args, skipped=set(METHODS) - methods)
+        skipped = set(METHODS) - methods
+        if not has_standardize():
+            skipped.add("--standardize")
+        text = report(args.collect, args, skipped=skipped)
         try:
             print(text)
         except BrokenPipeError:
@@ -358,10 +419,10 @@ def main(argv=None) -> int:
         if not cells:  # --only may name a cell outside --quick
             cells = [c for c in full_cells() if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
     methods, private = available_methods()
-    skipped = {c.params["method"] + (" --dp" if c.params["epsilon"] is not None else "")
-               for c in cells
-               if c.params["method"] not in methods or (c.params["epsilon"] is not None and c.params["method"] not in private)}
-    runnable = [c for c in cells if (c.params["method"] + (" --dp" if c.params["epsilon"] is not None else "")) not in skipped]
+    std = has_standardize()
+    why = [unavailable(c, methods, private, std) for c in cells]
+    skipped = {w for w in why if w}
+    runnable = [c for c, w in zip(cells, why) if not w]
 
     if args.print_commands:
         print_lines(runnable, args.out, args.bnsl or "bnsl")

@@ -83,6 +83,9 @@ def test_grid_print_commands_and_collect_table(tmp_path, cells_mod):
     assert len(ids) == len(set(ids))
     assert all(c.params["d"] <= 50 and c.params["seed"] in (1, 2, 3) for c in quick)
     assert all(int(c.simulate[c.simulate.index("--samples") + 1]) * c.params["P"] == 40_000 for c in quick)
+    scaled = [c for c in quick if c.params.get("variant") == "cs-std"]
+    assert scaled and all("--column-scale" in c.simulate and "--standardize" in c.learn for c in scaled)
+    assert all(c.id.replace("-cs-std", "-std") in ids for c in scaled)  # each has its unscaled twin
     out = subprocess.run(
         [sys.executable, str(BENCH / "accuracy_grid.py"), "--quick", "--print-commands", "--out", str(tmp_path),
          "--only", "ER2/d20/eq-def/P8/s1/*"],

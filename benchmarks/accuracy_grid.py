@@ -40,7 +40,6 @@ import itertools
 import json
 import math
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -359,14 +358,9 @@ def provenance(rows) -> str:
 
     versions = sorted({str(r.get("bnsl_version")) for r in rows})
     numpy_v = sorted({str(r.get("numpy_version")) for r in rows})
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
     return (
         f"Collected {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from {len(rows)} cells; bnsl "
-        f"{', '.join(versions) or '?'} (repository at {commit or 'unknown commit'} when collected), numpy "
+        f"{', '.join(versions) or '?'}, numpy "
         f"{', '.join(numpy_v) or '?'}; {platform.machine()} with {os.cpu_count()} cores, one BLAS thread per cell. "
         "Mean ± sd over seeds; seconds = `timing.wall_s` of the learn report; bytes = `communication.bytes_total`; "
         "FDR of an empty graph counted as 0. Targets (issue 11) are checked for d ≤ 50 on the seeds both groups have.\n\n"

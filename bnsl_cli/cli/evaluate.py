@@ -73,7 +73,8 @@ def command(
     estimates: List[Path] = typer.Argument(
         ...,
         metavar="ESTIMATE",
-        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix with header, DOT or report JSON.",
+        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix with header, DOT or report JSON "
+        "(- reads one from standard input).",
         show_default=False,
     ),
     truth: Path = typer.Option(
@@ -81,7 +82,7 @@ def command(
         "--truth",
         "-t",
         metavar="TRUTH",
-        help="True graph, in any of the formats above.",
+        help="True graph, in any of the formats above (- for standard input).",
         show_default=False,
     ),
     threshold: float = typer.Option(
@@ -98,6 +99,9 @@ def command(
         metavar="K",
         help="For a local-notears report.json (one graph per participant): evaluate only participant K "
         "(1-based). Without it every participant's graph is evaluated, one row each. Other files ignore it.",
+    ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", envvar="BNSL_QUIET", help="With --json/--csv: no summary table on stderr."
     ),
     allow_cyclic_truth: bool = typer.Option(
         False, "--allow-cyclic-truth", help="Evaluate against a truth graph that has cycles (e.g. Sachs' consensus graph)."
@@ -121,6 +125,8 @@ def command(
         raise fail("use either --json or --csv, not both", 2)
     if participant is not None and participant < 1:
         raise fail(f"--participant must be >= 1 (got {participant})", 2)
+    if sum(str(p) == "-" for p in [*estimates, truth]) > 1:
+        raise fail("'-' (standard input) can be given only once", 2)
 
     true_graph = read_graph(truth)
     est_graphs = []  # (path, participant or None, graph); every file validated before computing
@@ -166,4 +172,5 @@ def command(
         print_json(rows)
     elif as_csv:
         _write_csv(rows)
-    _render_table(rows, truth, to_stderr=as_json or as_csv)
+    if not (quiet and (as_json or as_csv)):
+        _render_table(rows, truth, to_stderr=as_json or as_csv)

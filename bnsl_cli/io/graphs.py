@@ -187,7 +187,18 @@ def graph_to_json(W: np.ndarray, names: Sequence[str]) -> dict:
 
 
 def read_text_file(path: Path, what: str = "a graph file") -> str:
-    """The text of ``path`` (UTF-8), or an :class:`InputDataError` naming the file and the problem."""
+    """The text of ``path`` (UTF-8; ``-`` is standard input), or an :class:`InputDataError` naming the
+    file and the problem."""
+    if str(path) == "-":
+        import sys
+
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise InputDataError("<stdin>: not a text file (UTF-8 expected)") from None
+        if not text.strip():
+            raise InputDataError("<stdin>: no input (expected a graph on standard input)")
+        return text
     if not path.exists():
         raise InputDataError(f"{path}: file not found")
     if path.is_dir():
@@ -571,7 +582,10 @@ def read_graph(path: str | Path) -> Graph:
     :class:`~bnsl_cli.errors.InputDataError` whose message starts with the file name.
     """
     path = Path(path)
-    text = read_text_file(path)
+    return _graph_from_text(path, read_text_file(path))
+
+
+def _graph_from_text(path: Path, text: str) -> Graph:
     suffix = path.suffix.lower()
     if suffix in (".dot", ".gv"):
         return _read_dot_graph(path, text)
@@ -592,8 +606,10 @@ def read_graphs(path: str | Path) -> list[tuple[Optional[int], Graph]]:
     participant, numbered from 1 as in the report; any other file gives ``[(None, read_graph(path))]``.
     """
     path = Path(path)
-    text = read_text_file(path)
-    if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
+    text = read_text_file(path)  # read once: ``-`` is standard input
+    if path.suffix.lower() not in (".dot", ".gv") and (
+        path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "["))
+    ):
         obj = _load_json(path, text)
         local = _local_graphs(obj)
         if local is None:
@@ -607,4 +623,4 @@ def read_graphs(path: str | Path) -> list[tuple[Optional[int], Graph]]:
                 raise InputDataError(f"{path}: local entry {k} has a non-integer 'participant'")
             out.append((number, _graph_from_json_obj(path, entry, f" (participant {number})")))
         return out
-    return [(None, read_graph(path))]
+    return [(None, _graph_from_text(path, text))]

@@ -269,3 +269,13 @@ def test_read_graph_on_a_local_report_names_the_option(tmp_path, truth):
         read_graph(report)
     res = run(truth, "--truth", report)  # as the truth it is ambiguous: an error, not a guess
     assert res.exit_code == 3 and "local-notears" in res.stderr
+
+
+def test_local_notears_report_on_stdin_is_read_once(tmp_path, truth):
+    g = read_graph(truth)
+    report = _local_report(tmp_path / "report.json", [g.W, np.zeros_like(g.W)], g.names)
+    res = runner.invoke(app, ["evaluate", "-", "--truth", str(truth), "--json"], input=report.read_text())
+    assert res.exit_code == 0, res.stderr
+    assert [r["shd"] for r in json.loads(res.stdout)] == [0, 18]
+    res = runner.invoke(app, ["evaluate", "-", "--truth", str(truth), "--json"], input=truth.read_text())
+    assert res.exit_code == 0, res.stderr and json.loads(res.stdout)[0]["shd"] == 0

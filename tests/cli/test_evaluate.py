@@ -278,4 +278,5 @@ def test_local_notears_report_on_stdin_is_read_once(tmp_path, truth):
     assert res.exit_code == 0, res.stderr
     assert [r["shd"] for r in json.loads(res.stdout)] == [0, 18]
     res = runner.invoke(app, ["evaluate", "-", "--truth", str(truth), "--json"], input=truth.read_text())
-    assert res.exit_code == 0, res.stderr and json.loads(res.stdout)[0]["shd"] == 0
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)[0]["shd"] == 0

@@ -269,19 +269,19 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
             seeds, a, b = common(g, pooled)
             if seeds:
                 lim = 1.25 * statistics.fmean(b) + 2
-                res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f} ≤ 1.25×pooled+2 = {lim:.1f}")
+                res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f}, target ≤ 1.25×pooled+2 = {lim:.1f}")
         if g["method"] == "fed-sparse" and g["epsilon"] == 10.0:
             base = other(g, "fed-sparse")
             if base:
                 seeds, a, b = common(g, base)
                 if seeds:
                     lim = 2 * statistics.fmean(b) + 3
-                    res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f} ≤ 2×non-private+3 = {lim:.1f}")
+                    res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f}, target ≤ 2×non-private+3 = {lim:.1f}")
         if g["method"] == "fed-moments" and g["epsilon"] == 10.0 and pooled:
             seeds, a, b = common(g, pooled)
             if seeds:
                 lim = 1.5 * statistics.fmean(b) + 2
-                res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f} ≤ 1.5×pooled+2 = {lim:.1f}")
+                res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f}, target ≤ 1.5×pooled+2 = {lim:.1f}")
         if g["method"] == "fed-moments" and g["epsilon"] is None and pooled:
             pairs = [(c, pooled["cells"][pooled["seeds"].index(s)]) for c, s in zip(g["cells"], g["seeds"])
                      if s in pooled["seeds"]]
@@ -293,7 +293,7 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
             if rec is not None:
                 prev = res.get(key)
                 met = rec >= 0.9 and (prev is None or prev[0])
-                detail = f"skeleton recall {rec:.2f} ≥ 0.9" + (f"; {prev[1]}" if prev else "")
+                detail = f"skeleton recall {rec:.2f}, target ≥ 0.9" + (f"; {prev[1]}" if prev else "")
                 res[key] = (met, detail)
     return res
 

@@ -47,7 +47,12 @@ class Coordinator:
     ``l1`` is the ℓ₁ weight on W (0 for Fed-Sparse-BNSL, λ for Fed-BNSL); ``dense`` makes the
     broadcasts dense (Fed-BNSL). ``acyclicity`` is ``"expm"`` or ``"logdet"`` (with ``logdet_s``,
     the ``s`` of DAGMA's ``−log det(sI − W∘W) + d log s``). ``ftol`` is the W-step's relative
-    tolerance, ``maxiter`` its iteration cap.
+    tolerance, ``maxiter`` its iteration cap. ``screen`` (default ``snap / 5``; 0 turns it off):
+    an entry that is 0 in the current W and whose target ``c_ij = mean_p (B_p + β_p / ρ₂)_ij`` has
+    ``|c_ij| < screen`` is held at 0 in the W-step. Its exact optimum lies between 0 and ``c_ij``
+    (h only grows with ``|W_ij|``), below the snap, so the snap would zero it anyway; holding it at
+    0 changes the other entries only through its ``O(c_ij²)`` share of h, and it removes the stale
+    dual entries from the strongly connected blocks on which h is evaluated.
 
     After each :meth:`step`: ``lbfgs_evals`` counts the evaluations of h so far, ``solver_issues``
     lists the W-step solves that stopped without meeting a tolerance (dicts with ``round``,
@@ -67,6 +72,7 @@ class Coordinator:
         acyclicity: str = "expm",
         logdet_s: float = 1.0,
         maxiter: int = 500,
+        screen: float | None = None,
     ):
         if acyclicity not in ACYCLICITY:
             raise ValueError(f"acyclicity must be one of {', '.join(ACYCLICITY)}, not {acyclicity!r}")
@@ -82,8 +88,10 @@ class Coordinator:
         self.acyclicity = acyclicity
         self.logdet_s = float(logdet_s)
         self.maxiter = int(maxiter)
+        self.screen = float(self.snap / 5 if screen is None else screen)
         self._h = acyclicity_of(acyclicity, self.logdet_s)
         self.solver_issues: list[dict] = []
+        self.screened = 0  # W-step variables held at 0 by the screen, summed over the rounds
         self.W = np.zeros((d, d))
         self.B = np.zeros((n_participants, d, d))
         self.beta = np.zeros((n_participants, d, d))
@@ -157,6 +165,16 @@ class Coordinator:
         support = (self.B != 0).any(axis=0) | (self.beta != 0).any(axis=0)
         np.fill_diagonal(support, False)
         idx = np.flatnonzero(support.ravel())
+        if idx.size and self.screen > 0:
+            Bs = self.B.reshape(P, -1)[:, idx]
+            betas = self.beta.reshape(P, -1)[:, idx]
+            c = Bs.mean(axis=0) + betas.mean(axis=0) / self.rho2
+            keep = (np.abs(c) >= self.screen) | (self.W.ravel()[idx] != 0)
+            self.screened += int(idx.size - np.count_nonzero(keep))
+            idx = idx[keep]
+            support = np.zeros(d * d, dtype=bool)
+            support[idx] = True
+            support = support.reshape(d, d)
         if idx.size == 0:
             return np.zeros((d, d))
         Bs = self.B.reshape(P, -1)[:, idx]

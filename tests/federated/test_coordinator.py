@@ -119,3 +119,21 @@ def test_a_small_federated_run_recovers_the_dag_with_either_function(kind):
     assert m["shd"] <= 2 and m["tpr"] >= 0.85
     assert coord.lbfgs_evals > log.rounds  # every round evaluated h at least once
     assert coord.solver_issues == []
+
+
+def test_the_cli_passes_acyclicity_to_the_coordinator_and_rejects_unknown_names(tmp_path):
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from bnsl_cli.cli.app import app
+
+    shards = Path(__file__).resolve().parents[2] / "examples" / "tiny" / "shards"
+    runner = CliRunner()
+    bad = runner.invoke(app, ["learn", str(shards), "--acyclicity", "trace"])
+    assert bad.exit_code == 2 and "--acyclicity" in bad.output
+    ok = runner.invoke(app, ["learn", str(shards), "--acyclicity", "logdet", "--seed", "0", "--out", str(tmp_path / "o")])
+    assert ok.exit_code == 0, ok.output
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["options"]["acyclicity"] == "logdet"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import platform
 import sys
@@ -47,6 +48,7 @@ def main(argv=None) -> None:
     ap.add_argument("--compare", action="store_true", help="also run fed-bnsl on the same data; print time/byte ratios")
     ap.add_argument("--acyclicity", default="", help="coordinator h function(s) to compare: expm,logdet (default: the coordinator's)")
     ap.add_argument("--screen", default="", help="coordinator screen value(s) to compare, e.g. 0,0.01 (default: the coordinator's)")
+    ap.add_argument("--coord", default="", help='coordinator option sets as JSON, e.g. \'[{"acyclicity": "logdet", "maxiter": 50}]\'')
     ap.add_argument("--participants", type=int, default=8)
     ap.add_argument("--samples", type=int, default=None, help="rows per participant (default 5000; 2000 for d ≥ 1000)")
     ap.add_argument("--read", action="store_true", help="write the shards as CSV and time the library's reader")
@@ -68,6 +70,8 @@ def main(argv=None) -> None:
         coords = [{"acyclicity": a} for a in args.acyclicity.split(",") if a]
     if args.screen:
         coords = [{**c, "screen": float(s)} for c in coords for s in args.screen.split(",") if s]
+    if args.coord:
+        coords = json.loads(args.coord)
 
     print(f"# {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
           f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}", file=sys.stderr)

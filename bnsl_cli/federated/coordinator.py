@@ -215,7 +215,8 @@ class Coordinator:
         const = float(np.sum(self.beta * self.B))
         alpha, rho1, rho2, lam = self.alpha, self.rho1, self.rho2, self.l1
         off = ~np.eye(d, dtype=bool)
-        bounds = [(0.0, None) if o else (0.0, 0.0) for o in np.tile(off.ravel(), 2)]
+        # W⁺, W⁻ ≥ 0; the diagonal fixed at 0 (arrays, not a Python list of 2d² pairs)
+        bounds = scipy.optimize.Bounds(np.zeros(2 * d * d), np.where(np.tile(off.ravel(), 2), np.inf, 0.0))
         dd = d * d
 
         func = self._h

@@ -112,6 +112,9 @@ def command(
         help="fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Write the result as JSON on stdout."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", envvar="BNSL_QUIET", help="Only the result table (no assumptions block)."
+    ),
 ) -> None:
     """Privacy budget <-> noise for `learn --dp` (zCDP, replace-one row of one participant).
 
@@ -168,7 +171,7 @@ def command(
 
         print_json(result["json"])
     else:
-        _render(result)
+        _render(result, quiet)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -468,7 +471,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
 # ------------------------------------------------------------------------------------------------
 
 
-def _render(result: dict) -> None:
+def _render(result: dict, quiet: bool = False) -> None:
     from rich.table import Table
 
     from bnsl_cli.cli.common import err_console
@@ -486,6 +489,7 @@ def _render(result: dict) -> None:
     for name, value, note in result["rows"]:
         table.add_row(name, _fmt(value), note)
 
-    err_console.print(assumptions)
-    err_console.print()
+    if not quiet:
+        err_console.print(assumptions)
+        err_console.print()
     err_console.print(table)

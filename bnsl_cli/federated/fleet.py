@@ -53,6 +53,9 @@ _FINISH = b""
 
 
 def _worker(conn, participants) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle: one line, no traceback here
     try:
         while True:
             msg = conn.recv_bytes()

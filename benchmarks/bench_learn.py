@@ -93,10 +93,13 @@ def main(argv=None) -> None:
     by = {(s["d"], s["method"]): s for s in summary}
     print("\nratios measured in this run")
     for d in sorted({s["d"] for s in summary}):
-        fs, fb = by.get((d, "fed-sparse")), by.get((d, "fed-bnsl"))
-        if fs and fb:
-            print(f"  d={d}: fed-sparse / fed-bnsl time {fs['time_s'] / fb['time_s']:.2f}x, "
-                  f"bytes total {fs['total_mb'] / fb['total_mb']:.4f}, SHD {fs['shd']:.2f} vs {fb['shd']:.2f}")
+        for s in summary:  # fed-sparse against fed-bnsl with the same coordinator options
+            if s["d"] != d or not s["method"].startswith("fed-sparse") or s["method"].startswith("fed-sparse-plain"):
+                continue
+            fs, fb = s, by.get((d, "fed-bnsl" + s["method"][len("fed-sparse"):]))
+            if fb:
+                print(f"  d={d}: {fs['method']} / {fb['method']} time {fs['time_s'] / fb['time_s']:.2f}x, "
+                      f"bytes total {fs['total_mb'] / fb['total_mb']:.4f}, SHD {fs['shd']:.2f} vs {fb['shd']:.2f}")
         ac = [s for s in summary if s["d"] == d and "acyclicity=" in s["method"]]
         base = [s for s in ac if "acyclicity=expm" in s["method"]]
         for s in ac:

@@ -78,7 +78,7 @@ def main(argv=None) -> None:
     rows = []
     plan = [(d, m, None, c) for d in dims for m in methods for c in (coords if m.startswith("fed-") else [{}])]
     if args.dp:
-        plan += [(d, m, args.epsilon, {}) for d in dims for m in args.dp_methods.split(",") if m]
+        plan += [(d, m, args.epsilon, c) for d in dims for m in args.dp_methods.split(",") if m for c in coords]
     for d, method, eps, coord in plan:
         for seed in range(seeds):
             r = run_one(d, seed, method, eps, participants=args.participants, samples=_samples(d, args.samples),

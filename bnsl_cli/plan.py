@@ -117,6 +117,8 @@ class LearnConfig:
     #: d = 200 (3 seeds), for about 2 % more bytes.
     polish: bool = True
     server_ftol: float = 1e-6
+    #: the coordinator's acyclicity function: "expm" (NOTEARS) or "logdet" (DAGMA), see bnsl_cli.numerics
+    acyclicity: str = "expm"
     workers: Optional[int] = 1  # participant worker processes (None: one per available CPU, at most P)
     personal: bool = False
     #: a pre-round exchange of column statistics; every participant standardises its columns
@@ -141,6 +143,8 @@ class LearnConfig:
         if self.threshold is not None:
             _at_least("--threshold", self.threshold, 0.0)
         _at_least("--snap", self.snap, 0.0)
+        if self.acyclicity not in ("expm", "logdet"):
+            raise OptionError(f"--acyclicity: unknown function {self.acyclicity!r}; choose expm or logdet")
         if self.lam is not None:
             _at_least("--lambda", self.lam, 0.0)
         for name, v in (("--rho1", self.rho1), ("--rho2", self.rho2), ("rho_max", self.rho_max)):
@@ -394,6 +398,7 @@ class RunPlan:
     standardize: bool = False
     trace: bool = False
     privacy: Optional[PrivacyPlan] = None
+    acyclicity: str = "expm"
     version: int = PLAN_VERSION
     #: the user gave ``threshold`` (otherwise the default, and the polish's score decides the edges)
     threshold_given: bool = True
@@ -472,6 +477,7 @@ class RunPlan:
             standardize=bool(options.standardize),
             trace=bool(options.trace),
             privacy=None,
+            acyclicity=str(options.acyclicity),
         )
         if dp is not None:
             delta = dp.delta if dp.delta is not None else default_delta([p.rows for p in parts])
@@ -510,6 +516,7 @@ class RunPlan:
             "tol": self.tol, "h_tol": self.h_tol, "gap_tol": self.gap_tol, "seed": self.seed, "snap": self.snap,
             "polish": self.polish, "server_ftol": self.server_ftol, "workers": self.workers,
             "personal": self.personal, "standardize": self.standardize, "trace": self.trace,
+            "acyclicity": self.acyclicity,
         }
 
 

@@ -64,3 +64,82 @@ def test_threshold_until_dag_always_yields_a_dag(W, threshold):
     assert np.all((D == 0) | (D == W))
     for i, j, w in removed:
         assert abs(w) > threshold and D[i, j] == 0
+
+
+# -- the log-determinant acyclicity function (DAGMA) and the L-BFGS of the W-step ----------------
+
+from bnsl_cli.numerics import acyclicity_of, lbfgs, logdet_acyclicity  # noqa: E402
+
+
+def _logdet_reference(W, s):
+    d = W.shape[0]
+    M = s * np.eye(d) - W * W
+    sign, logabs = np.linalg.slogdet(M)
+    assert sign > 0
+    return d * np.log(s) - logabs, 2 * np.linalg.inv(M).T * W
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("s", [1.0, 2.5])
+def test_logdet_matches_its_definition_gradient_and_blockwise_form(seed, s):
+    rng = np.random.default_rng(seed)
+    d = 12
+    W = 0.4 * rng.normal(size=(d, d)) * (rng.random((d, d)) < 0.15)
+    np.fill_diagonal(W, 0)
+    assert np.max(np.abs(np.linalg.eigvals(W * W))) < s  # inside the domain
+    h, g = logdet_acyclicity(W, s)
+    h_ref, g_ref = _logdet_reference(W, s)
+    assert h == pytest.approx(h_ref, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(g, g_ref, atol=1e-10)
+    # central finite differences on the non-zero entries
+    eps = 1e-6
+    for i, j in zip(*np.nonzero(W)):
+        Wp, Wm = W.copy(), W.copy()
+        Wp[i, j] += eps
+        Wm[i, j] -= eps
+        fd = (logdet_acyclicity(Wp, s)[0] - logdet_acyclicity(Wm, s)[0]) / (2 * eps)
+        assert fd == pytest.approx(g[i, j], rel=1e-5, abs=1e-7)
+    hb, gb = acyclicity_blocks(W, cyclic_blocks(W != 0), acyclicity_of("logdet", s))
+    assert hb == pytest.approx(h_ref, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(gb, g_ref, atol=1e-10)
+
+
+def test_logdet_is_zero_on_dags_positive_on_cycles_and_inf_outside_its_domain():
+    W = 1.7 * np.triu(np.ones((6, 6)), 1)  # large weights, but acyclic: always inside
+    h, g = logdet_acyclicity(W)
+    assert h == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(g, 0.0, atol=1e-12)
+    C = np.zeros((3, 3))
+    C[0, 1] = C[1, 2] = C[2, 0] = 0.9  # a 3-cycle: spectral radius of C∘C is 0.81
+    assert logdet_acyclicity(C)[0] == pytest.approx(-np.log(1 - 0.81**3), rel=1e-12)
+    C[2, 0] = 1.3  # product of the squares 0.81² · 1.69 > 1: outside for s = 1 …
+    assert logdet_acyclicity(C)[0] == float("inf")
+    assert np.isfinite(logdet_acyclicity(C, s=2.0)[0])  # … inside for s = 2
+    with pytest.raises(ValueError, match="unknown acyclicity"):
+        acyclicity_of("trace")
+
+
+def test_lbfgs_backs_off_from_infinite_values_and_reports_its_stop():
+    # a barrier at |x| = 1 with the quadratic's minimum outside it: the optimum sits near 0.99
+    def f(x):
+        if np.max(np.abs(x)) >= 1:
+            return np.inf, np.zeros_like(x)
+        return float(-np.sum(np.log(1 - x * x)) + 50 * np.sum((x - 2) ** 2)), 2 * x / (1 - x * x) + 100 * (x - 2)
+
+    res = lbfgs(f, np.zeros(3), ftol=1e-12)
+    assert res.success
+    np.testing.assert_allclose(res.jac, 0.0, atol=1e-4)
+    assert np.all(np.abs(res.x) < 1) and np.all(res.x > 0.98)
+    capped = lbfgs(f, np.zeros(3), ftol=1e-12, maxiter=2)
+    assert not capped.success and "maxiter" in capped.message and capped.nit == 2
+    outside = lbfgs(f, np.full(3, 1.5))
+    assert not outside.success and "outside the domain" in outside.message
+
+
+def test_lbfgs_solves_an_ill_conditioned_quadratic():
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(30, 30))
+    A = Q @ Q.T + 1e-2 * np.eye(30)
+    b = rng.normal(size=30)
+    res = lbfgs(lambda x: (0.5 * x @ A @ x - b @ x, A @ x - b), np.zeros(30), ftol=1e-15, gtol=1e-9, maxiter=5000)
+    np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-4, atol=1e-6)

@@ -65,6 +65,11 @@ def command(
         help="Fed-sparse: consensus entries |W_ij| below this are set to 0 before each broadcast "
         "(a sparser consensus; 0 turns it off). Keep it well below --threshold.",
     ),
+    acyclicity: str = typer.Option(
+        "expm", "--acyclicity", envvar="BNSL_ACYCLICITY",
+        help="fed-sparse / fed-bnsl: the coordinator's acyclicity function h(W): expm (NOTEARS, "
+        "tr exp(W∘W) − d) or logdet (DAGMA, −log det(I − W∘W)); logdet is cheaper per evaluation.",
+    ),
     polish: bool = typer.Option(
         True, "--polish/--no-polish",
         help="Fed-sparse: after the rounds, one exchange of the second moments on the pairs the consensus "
@@ -153,7 +158,7 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
-        workers=workers, snap=snap, polish=polish,
+        workers=workers, snap=snap, polish=polish, acyclicity=acyclicity,
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data

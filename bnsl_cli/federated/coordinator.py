@@ -7,8 +7,12 @@ Server problem of round k (Fed-Sparse-BNSL, no ℓ₁ on W):
 
     W ← argmin_W  α h(W) + ρ₁/2 h(W)² + Σ_p [⟨β_p, B_p − W⟩ + ρ₂/2 ‖B_p − W‖²_F]
 
-solved by L-BFGS-B warm-started at the previous W, restricted to the entries that are non-zero in
-some B_p or β_p (elsewhere the minimiser is 0). Fed-BNSL adds ``λ‖W‖₁`` (L-BFGS-B on W⁺ − W⁻).
+solved by L-BFGS (:func:`bnsl_cli.numerics.lbfgs`) warm-started at the previous W, restricted to
+the entries that are non-zero in some B_p or β_p (elsewhere the minimiser is 0), with h and ∇h
+computed on the strongly connected components of that support only. ``acyclicity`` picks h:
+``"expm"`` (NOTEARS, tr exp(W∘W) − d) or ``"logdet"`` (DAGMA, −log det(sI − W∘W) + d log s, +inf
+outside its domain; the line search backs off). Fed-BNSL adds ``λ‖W‖₁`` (SciPy's L-BFGS-B on
+W⁺ − W⁻). Every solve that stops without meeting a tolerance is recorded in ``solver_issues``.
 Then ``α ← α + ρ₁ h(W)``, ``β_p ← β_p + ρ₂ (B_p − W)``, ``ρ₁ ← g₁ρ₁``, ``ρ₂ ← g₂ρ₂`` (capped).
 """
 
@@ -21,7 +25,7 @@ import numpy as np
 import scipy.optimize
 
 from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
-from bnsl_cli.numerics import acyclicity, acyclicity_blocks, cyclic_blocks
+from bnsl_cli.numerics import ACYCLICITY, acyclicity_blocks, acyclicity_of, cyclic_blocks, lbfgs
 
 __all__ = ["PenaltySchedule", "Coordinator"]
 
@@ -41,7 +45,18 @@ class Coordinator:
     """ADMM server for ``n_participants`` participants over ``d`` variables.
 
     ``l1`` is the ℓ₁ weight on W (0 for Fed-Sparse-BNSL, λ for Fed-BNSL); ``dense`` makes the
-    broadcasts dense (Fed-BNSL).
+    broadcasts dense (Fed-BNSL). ``acyclicity`` is ``"expm"`` or ``"logdet"`` (with ``logdet_s``,
+    the ``s`` of DAGMA's ``−log det(sI − W∘W) + d log s``). ``ftol`` is the W-step's relative
+    tolerance, ``maxiter`` its iteration cap. ``screen`` (default ``snap / 5``; 0 turns it off):
+    an entry that is 0 in the current W and whose target ``c_ij = mean_p (B_p + β_p / ρ₂)_ij`` has
+    ``|c_ij| < screen`` is held at 0 in the W-step. Its exact optimum lies between 0 and ``c_ij``
+    (h only grows with ``|W_ij|``), below the snap, so the snap would zero it anyway; holding it at
+    0 changes the other entries only through its ``O(c_ij²)`` share of h, and it removes the stale
+    dual entries from the strongly connected blocks on which h is evaluated.
+
+    After each :meth:`step`: ``lbfgs_evals`` counts the evaluations of h so far, ``solver_issues``
+    lists the W-step solves that stopped without meeting a tolerance (dicts with ``round``,
+    ``message``, ``nit``).
     """
 
     def __init__(
@@ -54,7 +69,15 @@ class Coordinator:
         dense: bool = False,
         ftol: float = 1e-6,
         snap: float = 0.0,
+        acyclicity: str = "expm",
+        logdet_s: float = 1.0,
+        maxiter: int = 500,
+        screen: float | None = None,
     ):
+        if acyclicity not in ACYCLICITY:
+            raise ValueError(f"acyclicity must be one of {', '.join(ACYCLICITY)}, not {acyclicity!r}")
+        if not logdet_s > 0:
+            raise ValueError(f"logdet_s must be positive, not {logdet_s!r}")
         self.d = d
         self.P = n_participants
         self.schedule = schedule
@@ -62,6 +85,13 @@ class Coordinator:
         self.dense = dense
         self.ftol = ftol
         self.snap = float(snap)
+        self.acyclicity = acyclicity
+        self.logdet_s = float(logdet_s)
+        self.maxiter = int(maxiter)
+        self.screen = float(self.snap / 5 if screen is None else screen)
+        self._h = acyclicity_of(acyclicity, self.logdet_s)
+        self.solver_issues: list[dict] = []
+        self.screened = 0  # W-step variables held at 0 by the screen, summed over the rounds
         self.W = np.zeros((d, d))
         self.B = np.zeros((n_participants, d, d))
         self.beta = np.zeros((n_participants, d, d))
@@ -72,7 +102,7 @@ class Coordinator:
         self.h = 0.0
         self.objectives: dict[int, float] = {}
         self.server_s = 0.0
-        self.lbfgs_evals = 0
+        self.lbfgs_evals = 0  # evaluations of the W-step objective (= evaluations of h)
         self.link = SupportState()  # encoder state of the broadcast channel (same for every participant)
 
     # -- messages ------------------------------------------------------------------------
@@ -106,7 +136,7 @@ class Coordinator:
             W = self._w_step_support()
         if self.snap > 0:
             W[np.abs(W) < self.snap] = 0.0
-        h = acyclicity(W)[0]
+        h = acyclicity_blocks(W, cyclic_blocks(W != 0), self._h)[0]
         if not np.isfinite(h):
             h = float("inf")
         rho1_used, rho2_used = self.rho1, self.rho2
@@ -130,11 +160,24 @@ class Coordinator:
             "alpha": self.alpha,
         }
 
+    def _issue(self, message: str, nit: int) -> None:
+        self.solver_issues.append({"round": self.round, "message": message, "nit": int(nit)})
+
     def _w_step_support(self) -> np.ndarray:
         d, P = self.d, self.P
         support = (self.B != 0).any(axis=0) | (self.beta != 0).any(axis=0)
         np.fill_diagonal(support, False)
         idx = np.flatnonzero(support.ravel())
+        if idx.size and self.screen > 0:
+            Bs = self.B.reshape(P, -1)[:, idx]
+            betas = self.beta.reshape(P, -1)[:, idx]
+            c = Bs.mean(axis=0) + betas.mean(axis=0) / self.rho2
+            keep = (np.abs(c) >= self.screen) | (self.W.ravel()[idx] != 0)
+            self.screened += int(idx.size - np.count_nonzero(keep))
+            idx = idx[keep]
+            support = np.zeros(d * d, dtype=bool)
+            support[idx] = True
+            support = support.reshape(d, d)
         if idx.size == 0:
             return np.zeros((d, d))
         Bs = self.B.reshape(P, -1)[:, idx]
@@ -145,20 +188,26 @@ class Coordinator:
         Wfull = np.zeros(d * d)
         # h and ∇h only involve the strongly connected components of the support graph
         blocks = cyclic_blocks(support)
+        func = self._h
 
         def fun(w):
             Wfull[idx] = w
-            h, gh = acyclicity_blocks(Wfull.reshape(d, d), blocks)
+            h, gh = acyclicity_blocks(Wfull.reshape(d, d), blocks, func)
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(w)
             diff = Bs - w[None, :]
-            obj = alpha * h + 0.5 * rho1 * h * h + const - float(beta_sum @ w) + 0.5 * rho2 * float(np.sum(diff * diff))
-            grad = (alpha + rho1 * h) * gh.ravel()[idx] - beta_sum - rho2 * diff.sum(axis=0)
+            with np.errstate(over="ignore", invalid="ignore"):  # ρ₁h² may overflow: +inf, the step backs off
+                obj = alpha * h + 0.5 * rho1 * h * h + const - float(beta_sum @ w) + 0.5 * rho2 * float(np.sum(diff * diff))
+                grad = (alpha + rho1 * h) * gh.ravel()[idx] - beta_sum - rho2 * diff.sum(axis=0)
+            if not np.isfinite(obj):
+                return np.inf, np.zeros_like(w)
             return obj, grad
 
         w0 = self.W.ravel()[idx].copy()
-        sol = scipy.optimize.minimize(fun, w0, jac=True, method="L-BFGS-B", options={"ftol": self.ftol, "gtol": 1e-10, "maxiter": 500})
+        sol = lbfgs(fun, w0, ftol=self.ftol, gtol=1e-10, maxiter=self.maxiter)
         self.lbfgs_evals += int(sol.nfev)
+        if not sol.success:
+            self._issue(sol.message, sol.nit)
         W = np.zeros(d * d)
         W[idx] = sol.x
         return W.reshape(d, d)
@@ -169,12 +218,15 @@ class Coordinator:
         const = float(np.sum(self.beta * self.B))
         alpha, rho1, rho2, lam = self.alpha, self.rho1, self.rho2, self.l1
         off = ~np.eye(d, dtype=bool)
-        bounds = [(0.0, None) if o else (0.0, 0.0) for o in np.tile(off.ravel(), 2)]
+        # W⁺, W⁻ ≥ 0; the diagonal fixed at 0 (arrays, not a Python list of 2d² pairs)
+        bounds = scipy.optimize.Bounds(np.zeros(2 * d * d), np.where(np.tile(off.ravel(), 2), np.inf, 0.0))
         dd = d * d
+
+        func = self._h
 
         def fun(v):
             W = (v[:dd] - v[dd:]).reshape(d, d)
-            h, gh = acyclicity(W)
+            h, gh = func(W)
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(v)
             diff = self.B - W[None]
@@ -186,6 +238,8 @@ class Coordinator:
             return obj, np.concatenate([g + lam, -g + lam])
 
         v0 = np.concatenate([np.maximum(self.W, 0).ravel(), np.maximum(-self.W, 0).ravel()])
-        sol = scipy.optimize.minimize(fun, v0, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": self.ftol, "maxiter": 500})
+        sol = scipy.optimize.minimize(fun, v0, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": self.ftol, "maxiter": self.maxiter})
         self.lbfgs_evals += int(sol.nfev)
+        if not sol.success or not np.isfinite(sol.fun):
+            self._issue(str(sol.message), sol.nit)
         return (sol.x[:dd] - sol.x[dd:]).reshape(d, d)

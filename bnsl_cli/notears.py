@@ -103,10 +103,17 @@ class NotearsSite:
 
     report_B = False
 
-    def __init__(self, pid: int, X: np.ndarray, lam: float):
+    def __init__(self, pid: int, X: np.ndarray, lam: float, standardize: bool = False):
         self.pid = int(pid)
         Xc = X - X.mean(axis=0, keepdims=True)
         self._S = (Xc.T @ Xc) / X.shape[0]
+        # --standardize: local arithmetic on this site's rows (the correlation matrix)
+        self.sd = np.sqrt(np.maximum(np.diag(self._S), 0.0))
+        if standardize:
+            from bnsl_cli.federated.standardize import check_scales
+
+            check_scales(np.zeros_like(self.sd), self.sd, [f"column {j + 1}" for j in range(self.sd.size)])
+            self._S = self._S / np.outer(self.sd, self.sd)
         self.n_rows = int(X.shape[0])
         self.lam = float(lam)
 
@@ -126,6 +133,7 @@ class NotearsSite:
             "compute_s": res.wall_s,
             "solver_issues": res.solver_issues,
             "events": [],
+            "sd": self.sd.tolist(),
         }
 
 

@@ -1,0 +1,231 @@
+"""``--method fed-moments``: one exchange of second moments, then NOTEARS on the pooled moments.
+
+Each participant sends once (:class:`~bnsl_cli.federated.messages.MomentReply`) its row count
+``n_p``, its column sums ``s_p`` and the upper triangle of ``M_p = Σ_rows (x − c_p)(x − c_p)ᵀ`` about
+its centre ``c_p = s_p / n_p``. The coordinator pools them exactly,
+
+    μ = Σ_p s_p / n,        n·S = Σ_p [M_p + n_p (c_p − μ)(c_p − μ)ᵀ]
+
+(the pooled centred second-moment matrix: with exact own means this is ``X_cᵀX_c`` of all rows,
+centred with the pooled mean), and runs :func:`bnsl_cli.notears.notears_linear` on ``S`` — the
+same solver, λ and tolerances as ``--method notears`` on the pooled rows. With ``--standardize``
+the coordinator uses ``D⁻¹ S D⁻¹`` (``D`` the pooled standard deviations, the square roots of
+``diag S``): the same as standardising every row with the pooled statistics, with no extra message.
+
+Under ``--dp`` each participant makes the one-off releases of DP-Fed-BNSL (noisy column means ``ĉ_p``
+and second moments ``v̂_p``, each with its noisy range bound unless ``--value-bound``), then one
+Gaussian release of ``Σ_rows x̃ x̃ᵀ`` of its rows centred at ``ĉ_p`` and clipped to ℓ₂ norm
+``C_x = c·√(Σ_j v̂_j)`` (replace-one sensitivity ``√2·C_x²``; symmetric noise, projected to PSD), release
+kind ``moment-matrix``. It sends ``n_p ĉ_p`` as its sums. Everything the coordinator computes from
+these is post-processing.
+
+Orientation: ``W[i, j]`` is the edge ``i → j``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Optional
+
+import numpy as np
+
+from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.federated.messages import MomentReply, MomentRequest, message_kind
+from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
+from bnsl_cli.privacy.releases import ReleaseKind
+
+__all__ = [
+    "upper_triangle",
+    "from_upper_triangle",
+    "pool_moments",
+    "MomentSite",
+    "make_moment_site",
+    "drive_moments",
+    "dp_fed_moments_releases",
+]
+
+
+def upper_triangle(M: np.ndarray) -> np.ndarray:
+    """Row-major upper triangle (diagonal included) of a symmetric ``M``: d(d+1)/2 values."""
+    return np.asarray(M, dtype=float)[np.triu_indices(M.shape[0])]
+
+
+def from_upper_triangle(u: np.ndarray, d: int) -> np.ndarray:
+    """The symmetric d × d matrix of :func:`upper_triangle` values."""
+    M = np.zeros((d, d))
+    r, c = np.triu_indices(d)
+    M[r, c] = u
+    M[c, r] = u
+    return M
+
+
+def pool_moments(rows, sums, mats) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, μ)``: the pooled centred second-moment matrix ``S`` (divisor n) and the pooled mean from
+    per-participant counts, column sums and second-moment matrices about ``sums / rows``."""
+    rows = np.asarray(rows, dtype=float)
+    n = float(rows.sum())
+    Ssum = np.vstack([np.asarray(s, float)[None, :] for s in sums])
+    mu = Ssum.sum(axis=0) / n
+    D = Ssum / rows[:, None] - mu[None, :]  # c_p − μ
+    total = np.sum(mats, axis=0) + (D * rows[:, None]).T @ D
+    return total / n, mu
+
+
+# ----------------------------------------------------------------------------------------------
+# privacy: the release list
+# ----------------------------------------------------------------------------------------------
+
+
+def dp_fed_moments_releases(rho_star: float, *, mean_share: float, moment_share: float, value_bound_given: bool) -> list:
+    """DP fed-moments' releases: DP-Fed-BNSL's one-offs, then the moment matrix with the rest of ``rho_star``."""
+    from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
+    from bnsl_cli.privacy.releases import PlannedRelease
+
+    out = []
+    for r in dp_fed_bnsl_releases(rho_star, mean_share=mean_share, moment_share=moment_share, value_bound_given=value_bound_given):
+        kind = ReleaseKind.MOMENT_MATRIX if r.kind == ReleaseKind.COVARIANCE else r.kind
+        out.append(PlannedRelease(kind, r.mechanism, r.multiplier, r.count))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the site side
+# ----------------------------------------------------------------------------------------------
+
+
+class MomentSite:
+    """A fed-moments participant: answers one :class:`MomentRequest` with its moments."""
+
+    report_B = False
+
+    def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None):
+        t0 = time.perf_counter()
+        self.pid = int(pid)
+        X = np.asarray(X, dtype=float)
+        self.n_rows, self.d = int(X.shape[0]), int(X.shape[1])
+        self.ledger = PrivacyLedger()
+        self.ledger.add_participant(self.pid)
+        self.notes: dict = {}
+        self.sent = False
+        if privacy is None:
+            self._sums = X.sum(axis=0)
+            Xc = X - (self._sums / self.n_rows)[None, :]
+            self._M = Xc.T @ Xc
+        else:
+            from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_covariance, private_preprocessing
+
+            if rng is None:
+                raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
+            centre, v_hat, events, notes = private_preprocessing(
+                X, _one_off_multipliers(privacy), privacy.value_bound, rng, label or f"participant {pid + 1}"
+            )
+            for ev in events:
+                self.ledger.record(self.pid, ev)
+            self.notes = notes
+            mult = privacy.multiplier(ReleaseKind.MOMENT_MATRIX)
+            if mult is None:
+                raise PrivacyBudgetError(f"participant {pid + 1}: the plan calibrated no moment-matrix release")
+            M, ev = private_covariance(X - np.asarray(centre)[None, :], v_hat, privacy.clip, mult, rng)
+            self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, ev.mechanism, ev.sensitivity, ev.noise_scale, ev.count))
+            self._sums = self.n_rows * np.asarray(centre, float)
+            self._M = M
+        self.compute_s = time.perf_counter() - t0
+
+    def handle(self, data: bytes) -> Optional[bytes]:
+        if message_kind(data) != MomentRequest.kind:
+            raise ValueError(f"participant {self.pid + 1}: fed-moments answers only a moment request")
+        req = MomentRequest.decode(data)
+        if self.sent:
+            raise PrivacyBudgetError(f"participant {self.pid + 1}: its moments were already sent once")
+        self.sent = True
+        return MomentReply(req.round, self.pid, self.d, self.n_rows, self._sums, upper_triangle(self._M)).encode()
+
+    def summary(self) -> dict:
+        return {
+            "participant": self.pid + 1,
+            "rows": self.n_rows,
+            "B": None,
+            "compute_s": self.compute_s,
+            "events": [ev.to_dict() for ev in self.ledger.events(self.pid)],
+            "notes": dict(self.notes),
+        }
+
+
+def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
+    """The site side of ``fed-moments`` from the run plan."""
+    return MomentSite(pid, X, privacy=plan.privacy, rng=rng, label=plan.participants[pid].label)
+
+
+# ----------------------------------------------------------------------------------------------
+# the coordinator side
+# ----------------------------------------------------------------------------------------------
+
+
+def drive_moments(plan, fleet, progress=None):
+    """Coordinator side: one exchange, the pooled moments, NOTEARS, the finished graph."""
+    from bnsl_cli.errors import ConvergenceWarning
+    from bnsl_cli.federated.roles import Outcome
+    from bnsl_cli.federated.standardize import check_scales
+    from bnsl_cli.notears import notears_linear
+    from bnsl_cli.run import finish_graph
+
+    req = MomentRequest(0, plan.d).encode()
+    raw = fleet.exchange(req)
+    replies = [MomentReply.decode(r) for r in raw]
+    up = sum(len(r) for r in raw)
+    down = len(req) * len(raw)
+    d = plan.d
+    S, mu = pool_moments(
+        [r.rows for r in replies], [r.sums for r in replies], [from_upper_triangle(r.upper, d) for r in replies]
+    )
+    sd = np.sqrt(np.maximum(np.diag(S), 0.0))
+    if not np.all(np.isfinite(S)):
+        from bnsl_cli.errors import NoDagError
+
+        raise NoDagError("fed-moments: the pooled second moments are not finite (values too large); no DAG can be produced")
+    std = {
+        "applied": bool(plan.standardize),
+        "source": "the pooled moment matrix (no extra message" + (", no extra release)" if plan.private else ")"),
+        "mean": mu.tolist(),
+        "sd": sd.tolist(),
+    }
+    if plan.standardize:
+        check_scales(mu, sd, plan.names)
+        S = S / np.outer(sd, sd)
+    res = notears_linear(S, plan.lam, progress=progress)
+    W, removed = finish_graph(res.W, plan.threshold, "fed-moments", plan.names)
+    summaries = fleet.finish()
+    warn_list = []
+    if not res.converged:
+        warn_list.append(
+            f"fed-moments: NOTEARS stopped with h(W) = {res.h:.2e} > 1e-8 after {res.outer_steps} outer steps; "
+            "the thresholded graph was made acyclic by dropping the weakest edges"
+        )
+    if res.solver_issues:
+        first = res.solver_issues[0]
+        warn_list.append(
+            f"fed-moments: {len(res.solver_issues)} L-BFGS-B solve(s) inside NOTEARS did not report success "
+            f"(first: outer step {first['outer']}, {first['message']})"
+        )
+    for w in warn_list:
+        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    report = {
+        "rounds": res.outer_steps,
+        "converged": res.converged,
+        "final": {"h": res.h},
+        "history": res.history,
+        "communication": {
+            "bytes_up": up,
+            "bytes_down": down,
+            "bytes_total": up + down,
+            "exchanges": 1,
+            "note": "one exchange: each participant's counts, column sums and upper-triangle moment matrix",
+        },
+        "timing": {"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
+        "removed_for_acyclicity": removed,
+        "solver_issues": res.solver_issues,
+        "warnings": warn_list,
+        "standardize": std,
+    }
+    return Outcome(res.W, W, report, summaries)

@@ -134,7 +134,9 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     t0 = time.perf_counter()
     roles = roles_for(plan.method)
     report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
-    with single_blas_thread():
+    from bnsl_cli.federated.standardize import after_rounds, floating_point_trap
+
+    with single_blas_thread(), floating_point_trap() as fp:
         stage = PRE_ROUND_STAGES.get("standardize")
         if plan.standardize and stage is None:
             raise BnslError("the plan asks for standardisation, but no standardisation stage is available")
@@ -142,10 +144,10 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
         outcome = roles.drive(plan, fleet, progress)
     report.update(outcome.report)
     report.setdefault("warnings", [])
-    if stage is not None:
-        from bnsl_cli.federated.standardize import after_rounds
-
-        after_rounds(plan, outcome, report, pre)  # original units, the scale warning, the stage's bytes
+    if fp["count"]:
+        report["numerics"] = {"floating_point_events": fp["count"], "kinds": sorted(fp["kinds"])}
+    if stage is not None:  # original units, the scale warning (or error), the stage's bytes
+        after_rounds(plan, outcome, report, pre, fp["count"])
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
     if outcome.local is not None:
         for entry in report["local"]:

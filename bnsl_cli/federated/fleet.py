@@ -53,6 +53,9 @@ _FINISH = b""
 
 
 def _worker(conn, participants) -> None:
+    import numpy as np
+
+    np.seterr(over="ignore", invalid="ignore", divide="ignore")  # no numpy warning reaches the user's terminal
     try:
         while True:
             msg = conn.recv_bytes()

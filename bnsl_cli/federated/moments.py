@@ -14,9 +14,11 @@ the coordinator uses ``D⁻¹ S D⁻¹`` (``D`` the pooled standard deviations, 
 
 Under ``--dp`` each participant makes the one-off releases of DP-Fed-BNSL (noisy column means ``ĉ_p``
 and second moments ``v̂_p``, each with its noisy range bound unless ``--value-bound``), then one
-Gaussian release of ``Σ_rows x̃ x̃ᵀ`` of its rows centred at ``ĉ_p`` and clipped to ℓ₂ norm
-``C_x = c·√(Σ_j v̂_j)`` (replace-one sensitivity ``√2·C_x²``; symmetric noise, projected to PSD), release
-kind ``moment-matrix``. It sends ``n_p ĉ_p`` as its sums. Everything the coordinator computes from
+Gaussian release of ``Σ_rows z zᵀ`` of its rows centred at ``ĉ_p`` and scaled column-wise by the
+released ``√v̂_p`` (``z_j = (x_j − ĉ_j)/√v̂_j``, so the clip and the noise are the same on every
+column whatever its units), each row clipped to ℓ₂ norm ``C_x = c·√d`` (replace-one sensitivity
+``√2·C_x²``; symmetric noise, projected to PSD), release kind ``moment-matrix``. It sends
+``diag(√v̂) M_z diag(√v̂)`` and ``n_p ĉ_p`` as its sums. Everything the coordinator computes from
 these is post-processing.
 
 Orientation: ``W[i, j]`` is the edge ``i → j``.
@@ -39,6 +41,9 @@ __all__ = [
     "upper_triangle",
     "from_upper_triangle",
     "pool_moments",
+    "centred_moments",
+    "pooled_moments_of_blocks",
+    "standardized",
     "MomentSite",
     "make_moment_site",
     "drive_moments",
@@ -58,6 +63,37 @@ def from_upper_triangle(u: np.ndarray, d: int) -> np.ndarray:
     M[r, c] = u
     M[c, r] = u
     return M
+
+
+def centred_moments(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(n, Σ x, M)`` of one block of rows, ``M = Σ (x − x̄)(x − x̄)ᵀ`` about the block's own mean,
+    exactly symmetric (the upper triangle mirrored). ``--method notears`` computes its pooled
+    moments from the same blocks with this function and :func:`pool_moments`, so a non-private
+    fed-moments run sees bit-for-bit the same matrix."""
+    X = np.asarray(X, dtype=float)
+    n = int(X.shape[0])
+    sums = X.sum(axis=0)
+    Xc = X - (sums / n)[None, :]
+    M = Xc.T @ Xc
+    return n, sums, from_upper_triangle(upper_triangle(M), M.shape[0])
+
+
+def pooled_moments_of_blocks(X: np.ndarray, rows) -> np.ndarray:
+    """The pooled ``S`` of ``X`` whose consecutive row blocks have sizes ``rows`` (what fed-moments
+    computes from those blocks' messages)."""
+    parts, start = [], 0
+    for r in rows:
+        parts.append(centred_moments(X[start : start + int(r)]))
+        start += int(r)
+    if start != X.shape[0]:
+        raise ValueError(f"blocks of {sum(int(r) for r in rows)} rows given for {X.shape[0]} rows")
+    return pool_moments([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])[0]
+
+
+def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(D⁻¹ S D⁻¹, sd)`` with ``sd = √diag S`` (the correlation matrix)."""
+    sd = np.sqrt(np.maximum(np.diag(S), 0.0))
+    return S / np.outer(sd, sd), sd
 
 
 def pool_moments(rows, sums, mats) -> tuple[np.ndarray, np.ndarray]:
@@ -109,9 +145,7 @@ class MomentSite:
         self.notes: dict = {}
         self.sent = False
         if privacy is None:
-            self._sums = X.sum(axis=0)
-            Xc = X - (self._sums / self.n_rows)[None, :]
-            self._M = Xc.T @ Xc
+            _, self._sums, self._M = centred_moments(X)
         else:
             from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_covariance, private_preprocessing
 
@@ -126,10 +160,14 @@ class MomentSite:
             mult = privacy.multiplier(ReleaseKind.MOMENT_MATRIX)
             if mult is None:
                 raise PrivacyBudgetError(f"participant {pid + 1}: the plan calibrated no moment-matrix release")
-            M, ev = private_covariance(X - np.asarray(centre)[None, :], v_hat, privacy.clip, mult, rng)
+            # rows scaled column-wise by the released spreads √v̂ (post-processing of a release), so the
+            # clip and the noise do not depend on the columns' units; the matrix is scaled back
+            s = np.sqrt(np.asarray(v_hat, float))
+            Z = (X - np.asarray(centre)[None, :]) / s[None, :]
+            M, ev = private_covariance(Z, np.ones(self.d), privacy.clip, mult, rng)
             self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, ev.mechanism, ev.sensitivity, ev.noise_scale, ev.count))
             self._sums = self.n_rows * np.asarray(centre, float)
-            self._M = M
+            self._M = M * np.outer(s, s)
         self.compute_s = time.perf_counter() - t0
 
     def handle(self, data: bytes) -> Optional[bytes]:
@@ -192,7 +230,7 @@ def drive_moments(plan, fleet, progress=None):
     }
     if plan.standardize:
         check_scales(mu, sd, plan.names)
-        S = S / np.outer(sd, sd)
+        S, sd = standardized(S)
     res = notears_linear(S, plan.lam, progress=progress)
     W, removed = finish_graph(res.W, plan.threshold, "fed-moments", plan.names)
     summaries = fleet.finish()

@@ -87,7 +87,8 @@ def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None)
 def _notears_participant(plan, pid: int, X: np.ndarray, rng):
     from bnsl_cli.notears import NotearsSite
 
-    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize)
+    blocks = plan.rows if (roles_for(plan.method).pooled and sum(plan.rows) == X.shape[0]) else None
+    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize, blocks=blocks)
 
 
 # -- coordinator side ---------------------------------------------------------------------------

@@ -28,6 +28,7 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -53,6 +54,7 @@ __all__ = [
     "with_stats",
     "standardize_stage",
     "after_rounds",
+    "floating_point_trap",
     "STATS_METHODS",
 ]
 
@@ -260,7 +262,22 @@ def standardize_stage(plan, fleet, report: dict) -> dict:
     return rec
 
 
-def after_rounds(plan, outcome, report: dict, rec: dict) -> None:
+@contextmanager
+def floating_point_trap():
+    """Count numpy floating-point overflows / invalid operations instead of letting numpy warn
+    (the count is in the yielded dict's ``"count"``). Code that expects them (``h(W)`` of a huge
+    ``W``) keeps its own ``errstate``."""
+    rec = {"count": 0, "kinds": set()}
+
+    def call(kind, flag):  # noqa: ARG001
+        rec["count"] += 1
+        rec["kinds"].add(str(kind))
+
+    with np.errstate(over="call", invalid="call", divide="call", call=call):
+        yield rec
+
+
+def after_rounds(plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> None:
     """After the driver: weights back in original units (with ``--standardize``), the scale warning
     (without), the stage's bytes in the communication totals. ``rec`` is the stage's record (empty
     for methods without the exchange; ``notears``/``local-notears`` sites and ``fed-moments`` put
@@ -296,8 +313,14 @@ def after_rounds(plan, outcome, report: dict, rec: dict) -> None:
         else:
             std.setdefault("sd", list(map(float, sds[0])))
         return
-    msgs = {m for m in (scale_warning(sd, plan.names) for sd in sds) if m}
-    for m in sorted(msgs)[:1]:  # once
+    msgs = sorted({m for m in (scale_warning(sd, plan.names) for sd in sds) if m})
+    graphs = outcome.local if outcome.local is not None else [outcome.W]
+    if msgs and (fp_events or all(not np.any(G) for G in graphs)):
+        from bnsl_cli.errors import NoDagError
+
+        what = "the optimisation overflowed" if fp_events else "no edge survived"
+        raise NoDagError(f"{msgs[0].split('; ')[0]} and {what}, so the graph is not meaningful; rerun with --standardize")
+    for m in msgs[:1]:  # once
         _w.warn(m, ScaleWarning, stacklevel=3)
         report.setdefault("warnings", []).append(m)
 

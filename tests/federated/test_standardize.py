@@ -177,3 +177,11 @@ def test_dp_standardize_reuses_the_released_statistics(method):
     sd = np.asarray(std.report["standardize"]["sd"])
     # the released statistics see the scaling: sd ratio ≈ 1e4 / 1e-3 between columns 3 and 1
     assert 1e6 < sd[2] / sd[0] < 1e8
+
+
+def test_standardize_same_result_in_worker_processes(shards):
+    _, tables = shards
+    a, _ = _run(tables, method="fed-sparse", standardize=True, rounds=20)
+    b, _ = _run(tables, method="fed-sparse", standardize=True, rounds=20, workers=2)
+    assert np.array_equal(a.W, b.W)
+    assert a.report["communication"]["bytes_total"] == b.report["communication"]["bytes_total"]

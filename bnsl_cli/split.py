@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -164,14 +165,14 @@ class SplitResult:
     n_rows: int
 
 
-def _raw_rows(text: str) -> list[list[str]]:
-    rows = csv.reader(io.StringIO(text.lstrip("\r\n")))
+def _raw_rows(text: str, sep: str = ",") -> list[list[str]]:
+    rows = csv.reader(io.StringIO(text.lstrip("\r\n")), delimiter=sep)
     return [[c.strip() for c in r] for r in rows if r and any(c.strip() for c in r)]
 
 
-def _csv_text(rows) -> str:
+def _csv_text(rows, sep: str = ",") -> str:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
+    csv.writer(buf, lineterminator="\n", delimiter=sep).writerows(rows)
     return buf.getvalue()
 
 
@@ -183,6 +184,7 @@ def split_table_file(
     sizes: Sequence[float] | None = None,
     by: str | None = None,
     seed: int | None = None,
+    sep: str | None = None,
 ) -> SplitResult:
     """Read and validate ``path`` (see :func:`bnsl_cli.io.data.read_table`) and split its rows.
 
@@ -190,7 +192,7 @@ def split_table_file(
     spaces removed), so every value reads back exactly; the header names are kept, and in
     ``group`` mode the ``by`` column is dropped. The input file is never modified.
     """
-    from bnsl_cli.io.data import read_table
+    from bnsl_cli.io.data import read_table, resolve_sep
     from bnsl_cli.io.graphs import format_float
 
     path = Path(path)
@@ -199,7 +201,12 @@ def split_table_file(
     if by and mode != "group":
         raise ValueError("a group column is only used in mode 'group'")
     keep = [by] if by else None
-    table = read_table(path, keep=keep, check_constant=False)
+    try:  # read once: parsed below and copied row by row into the shards
+        stored = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError:
+        stored = None  # the reader names the problem
+    table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored)
+    delim = resolve_sep(path, sep)
     n = table.n
     groups = None
     if by:
@@ -212,8 +219,12 @@ def split_table_file(
             )
     indices = split_indices(n, participants, mode=mode, sizes=sizes, groups=groups, seed=seed)
 
-    text = path.read_text(encoding="utf-8-sig")
-    raw = _raw_rows(text)
+    if path.name.lower().endswith(".gz") or stored[:2] == b"\x1f\x8b":
+        import gzip
+
+        stored = gzip.decompress(stored)
+    text = stored.decode("utf-8-sig")
+    raw = _raw_rows(text, delim)
     header = [h.strip() for h in raw[0]]
     body = raw[1:]
     keep_cols = [k for k, h in enumerate(header) if h != by]
@@ -232,7 +243,7 @@ def split_table_file(
             rows = ([body[i][k] for k in keep_cols] for i in idx)
         else:
             rows = ([format_float(v) for v in table.X[i]] for i in idx)
-        texts.append(_csv_text([out_header, *rows]))
+        texts.append(_csv_text([out_header, *rows]))  # shards are always comma-separated
     if by:
         values, _ = group_indices(groups)
         shard_groups = tuple(values)

@@ -53,12 +53,70 @@ def _root(
     common.STATE["debug"] = debug
 
 
-app.command("simulate")(common.guarded(_simulate.command))
-app.command("split")(common.guarded(_split.command))
-app.command("learn")(common.guarded(_learn.command))
-app.command("evaluate")(common.guarded(_evaluate.command))
-app.command("refit")(common.guarded(_refit.command))
-app.command("privacy-budget")(common.guarded(_privacy_budget.command))
+#: The subcommands, in the order ``--help`` lists them: (name, command function).
+COMMANDS = [
+    ("simulate", _simulate.command),
+    ("split", _split.command),
+    ("learn", _learn.command),
+    ("evaluate", _evaluate.command),
+    ("refit", _refit.command),
+    ("privacy-budget", _privacy_budget.command),
+]
+for _name, _command in COMMANDS:
+    app.command(_name)(common.guarded(_command))
+
+
+def _word_types() -> None:
+    """``--help`` shows value types as words (FLOAT, INTEGER, PATH, TEXT, [a|b|c] for choices) and
+    nothing for on/off flags, as click does, instead of typer ≥ 0.2x's ``<float>``/``<bool>``."""
+    core = getattr(typer, "core", None)
+    base = getattr(core, "_TyperParameter", None)
+    original = getattr(base, "display_type", None)
+    if original is None or getattr(original, "_bnsl_words", False):
+        return  # an older typer already prints words
+
+    words = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "bool": "BOOLEAN",
+             "path": "PATH", "file": "FILE", "directory": "DIR"}
+
+    def display_type(self, ctx):
+        if getattr(self, "is_bool_flag", False) or getattr(self, "is_flag", False):
+            return None
+        desc = getattr(self, "type_descriptor", None)
+        if desc is not None and getattr(desc, "is_choice", False):
+            return "[" + original(self, ctx).strip("<>").removeprefix("list[").removesuffix("]") + "]"
+        label = original(self, ctx).strip("<>")
+        if label.startswith("list[") and label.endswith("]"):
+            label = label[5:-1]
+        return words.get(label, label.upper())
+
+    display_type._bnsl_words = True
+    base.display_type = display_type
+
+
+_word_types()
+
+
+def _one_line_usage_error(exc) -> None:
+    """A usage error (unknown option, bad value) is one line on stderr, like every other error."""
+    if exc.__class__.__name__ == "NoArgsIsHelpError":
+        return
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    common.fail(" ".join(exc.format_message().split()) + hint, getattr(exc, "exit_code", 2))
+
+
+def _install_one_line_usage_errors() -> None:
+    rich_utils = getattr(typer, "rich_utils", None)
+    if rich_utils is None:
+        try:
+            from typer import rich_utils  # type: ignore[no-redef]
+        except ImportError:  # pragma: no cover
+            return
+    if hasattr(rich_utils, "rich_format_error"):
+        rich_utils.rich_format_error = _one_line_usage_error
+
+
+_install_one_line_usage_errors()
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -66,9 +124,47 @@ def main(argv: Optional[list[str]] = None) -> None:
     from bnsl_cli.errors import BnslError
 
     try:
-        app(args=argv, standalone_mode=True)
+        rv = app(args=argv, standalone_mode=False)  # returns a typer.Exit's code instead of exiting
+    except BrokenPipeError:
+        common.quiet_pipe_exit()
+    except KeyboardInterrupt:
+        common.fail("interrupted; no output was left half-written", 130)
+        sys.exit(130)
+    except typer.Exit as exc:
+        code = exc.exit_code
+        _flush_or_quiet()
+        sys.exit(code)
     except BnslError as exc:  # raised outside a command's own handler
         if common.STATE["debug"]:
             traceback.print_exc()
         common.fail(str(exc), exc.exit_code)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # click's usage errors and aborts
+        _click_error(exc)
+    else:
+        _flush_or_quiet()
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
+
+
+def _flush_or_quiet() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        common.quiet_pipe_exit()
+
+
+def _click_error(exc: Exception) -> None:
+    click_exc = getattr(typer, "_click", None)
+    exceptions = getattr(click_exc, "exceptions", None) if click_exc is not None else None
+    if exceptions is None:
+        import click as click_mod  # older typer
+
+        exceptions = click_mod.exceptions
+    if isinstance(exc, exceptions.ClickException):
+        _one_line_usage_error(exc)
+        sys.exit(exc.exit_code)
+    if isinstance(exc, exceptions.Abort):  # Ctrl-C inside a prompt
+        common.fail("interrupted; no output was left half-written", 130)
+        sys.exit(130)
+    raise exc

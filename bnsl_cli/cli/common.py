@@ -12,8 +12,18 @@ from typing import Iterable, Optional
 import typer
 from rich.console import Console
 
+
+def _stderr_console() -> Console:
+    """Everything that is not a result goes to stderr. On a terminal rich wraps at its width; in a
+    pipe or a log file (no TTY, no ``COLUMNS``) lines are never hard-wrapped at 80 columns."""
+    console = Console(stderr=True, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=True, highlight=False, soft_wrap=True, width=10_000)
+    return console
+
+
 #: Everything that is not a result goes to stderr.
-err_console = Console(stderr=True, highlight=False)
+err_console = _stderr_console()
 
 STATE = {"debug": False}
 
@@ -48,10 +58,17 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+#: The data files a directory of shards contributes.
+DATA_PATTERNS = ("*.csv", "*.tsv", "*.csv.gz", "*.tsv.gz")
+
+
 def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) -> list[Path]:
-    """Expand files, directories (their ``*.csv``), quoted globs and a ``--files-from`` list.
+    """Expand files, directories (their ``*.csv``, ``*.tsv`` and gzipped ones), quoted globs and a
+    ``--files-from`` list (one path a line; relative paths are relative to the current directory,
+    like ``tar -T`` or ``rsync --files-from``; ``#`` starts a comment line).
 
     Returns sorted, de-duplicated paths. Missing files are left in so the reader can name them.
+    ``-`` (standard input) is kept as is.
     """
     from bnsl_cli.errors import InputDataError
 
@@ -61,19 +78,19 @@ def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) 
             text = Path(files_from).read_text()
         except OSError as exc:
             raise InputDataError(f"{files_from}: cannot read file list ({exc.strerror or exc})") from None
-        base = Path(files_from).parent
         for line in text.splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
-                p = Path(line)
-                raw.append(str(p if p.is_absolute() else base / p))
+                raw.append(line)
     out: list[Path] = []
     for item in raw:
         p = Path(item)
-        if p.is_dir():
-            found = sorted(p.glob("*.csv"))
+        if item == "-":
+            out.append(p)
+        elif p.is_dir():
+            found = sorted(q for pat in DATA_PATTERNS for q in p.glob(pat))
             if not found:
-                raise InputDataError(f"{p}: directory holds no *.csv files")
+                raise InputDataError(f"{p}: directory holds no *.csv (or .tsv, .csv.gz) files")
             out.extend(found)
         elif any(ch in item for ch in "*?[") and not p.exists():
             found = sorted(Path(x) for x in glob.glob(item))
@@ -84,9 +101,72 @@ def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) 
             out.append(p)
     seen: dict[str, Path] = {}
     for p in out:
-        key = os.path.normpath(os.path.abspath(p))
+        key = "-" if str(p) == "-" else os.path.normpath(os.path.abspath(p))
         seen.setdefault(key, p)
     return sorted(seen.values(), key=lambda q: str(q))
+
+
+def from_env(ctx: "typer.Context", name: str) -> bool:
+    """Whether the option ``name`` (its parameter name) took its value from a ``BNSL_*`` variable."""
+    try:
+        src = ctx.get_parameter_source(name)
+    except Exception:  # pragma: no cover - older click
+        return False
+    return src is not None and getattr(src, "name", "") == "ENVIRONMENT"
+
+
+def read_progress(quiet: bool):
+    """A ``progress(bytes_read, total)`` callback for the data reader, or None.
+
+    On a terminal: a transient bar once the input is large (≥ 32 MB). Elsewhere: one line when a
+    large read starts and one when it ends. ``--quiet``: nothing. Call ``.close()`` after reading.
+    """
+    if quiet:
+        return None
+    return _ReadProgress(err_console)
+
+
+class _ReadProgress:
+    LARGE = 32 << 20
+
+    def __init__(self, console: Console):
+        import time
+
+        self.console = console
+        self.t0 = time.perf_counter()
+        self.bar = None
+        self.task = None
+        self.started = False
+        self.done = 0
+        self.total = None
+
+    def __call__(self, done: int, total: Optional[int]) -> None:
+        self.done, self.total = done, total
+        if not self.started:
+            if (total or done) < self.LARGE:
+                return
+            self.started = True
+            if self.console.is_terminal:
+                from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+                self.bar = Progress("reading", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                    console=self.console, transient=True)
+                self.bar.start()
+                self.task = self.bar.add_task("read", total=total)
+            else:
+                size = f"{total / 1e6:.0f} MB" if total else "input"
+                self.console.print(f"reading {size} …", highlight=False, markup=False)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        import time
+
+        if self.bar is not None:
+            self.bar.stop()
+        if self.started:
+            dt = time.perf_counter() - self.t0
+            self.console.print(f"read {self.done / 1e6:.0f} MB in {dt:.1f} s", highlight=False, markup=False)
 
 
 def env_default(name: str):
@@ -123,11 +203,15 @@ def guarded(func):
                 return func(*args, **kwargs)
         except typer.Exit:
             raise
+        except BrokenPipeError:
+            _abort_outputs()
+            quiet_pipe_exit()
         except BnslError as exc:
             if STATE["debug"]:
                 traceback.print_exc()
             raise fail(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
+            _abort_outputs()
             raise fail("interrupted; no output was left half-written", 130) from None
         except Exception as exc:  # an internal error: still one line unless --debug
             if STATE["debug"]:
@@ -136,6 +220,26 @@ def guarded(func):
                 f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", 1
             ) from None
         finally:
+            _abort_outputs()  # an output folder not committed by now belongs to a failed run
             warnings.showwarning = old
 
     return wrapper
+
+
+def quiet_pipe_exit() -> None:
+    """The reader of stdout went away (``bnsl … | head``): end quietly with 141 (128 + SIGPIPE, what
+    a process killed by the signal reports), like other Unix tools — no error line, no traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's final flush of stdout must not fail again
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(141)
+
+
+def _abort_outputs() -> None:
+    import sys as _sys
+
+    mod = _sys.modules.get("bnsl_cli.io.outdir")
+    if mod is not None:
+        mod.abort_pending()

@@ -70,7 +70,8 @@ def command(
     estimates: List[Path] = typer.Argument(
         ...,
         metavar="ESTIMATE",
-        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix with header, DOT or report JSON.",
+        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix with header, DOT or report JSON "
+        "(- reads one from standard input).",
         show_default=False,
     ),
     truth: Path = typer.Option(
@@ -78,7 +79,7 @@ def command(
         "--truth",
         "-t",
         metavar="TRUTH",
-        help="True graph, in any of the formats above.",
+        help="True graph, in any of the formats above (- for standard input).",
         show_default=False,
     ),
     threshold: float = typer.Option(
@@ -89,6 +90,9 @@ def command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Write a JSON list (one object per estimate) to stdout."),
     as_csv: bool = typer.Option(False, "--csv", help="Write CSV (one row per estimate) to stdout."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", envvar="BNSL_QUIET", help="With --json/--csv: no summary table on stderr."
+    ),
     allow_cyclic_truth: bool = typer.Option(
         False, "--allow-cyclic-truth", help="Evaluate against a truth graph that has cycles (e.g. Sachs' consensus graph)."
     ),
@@ -107,6 +111,8 @@ def command(
 
     if as_json and as_csv:
         raise fail("use either --json or --csv, not both", 2)
+    if sum(str(p) == "-" for p in [*estimates, truth]) > 1:
+        raise fail("'-' (standard input) can be given only once", 2)
 
     true_graph = read_graph(truth)
     est_graphs = [(p, read_graph(p)) for p in estimates]  # validate every file before computing
@@ -143,4 +149,5 @@ def command(
         print_json(rows)
     elif as_csv:
         _write_csv(rows)
-    _render_table(rows, truth, to_stderr=as_json or as_csv)
+    if not (quiet and (as_json or as_csv)):
+        _render_table(rows, truth, to_stderr=as_json or as_csv)

@@ -19,12 +19,28 @@ METHOD_HELP = (
 )
 
 
+#: The choices of --method (the library's METHODS; a test keeps them equal), shown in --help.
+METHOD_CHOICES = ("fed-sparse", "fed-bnsl", "notears", "local-notears")
+
+
 def command(
+    ctx: typer.Context,
     shards: List[str] = typer.Argument(
-        None, help="Participant CSV files (one per participant), directories of *.csv, or quoted globs."
+        None, metavar="SHARDS...", help="Participant CSV files (one per participant; .csv, .tsv, .csv.gz), "
+        "directories of them, quoted globs, or - for one shard on standard input.",
     ),
-    files_from: Optional[Path] = typer.Option(None, "--files-from", help="A file listing shard paths, one per line."),
-    method: str = typer.Option("fed-sparse", "--method", "-m", envvar="BNSL_METHOD", help=METHOD_HELP),
+    files_from: Optional[Path] = typer.Option(
+        None, "--files-from", help="A file listing shard paths, one per line; relative paths are relative "
+        "to the current directory (as with tar -T).",
+    ),
+    sep: Optional[str] = typer.Option(
+        None, "--sep", envvar="BNSL_SEP", show_default=False,
+        help="Field separator of the data files: one character, or 'tab' \\[default: tab for .tsv, else ',']",
+    ),
+    method: str = typer.Option(
+        "fed-sparse", "--method", "-m", envvar="BNSL_METHOD", metavar="METHOD",
+        help=METHOD_HELP,
+    ),
     lam: Optional[float] = typer.Option(
         None,
         "--lambda",
@@ -61,8 +77,15 @@ def command(
     ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
-        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json). "
-        "Without it the edge list (source,target,weight) is printed on stdout."
+        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json), "
+        "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
+        "printed on stdout.",
+    ),
+    adjacency_out: Optional[str] = typer.Option(
+        None, "--adjacency", metavar="PATH", help="Also write the weighted adjacency CSV to PATH (- = stdout).",
+    ),
+    edges_out: Optional[str] = typer.Option(
+        None, "--edges", metavar="PATH", help="Also write the edge list CSV to PATH (- = stdout).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout."),
     personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p."),
@@ -83,7 +106,9 @@ def command(
         POLISH_SHARE, "--polish-share", help="Share of the whole DP budget spent on the polish's second moments (fed-sparse; "
         "ignored with --no-polish, which gives it to the DP-PGCD steps).",
     ),
-    conversion: str = typer.Option("tight", "--conversion", help="zCDP → (ε, δ) conversion: tight | simple."),
+    conversion: str = typer.Option(
+        "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion."
+    ),
     public_means: bool = typer.Option(
         False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release."
     ),
@@ -93,7 +118,7 @@ def command(
         "releases; without it the bounds come from noisy range histograms.",
     ),
     clip_levels: str = typer.Option(
-        "auto", "--clip-levels", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
+        "auto", "--clip-levels", metavar="[auto|adaptive|static]", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
         "(adaptive below 50 variables, static from 50 on: measured faster there).",
     ),
 ) -> None:
@@ -104,6 +129,10 @@ def command(
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.plan import DPConfig, LearnConfig
 
+    if not dp and common.from_env(ctx, "epsilon"):
+        epsilon = None  # BNSL_EPSILON set for private runs does not concern a non-private one
+    if not dp and common.from_env(ctx, "delta"):
+        delta = None
     if dp and epsilon is None:
         raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
     if not dp and epsilon is not None:
@@ -131,24 +160,26 @@ def command(
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
 
-    out_names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
-    if out is not None:
-        from bnsl_cli.cli.output import check_output_dir
+    from bnsl_cli.cli import output
 
-        extra = [f"participant-{k + 1:02d}" for k in range(len(paths))] if (personal or method == "local-notears") else []
-        check_output_dir(out, out_names + extra, paths, force)
-
-    tables = read_shards(paths)
+    od = output.prepare_learn_dir(out, paths, len(paths), personal or method == "local-notears", force)
+    singles = output.prepare_single_outputs(
+        {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=method == "local-notears",
+        stdout_option="--json" if json_out else None,
+    )
+    progress = common.read_progress(quiet)
+    tables = read_shards(paths, sep=sep, progress=progress)
+    if progress is not None:
+        progress.close()
     result = _run_with_progress(tables, cfg, quiet)
-    if out is not None:
-        _write_outputs(out, result, method)
+    if od is not None:
+        _write_outputs(od, result, method)
+    output.write_single_outputs(singles, result)
     _summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
-    elif out is None:
-        from bnsl_cli.io.graphs import edges_csv_text
-
-        sys.stdout.write(edges_csv_text(result.W, result.names))
+    elif out is None and "-" not in (adjacency_out, edges_out):
+        sys.stdout.write(output.stdout_edges_text(result, tables))
 
 
 def _run_with_progress(tables, cfg, quiet):
@@ -195,11 +226,9 @@ def _run_with_progress(tables, cfg, quiet):
     return learn(tables, cfg, plain)
 
 
-def _write_outputs(out: Path, result, method: str) -> None:
-    from bnsl_cli.io.atomic import atomic_write_text
+def _write_outputs(od, result, method: str) -> None:
     from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
 
-    out.mkdir(parents=True, exist_ok=True)
     texts = {}
     if result.local is not None:
         for k, W in enumerate(result.local):
@@ -216,7 +245,8 @@ def _write_outputs(out: Path, result, method: str) -> None:
             texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)
     texts["report.json"] = json.dumps(result.report, indent=2, default=common._json_default) + "\n"
     for name, text in texts.items():
-        atomic_write_text(out / name, text)
+        od.write_text(name, text)
+    od.commit()
 
 
 def _summary(result, out, quiet) -> None:

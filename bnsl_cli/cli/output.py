@@ -1,12 +1,31 @@
-"""Writing a command's output directory safely (shared by learn and refit)."""
+"""Writing a command's outputs safely (shared by learn, refit and split).
+
+Folders go through :class:`bnsl_cli.io.outdir.OutputDir` (pre-flight, lock, one unit); single files
+(``--adjacency PATH``, ``--edges PATH``) are checked before the run and written atomically, ``-``
+meaning standard output.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 from bnsl_cli.errors import InputDataError
+
+#: Every file ``learn --out`` may write (stale ones of an earlier run are removed).
+LEARN_OWNED = (
+    "adjacency.csv",
+    "edges.csv",
+    "graph.dot",
+    "report.json",
+    "participant-*/adjacency.csv",
+    "participant-*/edges.csv",
+    "participant-*/graph.dot",
+    "participant-*/personal-adjacency.csv",
+)
 
 
 def is_bnsl_output(directory: Path) -> bool:
@@ -36,3 +55,87 @@ def check_output_dir(directory: Path, names: Iterable[str], inputs: Iterable[Pat
         raise InputDataError(
             f"{directory}: already holds {clash[0]} that bnsl did not write; choose another --out or pass --force"
         )
+
+
+def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_participant: bool, force: bool):
+    """The pre-flight of ``learn --out`` (None without ``--out``): an :class:`OutputDir` ready to fill."""
+    if out is None:
+        return None
+    from bnsl_cli.io.outdir import OutputDir
+
+    names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
+    if per_participant:
+        names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
+    return OutputDir(
+        out, names=names, owned=LEARN_OWNED, marker="report.json", inputs=inputs, force=force,
+        is_ours=is_bnsl_output,
+    ).prepare()
+
+
+def prepare_single_outputs(targets: dict, inputs, local: bool = False, stdout_option: Optional[str] = None) -> dict:
+    """Check ``{option: path}`` single-file outputs before the run: at most one ``-`` (none when
+    ``stdout_option``, e.g. ``--json``, already writes stdout), the folder exists and is writable, no
+    input is overwritten. Returns the options that were given."""
+    from bnsl_cli.io.outdir import OutputDirError
+
+    given = {opt: p for opt, p in targets.items() if p is not None}
+    if stdout_option is not None:
+        taken = [opt for opt, p in given.items() if p == "-"]
+        if taken:
+            raise OutputDirError(f"{taken[0]} - and {stdout_option} both write to standard output; choose one")
+    if local and given:
+        raise OutputDirError(
+            f"{', '.join(given)}: local-notears learns one graph per participant; use --out DIR"
+        )
+    if sum(p == "-" for p in given.values()) > 1:
+        raise OutputDirError(f"{' and '.join(given)}: only one output can go to standard output (-)")
+    ins = {Path(p).resolve() for p in inputs if str(p) != "-"}
+    for opt, p in given.items():
+        if p == "-":
+            continue
+        path = Path(p)
+        if path.is_dir():
+            raise OutputDirError(f"{opt} {p}: is a directory; give a file name")
+        if path.resolve() in ins:
+            raise OutputDirError(f"{opt} {p}: is an input and would be overwritten")
+        parent = path.resolve().parent
+        if not parent.is_dir():
+            raise OutputDirError(f"{opt} {p}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputDirError(f"{opt} {p}: folder {parent} is not writable")
+    return given
+
+
+def write_single_outputs(given: dict, result) -> None:
+    """Write ``--adjacency`` / ``--edges`` (``-``: standard output)."""
+    from bnsl_cli.io.atomic import atomic_write_text
+    from bnsl_cli.io.graphs import adjacency_csv_text, edges_csv_text
+
+    for opt, p in given.items():
+        text = (adjacency_csv_text if opt == "--adjacency" else edges_csv_text)(result.W, result.names)
+        if p == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            atomic_write_text(p, text)
+
+
+def stdout_edges_text(result, tables) -> str:
+    """The edge list printed without ``--out``. local-notears: every participant's graph, one CSV
+    with a leading ``participant`` column (1-based) and the shard's ``file``."""
+    from bnsl_cli.io.graphs import edges_csv_text
+
+    if getattr(result, "local", None) is None:
+        return edges_csv_text(result.W, result.names)
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["participant", "file", "source", "target", "weight"])
+    for k, W in enumerate(result.local):
+        body = edges_csv_text(W, result.names).splitlines()[1:]
+        src = str(tables[k].path) if k < len(tables) else ""
+        for row in csv.reader(body):
+            writer.writerow([k + 1, src, *row])
+    return buf.getvalue()

@@ -118,6 +118,9 @@ def command(
         "fed-moments: one Gaussian release of the (scaled) moment matrix.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Write the result as JSON on stdout."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", envvar="BNSL_QUIET", help="Only the result table (no assumptions block)."
+    ),
 ) -> None:
     """Privacy budget <-> noise for `learn --dp` (zCDP, replace-one row of one participant).
 
@@ -174,7 +177,7 @@ def command(
 
         print_json(result["json"])
     else:
-        _render(result)
+        _render(result, quiet)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -477,7 +480,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
 # ------------------------------------------------------------------------------------------------
 
 
-def _render(result: dict) -> None:
+def _render(result: dict, quiet: bool = False) -> None:
     from rich.table import Table
 
     from bnsl_cli.cli.common import err_console
@@ -495,6 +498,7 @@ def _render(result: dict) -> None:
     for name, value, note in result["rows"]:
         table.add_row(name, _fmt(value), note)
 
-    err_console.print(assumptions)
-    err_console.print()
+    if not quiet:
+        err_console.print(assumptions)
+        err_console.print()
     err_console.print(table)

@@ -27,19 +27,6 @@ def _is_refit_output(out: Path) -> bool:
     return isinstance(obj, dict) and obj.get("generator") == GENERATOR
 
 
-def _stale_outputs(out: Path, files: list[str]) -> list[Path]:
-    """participant-NN.csv files an earlier ``bnsl refit`` wrote into ``out`` that this run does not rewrite."""
-    if not _is_refit_output(out):
-        return []
-    try:
-        old = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("participants", [])
-    except (OSError, ValueError):
-        return []
-    keep = set(files)
-    names = {Path(str(r.get("output", ""))).name for r in old if isinstance(r, dict)}
-    return [out / n for n in sorted(names) if n.startswith("participant-") and n not in keep]
-
-
 def _estimate_path(estimate: Path) -> Path:
     """A ``bnsl learn --out`` directory stands for its ``adjacency.csv``."""
     if estimate.is_dir() and (estimate / "adjacency.csv").is_file():
@@ -91,7 +78,13 @@ def command(
     shards: List[str] = typer.Argument(
         None, metavar="SHARDS", help="Participant CSV files, directories of *.csv, or quoted globs."
     ),
-    files_from: Optional[Path] = typer.Option(None, "--files-from", help="A file listing shard paths, one per line."),
+    files_from: Optional[Path] = typer.Option(
+        None, "--files-from", help="A file listing shard paths, one per line (relative to the current directory)."
+    ),
+    sep: Optional[str] = typer.Option(
+        None, "--sep", envvar="BNSL_SEP", show_default=False,
+        help="Field separator of the data files: one character, or 'tab' \\[default: tab for .tsv, else ',']",
+    ),
     out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
     ridge: float = typer.Option(
         0.0, "--ridge", envvar="BNSL_RIDGE", help="Ridge R ≥ 0: solves (S_pa,pa + R·I) w = S_pa,j with S = XᵀX/n_p of the centred rows (0: plain least squares)."
@@ -119,10 +112,9 @@ def command(
     import numpy as np
 
     from bnsl_cli import __version__
-    from bnsl_cli.cli.output import check_output_dir
     from bnsl_cli.errors import InputDataError
-    from bnsl_cli.io.atomic import atomic_write_text
     from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.outdir import OutputDir
     from bnsl_cli.io.graphs import ORIENTATION, adjacency_csv_text, read_graph
     from bnsl_cli.metrics import is_dag
     from bnsl_cli.refit import align_graph, refit_participants
@@ -138,10 +130,16 @@ def command(
     truths_paths = _truth_paths(truth_dir, paths) if truth_dir is not None else None
     if truths_paths:
         inputs += truths_paths
-    check_output_dir(out, files + [SUMMARY], inputs, force or _is_refit_output(out))
+    od = OutputDir(
+        out, names=files + [SUMMARY], owned=("participant-*.csv", SUMMARY), marker=SUMMARY, inputs=inputs,
+        force=force, is_ours=_is_refit_output,
+    ).prepare()
 
     graph = read_graph(est_path)
-    tables = read_shards(paths)
+    progress = common.read_progress(quiet)
+    tables = read_shards(paths, sep=sep, progress=progress)
+    if progress is not None:
+        progress.close()
     names = tables[0].names
     structure = align_graph(graph, names, source=str(est_path))
     if not is_dag(structure != 0):
@@ -185,13 +183,10 @@ def command(
         "column means); nothing is sent between participants or to a server",
         "participants": rows,
     }
-    stale = _stale_outputs(out, files)
-    out.mkdir(parents=True, exist_ok=True)
     for fname, fit in zip(files, fits):
-        atomic_write_text(out / fname, adjacency_csv_text(fit.W, names))
-    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2, default=common._json_default) + "\n")
-    for p in stale:  # an earlier refit into this directory had more participants
-        p.unlink(missing_ok=True)
+        od.write_text(fname, adjacency_csv_text(fit.W, names))
+    od.write_text(SUMMARY, json.dumps(summary, indent=2, default=common._json_default) + "\n")
+    od.commit()  # one unit: stale participant files of an earlier, larger refit go
     if not quiet:
         _render(rows)
         common.err_console.print(f"wrote {out}/")

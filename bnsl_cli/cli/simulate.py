@@ -102,6 +102,7 @@ def command(
     ),
     force: bool = typer.Option(False, "--force", help="Write into a non-empty directory not made by bnsl simulate."),
     json_out: bool = typer.Option(False, "--json", help="Print the manifest as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No summary on stderr."),
 ) -> None:
     """Simulate a random DAG, its weights and P participant shards from the linear SEM X = XW + N.
 
@@ -221,6 +222,10 @@ def command(
         written.append(f"truths/participant-{first}.csv" + (f" … participant-{last}.csv" if P > 1 else ""))
     written.append("data.csv" if P == 1 else f"shards/participant-{first}.csv … participant-{last}.csv")
     written.append("manifest.json")
+    if quiet:
+        if json_out:
+            print_json(manifest)
+        return
     err_console.print(
         f"simulated {graph.value} DAG: {nodes} nodes, {n_edges} edge{'s' if n_edges != 1 else ''} "
         f"(expected {edges}); {P} participant{'s' if P != 1 else ''} × {samples} rows"

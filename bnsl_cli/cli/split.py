@@ -12,6 +12,7 @@ import typer
 from bnsl_cli.cli.common import err_console, fail, print_json
 
 SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
 
 
 class Mode(str, enum.Enum):
@@ -36,7 +37,10 @@ def _parse_sizes(text: str) -> list[float]:
 
 
 def command(
-    data: Path = typer.Argument(..., metavar="DATA.csv", help="The CSV file to split (header row, numeric values); never modified."),
+    data: Path = typer.Argument(
+        ..., metavar="DATA.csv",
+        help="The CSV file to split (header row, numeric values; .tsv and .gz too); never modified.",
+    ),
     participants: Optional[int] = typer.Option(
         None,
         "--participants",
@@ -64,14 +68,20 @@ def command(
         False, "--force", help="Write into a non-empty directory (also removes stale participant-*.csv there)."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the shard table as JSON on stdout."),
+    sep: Optional[str] = typer.Option(
+        None, "--sep", envvar="BNSL_SEP", show_default=False,
+        help="Field separator of DATA: one character, or 'tab' \\[default: tab for .tsv, else ',']; the shards are comma-separated CSV.",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
 ) -> None:
     """Split the rows of DATA.csv into P participant shards DIR/participant-01.csv … (every row exactly once).
 
-    Values are copied with their original text and the header names are kept.
+    Values are copied with their original text and the header names are kept. DIR/manifest.json records
+    the input, mode, seed and every shard (with --by: which group went to which file).
     """
     import numpy as np
 
-    from bnsl_cli.io.atomic import atomic_write_text
+    from bnsl_cli.io.outdir import OutputDir
     from bnsl_cli.split import split_table_file
 
     # --- options -------------------------------------------------------------------------------
@@ -105,7 +115,7 @@ def command(
 
     # --- read and split (nothing is written before this succeeded) ------------------------------
     try:
-        result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed)
+        result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)
@@ -115,22 +125,13 @@ def command(
     if any(os.path.realpath(out / f) == src for f in files):
         raise fail(f"{data}: the output would overwrite the input; choose another --out", 2)
 
-    created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in zip(files, result.texts):
-            atomic_write_text(out / name, text)
-    except BaseException:
-        if created:
-            import shutil
-
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    if force:  # shards of an earlier, larger split would otherwise be read as participants
-        keep = set(files)
-        for stale in sorted(out.glob("participant-*.csv")):
-            if stale.name not in keep and os.path.realpath(stale) != src:
-                stale.unlink()
+    # one unit: shards of an earlier, larger split (which would be read as participants) go
+    od = OutputDir(
+        out, names=files + [MANIFEST], owned=("participant-*.csv", MANIFEST), marker=MANIFEST,
+        inputs=[data], force=True,
+    ).prepare()
+    for name, text in zip(files, result.texts):
+        od.write_text(name, text)
 
     shards = []
     for k, (name, idx, group) in enumerate(zip(files, result.indices, result.groups), start=1):
@@ -152,7 +153,14 @@ def command(
         "sizes": proportions,
         "shards": shards,
     }
-    _print_table(summary)
+    if by is not None:
+        summary["groups"] = {str(s["group"]): s["path"] for s in shards}
+    import json
+
+    od.write_text(MANIFEST, json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    od.commit()
+    if not quiet:
+        _print_table(summary)
     if json_out:
         print_json(summary)
 

@@ -1,7 +1,8 @@
 """Atomic file output: write to a temporary file in the same directory, then rename.
 
 A crash or Ctrl-C therefore never leaves a half-written file behind, and an existing file is only
-replaced once its successor is complete.
+replaced once its successor is complete. The file gets the mode an ordinary ``open()`` would give it
+(``0o666 & ~umask``; an existing file keeps its mode), not the ``0o600`` of a temporary file.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", newline: str | None = 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        try:
+            perm = os.stat(path).st_mode & 0o7777
+        except OSError:
+            from bnsl_cli.io.outdir import current_umask
+
+            perm = 0o666 & ~current_umask()
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, perm)
         kwargs = {} if "b" in mode else {"newline": newline, "encoding": "utf-8"}
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh

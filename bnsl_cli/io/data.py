@@ -1,35 +1,85 @@
 """Reading participant data: one validation layer for every subcommand that reads CSV data.
 
-A data file is a CSV with one header row of column (variable) names and one row per sample; every
-cell is a finite number. Every problem is reported as an :class:`~bnsl_cli.errors.InputDataError`
-whose message names the file, and where it applies the row (1-based line number in the file) and
-the column.
+A data file is a CSV (``,``), TSV (``.tsv``: tab) or either gzip-compressed (``.gz``) with one
+header row of column (variable) names and one row per sample; every cell is a finite number (``.``
+as the decimal mark). ``-`` is standard input. Every problem is reported as an
+:class:`~bnsl_cli.errors.InputDataError` whose message names the file, and where it applies the row
+(the 1-based line number in the file) and the column.
+
+How a file is read (one pass over its bytes, memory about one float64 copy of the data):
+
+- the bytes are read once, in blocks; the SHA-256 of the file's bytes (as stored, i.e. compressed
+  for ``.gz``) is computed from the same blocks, and a progress callback sees the bytes read;
+- the header line is parsed here (so duplicate names are never renamed by the parser), the rest is
+  parsed by pandas' C parser in chunks of rows straight into one preallocated ``n × d`` float64
+  array (its row count estimated from the file size, grown if needed, trimmed at the end);
+- validation is vectorised per chunk (finite values; the parser rejects text cells, missing values
+  and rows with extra fields); only a file that fails — or whose bytes hold a token the fast path
+  cannot judge (``_``, ``true``/``false`` words) — is read again by the slow, strict checker, which
+  names the line and column of the first bad cell.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
+import hashlib
 import io
 import math
+import os
+import sys
+import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from bnsl_cli.errors import InputDataError, ShardMismatchError
 
-__all__ = ["Table", "read_table", "read_shards", "check_columns"]
+__all__ = [
+    "Table",
+    "ConstantColumnWarning",
+    "ReadProgress",
+    "read_table",
+    "read_shards",
+    "check_columns",
+    "resolve_sep",
+    "STDIN",
+]
+
+#: The path that stands for standard input.
+STDIN = "-"
+
+#: ``progress(bytes_read, total_bytes)``: bytes read so far over every file of one call and their
+#: total (``None`` when unknown, e.g. standard input).
+ReadProgress = Callable[[int, Optional[int]], None]
+
+_BLOCK = 1 << 20  # bytes per read of the underlying file
+_CHUNK_BYTES = 8 << 20  # about this much text per parsed chunk of rows
+#: Bytes that never occur in a valid number but do in words some pandas versions read as numbers
+#: (``1_000``; ``True``/``False``): a file holding one is judged by the strict checker. Single
+#: bytes, so each test is one ``memchr`` over the block.
+_SUSPECT = (b"_", b"r", b"R", b"s", b"S")
+
+
+class ConstantColumnWarning(UserWarning):
+    """A column is constant in some (not all) participant shards; the run goes on."""
 
 
 @dataclass(frozen=True)
 class Table:
-    """Numeric data read from one CSV: ``X`` is ``n × d`` with columns ``names``."""
+    """Numeric data read from one CSV: ``X`` is ``n × d`` with columns ``names``.
+
+    ``sha256`` is the hex digest of the file's bytes as stored (``None`` for tables not read from a
+    file)."""
 
     X: np.ndarray
     names: tuple[str, ...]
     path: Path
     extra: dict = field(default_factory=dict, compare=False)
+    sha256: Optional[str] = field(default=None, compare=False)
 
     @property
     def n(self) -> int:
@@ -40,13 +90,209 @@ class Table:
         return int(self.X.shape[1])
 
 
-def _read_header(path: Path) -> tuple[list[str], str]:
-    from bnsl_cli.io.graphs import read_text_file
+# ---------------------------------------------------------------------------------------------
+# options
 
-    text = read_text_file(path, "a CSV file")
-    first = text.lstrip("\r\n").splitlines()[0]
-    header = next(csv.reader([first]))
-    return [h.strip() for h in header], text
+
+def _display(path: Path) -> str:
+    return "<stdin>" if str(path) == STDIN else str(path)
+
+
+def _is_gzip(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def resolve_sep(path: str | Path, sep: Optional[str] = None) -> str:
+    """The field separator of ``path``: ``sep`` if given (``tab`` or ``\\t`` for a tab), else tab for
+    ``.tsv``/``.tab`` (also gzipped) and ``,`` otherwise. Raises ``ValueError`` for a separator
+    that cannot be one (empty, several characters, a quote, a digit, ``.``, ``-``, ``+``, ``e``)."""
+    if sep is None:
+        name = Path(path).name.lower()
+        if name.endswith(".gz"):
+            name = name[:-3]
+        return "\t" if name.endswith((".tsv", ".tab")) else ","
+    if sep.lower() in ("tab", "\\t"):
+        return "\t"
+    if len(sep) != 1 or sep in "\"'\r\n.-+eE" or sep.isdigit() or sep.isalpha():
+        raise ValueError(
+            f"--sep must be one character that cannot be part of a number, such as , ; | or tab (got {sep!r})"
+        )
+    return sep
+
+
+def _sep_name(sep: str) -> str:
+    return "tab" if sep == "\t" else repr(sep)
+
+
+# ---------------------------------------------------------------------------------------------
+# byte streams
+
+
+class _Source:
+    """The bytes of one input, read once: hashes the stored bytes, reports progress, and notes
+    whether the (decompressed) text holds a token the fast path cannot judge."""
+
+    def __init__(self, path: Path, progress: Optional[Callable[[int], None]] = None, data: Optional[bytes] = None):
+        self.path = path
+        self.sha = hashlib.sha256()
+        self.raw_read = 0
+        self.progress = progress
+        self.suspect = False
+        self._pending = b""
+        self._buffered: Optional[bytes] = None  # stdin: kept for the slow checker
+        if data is not None or str(path) == STDIN:
+            if data is None:
+                data = sys.stdin.buffer.read()
+            self._buffered = data
+            raw: io.RawIOBase | io.BufferedIOBase = io.BytesIO(data)
+            self.size: Optional[int] = len(data)
+        else:
+            _check_readable(path)
+            try:
+                raw = open(path, "rb")  # noqa: SIM115 - closed in close()
+            except OSError as exc:
+                raise InputDataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            self.size = os.fstat(raw.fileno()).st_size
+        self._raw = raw
+        # gzip by name, or (standard input, bytes in hand) by its magic number
+        self.gzipped = _is_gzip(path) or (self._buffered is not None and self._buffered[:2] == b"\x1f\x8b")
+        if self.gzipped:
+            self._gz = gzip.GzipFile(fileobj=_Hashing(self), mode="rb")
+        else:
+            self._gz = None
+
+    # the stored bytes (hashed, counted)
+    def _raw_read(self, n: int) -> bytes:
+        b = self._raw.read(n)
+        if b:
+            self.sha.update(b)
+            self.raw_read += len(b)
+            if self.progress is not None:
+                self.progress(len(b))
+        return b
+
+    # the text bytes (decompressed)
+    def _text_read(self, n: int) -> bytes:
+        if self._gz is None:
+            try:
+                b = self._raw_read(n)
+            except OSError as exc:
+                raise InputDataError(f"{_display(self.path)}: cannot read ({exc.strerror or exc})") from None
+        else:
+            try:
+                b = self._gz.read(n)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputDataError(f"{_display(self.path)}: not a valid gzip file ({exc})") from None
+        if b and not self.suspect:
+            self.suspect = any(s in b for s in _SUSPECT)
+        return b
+
+    def read(self, n: int = -1) -> bytes:
+        """File-like ``read`` for the parser: pending bytes first, then the stream."""
+        if n is None or n < 0:
+            parts = [self._pending]
+            self._pending = b""
+            while True:
+                b = self._text_read(_BLOCK)
+                if not b:
+                    return b"".join(parts)
+                parts.append(b)
+        if self._pending:
+            out, self._pending = self._pending[:n], self._pending[n:]
+            return out
+        return self._text_read(n)
+
+    def readable(self) -> bool:
+        return True
+
+    def __iter__(self):  # pandas checks for file-likes
+        return self
+
+    def __next__(self):
+        raise StopIteration
+
+    def header(self) -> tuple[str, int, bytes]:
+        """Read up to the end of the first non-blank line. Returns (header line text, 1-based line
+        number of the header, the bytes after it — kept as pending for :meth:`read`)."""
+        buf = b""
+        start = 0
+        line_no = 1
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                more = self._text_read(_BLOCK)
+                if not more:
+                    nl = len(buf)
+                else:
+                    buf += more
+                    continue
+            line = buf[start:nl]
+            if start == 0 and line_no == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if line.strip() or nl >= len(buf):
+                rest = buf[nl + 1 :]
+                try:
+                    text = line.decode("utf-8").rstrip("\r")
+                except UnicodeDecodeError:
+                    raise InputDataError(f"{_display(self.path)}: not a text file (UTF-8 expected)") from None
+                self._pending = rest
+                self.suspect = any(s in rest for s in _SUSPECT)  # the header's own words do not count
+                return text, line_no, rest
+            start = nl + 1
+            line_no += 1
+
+    def drain(self) -> None:
+        """Read the stored bytes to the end so the hash covers the whole file."""
+        while self._gz is not None and self._gz.read(_BLOCK):
+            pass
+        while self._raw_read(_BLOCK):
+            pass
+
+    def all_text(self) -> str:
+        """The whole file as text (the slow checker of a failing file reads it again)."""
+        if self._buffered is not None:
+            data = self._buffered
+            if self.gzipped:
+                data = gzip.decompress(data)
+        elif self.gzipped:
+            with gzip.open(self.path, "rb") as fh:
+                data = fh.read()
+        else:
+            data = Path(self.path).read_bytes()
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise InputDataError(f"{_display(self.path)}: line {line}: not a text file (UTF-8 expected)") from None
+
+    def close(self) -> None:
+        if self._gz is not None:
+            self._gz.close()
+        self._raw.close()
+
+
+class _Hashing:
+    """The stored-bytes side of a :class:`_Source`, as a file for ``gzip``."""
+
+    def __init__(self, src: _Source):
+        self.src = src
+
+    def read(self, n: int = -1) -> bytes:
+        return self.src._raw_read(_BLOCK if n is None or n < 0 else n)
+
+    def readable(self) -> bool:
+        return True
+
+
+def _check_readable(path: Path) -> None:
+    if not path.exists():
+        raise InputDataError(f"{path}: file not found")
+    if path.is_dir():
+        raise InputDataError(f"{path}: is a directory, expected a CSV file")
+
+
+# ---------------------------------------------------------------------------------------------
+# header
 
 
 def _is_number(s: str) -> bool:
@@ -57,60 +303,113 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def check_columns(names: Sequence[str], path: Path) -> None:
-    """Header checks: present, no empty and no duplicate names."""
+def check_columns(names: Sequence[str], path: Path, line: int = 1, sep: str = ",") -> None:
+    """Header checks: present, no empty and no duplicate names, not another separator."""
+    where = f"{_display(path)}: line {line} (header)"
     if all(_is_number(h) for h in names if h):
         raise InputDataError(
-            f"{path}: no header row (the first line holds numbers); add a line with the column names"
+            f"{_display(path)}: no header row (the first line holds numbers); add a line with the column names"
         )
+    if len(names) == 1:
+        for other in (";", "\t", "|", ","):
+            if other != sep and other in names[0]:
+                raise InputDataError(
+                    f"{where} is one name {names[0][:40]!r} holding {_sep_name(other)}: the file looks "
+                    f"{_sep_name(other)}-separated; pass --sep {'tab' if other == chr(9) else repr(other)}"
+                )
     for k, h in enumerate(names, start=1):
         if h == "":
-            raise InputDataError(f"{path}: column {k} has an empty name in the header")
+            raise InputDataError(f"{_display(path)}: column {k} has an empty name in the header")
     seen: dict[str, int] = {}
     for k, h in enumerate(names, start=1):
         if h in seen:
-            raise InputDataError(f"{path}: duplicate column name {h!r} (columns {seen[h]} and {k})")
+            raise InputDataError(f"{_display(path)}: duplicate column name {h!r} (columns {seen[h]} and {k})")
         seen[h] = k
 
 
+# ---------------------------------------------------------------------------------------------
+# the strict (slow) checker: only for a file the fast path rejected or cannot judge
+
+
 def _find_bad_cell(
-    path: Path, text: str, names: Sequence[str], skip: Sequence[str] = ()
+    path: Path, text: str, names: Sequence[str], skip: Sequence[str] = (), sep: str = ","
 ) -> InputDataError | None:
-    """Slow path: find the first cell that is not a finite number and describe it (None if all are)."""
+    """Find the first cell that is not a finite number and describe it (None if all are)."""
     body = text.lstrip("\r\n")
     skipped = text[: len(text) - len(body)].count("\n")  # leading blank lines keep their numbers
-    reader = csv.reader(io.StringIO(body))
+    reader = csv.reader(io.StringIO(body), delimiter=sep)
     next(reader)
     d = len(names)
+    shown = _display(path)
+    first_row = True
     for line_no, row in enumerate(reader, start=2 + skipped):
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != d:
-            return InputDataError(f"{path}: row {line_no} has {len(row)} fields, the header has {d}")
+            if len(row) > d and first_row:
+                return InputDataError(
+                    f"{shown}: line {line_no} has {len(row)} fields but the header (line {line_no - 1}) names "
+                    f"{d} columns; name every column (an unnamed index column?) or check --sep"
+                )
+            hint = " (a decimal comma? bnsl reads '.' as the decimal mark)" if len(row) > d and sep == "," else ""
+            return InputDataError(f"{shown}: row {line_no} has {len(row)} fields, the header has {d}{hint}")
+        first_row = False
         for k, cell in enumerate(row):
             if names[k] in skip:  # a text column (``keep``)
                 continue
             c = cell.strip()
             if c == "":
-                return InputDataError(f"{path}: row {line_no}, column {names[k]!r}: missing value")
+                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: missing value")
             try:
                 if "_" in c:  # Python's float() accepts 1_000, a CSV reader does not
                     raise ValueError(c)
                 v = float(c)
             except ValueError:
-                return InputDataError(f"{path}: row {line_no}, column {names[k]!r}: {c!r} is not a number")
+                hint = ""
+                if "," in c and _is_number(c.replace(",", ".", 1)):
+                    hint = " (a decimal comma? bnsl reads '.' as the decimal mark)"
+                elif any(s in c for s in ";\t|") and len(names) == 1:
+                    hint = " (another separator? pass --sep)"
+                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: {c!r} is not a number{hint}")
             if not math.isfinite(v):
-                return InputDataError(
-                    f"{path}: row {line_no}, column {names[k]!r}: {c!r} is not a finite number"
-                )
+                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: {c!r} is not a finite number")
     return None
 
 
-def _locate_bad_cell(path: Path, text: str, names: Sequence[str], skip: Sequence[str] = ()) -> InputDataError:
-    """The error for a file the fast parser rejected."""
-    return _find_bad_cell(path, text, names, skip) or InputDataError(
-        f"{path}: could not parse the file as numeric CSV"
-    )
+# ---------------------------------------------------------------------------------------------
+# the fast path
+
+
+class _Rows:
+    """A preallocated ``capacity × d`` float64 array filled chunk by chunk (grown if needed)."""
+
+    def __init__(self, capacity: int, d: int):
+        self.X = np.empty((max(capacity, 1), d), dtype=np.float64)
+        self.n = 0
+
+    def add(self, block: np.ndarray) -> None:
+        m = block.shape[0]
+        if self.n + m > self.X.shape[0]:
+            new = max(self.n + m, int(self.X.shape[0] * 1.5) + 1024)
+            self.X.resize((new, self.X.shape[1]), refcheck=False)
+        self.X[self.n : self.n + m] = block
+        self.n += m
+
+    def result(self) -> np.ndarray:
+        if self.X.shape[0] != self.n:
+            self.X.resize((self.n, self.X.shape[1]), refcheck=False)
+        return self.X
+
+
+def _estimate_rows(src: _Source, rest: bytes) -> tuple[int, int]:
+    """(estimated data rows, rows per parsed chunk) from the bytes after the header."""
+    lines = rest.count(b"\n")
+    per_line = (len(rest) / lines) if lines else max(len(rest), 16)
+    chunk = int(min(max(_CHUNK_BYTES / max(per_line, 1.0), 1024), 1 << 20))
+    if src.size is None or src.gzipped:
+        return chunk, chunk
+    remaining = max(src.size - src.raw_read + len(rest), 0)
+    return int(remaining / max(per_line, 1.0) * 1.02) + 16, chunk
 
 
 def read_table(
@@ -119,84 +418,246 @@ def read_table(
     keep: Sequence[str] | None = None,
     min_rows: int = 2,
     check_constant: bool = True,
+    sep: Optional[str] = None,
+    columns: Sequence[str] | None = None,
+    progress: Optional[ReadProgress] = None,
+    data: Optional[bytes] = None,
 ) -> Table:
-    """Read and validate one numeric CSV file.
+    """Read and validate one numeric CSV file (``-``: standard input).
 
     ``keep`` names columns that are read as text rather than numbers (returned in ``extra``
     as arrays of strings and left out of ``X`` and ``names``), e.g. a grouping column.
+    ``sep`` is the field separator (default: by extension, see :func:`resolve_sep`).
+    ``columns``, when given, is the order of the numeric columns in ``X`` (the file must hold
+    exactly these names, in any order; a :class:`ShardMismatchError` otherwise).
+    ``check_constant`` rejects a column with a single value. ``progress(bytes_read, total)``
+    is called as the file's bytes are read. ``data``: the file's bytes when the caller already holds
+    them (``path`` then only names the file in messages and tells ``.gz``).
     """
+    path = Path(path)
+    try:
+        sep = resolve_sep(path, sep)
+    except ValueError as exc:
+        raise InputDataError(str(exc)) from None
+    total_cb = None
+    if progress is not None:
+        done = [0]
+        size_known: list[Optional[int]] = [None]
+
+        def total_cb(nbytes: int) -> None:
+            done[0] += nbytes
+            progress(done[0], size_known[0])
+
+    src = _Source(path, total_cb, data)
+    if progress is not None:
+        size_known[0] = src.size
+    try:
+        return _read(src, path, sep, list(keep or []), min_rows, check_constant, columns)
+    finally:
+        src.close()
+
+
+def _read(src, path, sep, keep, min_rows, check_constant, columns) -> Table:
     import pandas as pd
 
-    path = Path(path)
-    header, text = _read_header(path)
-    check_columns(header, path)
-    keep = list(keep or [])
+    shown = _display(path)
+    line, header_line, rest = src.header()
+    if not line.strip():
+        raise InputDataError(f"{shown}: file is empty")
+    header = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
+    check_columns(header, path, header_line, sep)
     for k in keep:
         if k not in header:
-            raise InputDataError(f"{path}: no column named {k!r} (columns: {', '.join(header[:8])}…)")
-    dtypes = {h: (str if h in keep else np.float64) for h in header}
-    try:
-        df = pd.read_csv(
-            io.StringIO(text.lstrip("\r\n")),
-            header=0,
-            names=header,
-            dtype=dtypes,
-            skip_blank_lines=True,
-            keep_default_na=False,
-            na_values=[],
-            engine="c",
-        )
-    except (ValueError, pd.errors.ParserError):
-        raise _locate_bad_cell(path, text, header, keep) from None
+            raise InputDataError(f"{shown}: no column named {k!r} (columns: {', '.join(header[:8])}…)")
     num_names = [h for h in header if h not in keep]
-    X = df[num_names].to_numpy(dtype=np.float64, copy=True) if num_names else np.zeros((len(df), 0))
-    if X.size and not np.isfinite(X).all():
-        raise _locate_bad_cell(path, text, header, keep)
-    first_nl = text.find("\n", len(text) - len(text.lstrip("\r\n")))
-    if first_nl >= 0 and ("True" in text[first_nl:] or "False" in text[first_nl:]):
-        # pandas' float parser reads the words True/False as 1/0; they are not numbers
-        bad = _find_bad_cell(path, text, header, keep)
+    mismatch = None
+    if columns is not None and set(columns) != set(num_names):
+        mismatch = _mismatch(path, num_names, columns)  # raised once the file itself is validated
+        columns = None
+    if columns is not None:
+        order = [num_names.index(c) for c in columns]
+        out_names = list(columns)
+    else:
+        order = None
+        out_names = num_names
+    d_all = len(header)
+
+    capacity, chunk_rows = _estimate_rows(src, rest)
+    rows = _Rows(capacity, len(num_names))
+    texts: dict[str, list[np.ndarray]] = {k: [] for k in keep}
+    num_idx = [k for k, h in enumerate(header) if h not in keep]
+    if order is not None:
+        num_idx = [num_idx[k] for k in order]
+    identity = num_idx == list(range(d_all))
+    dtypes = {k: (object if h in keep else np.float64) for k, h in enumerate(header)}
+
+    def slow(default: str) -> InputDataError:
+        text = src.all_text()
+        return _find_bad_cell(path, text, header, keep, sep) or InputDataError(f"{shown}: {default}")
+
+    # the first data line must have as many fields as the header (else pandas may shift names)
+    first = _first_data_line(rest)
+    if first is not None:
+        try:
+            fields = next(csv.reader([first.decode("utf-8", "replace")], delimiter=sep))
+        except (csv.Error, StopIteration):
+            fields = None
+        if fields is not None and len(fields) != d_all:
+            raise slow(f"row {header_line + 1} has {len(fields)} fields, the header has {d_all}")
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            reader = pd.read_csv(
+                src,
+                sep=sep,
+                header=None,
+                names=list(range(d_all)),
+                index_col=False,
+                dtype=dtypes,
+                skip_blank_lines=True,
+                keep_default_na=False,
+                na_values=[],
+                engine="c",
+                encoding="utf-8",
+                chunksize=chunk_rows,
+            )
+            with reader:
+                for df in reader:
+                    block = df.to_numpy(dtype=np.float64) if not keep and identity else df[num_idx].to_numpy(dtype=np.float64)
+                    if not np.isfinite(block).all():
+                        raise slow("could not parse the file as numeric CSV")
+                    rows.add(block)
+                    for k in keep:
+                        texts[k].append(df[header.index(k)].to_numpy(dtype=str))
+    except InputDataError:
+        raise
+    except UnicodeDecodeError:
+        raise slow("not a text file (UTF-8 expected)") from None
+    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning, csv.Error):
+        raise slow("could not parse the file as numeric CSV") from None
+    src.drain()
+    if src.suspect:  # a token the fast path cannot judge: the strict checker decides
+        bad = _find_bad_cell(path, src.all_text(), header, keep, sep)
         if bad is not None:
             raise bad
+    X = rows.result()
     if X.shape[0] < min_rows:
-        raise InputDataError(f"{path}: {X.shape[0]} data row(s); at least {min_rows} are needed")
+        raise InputDataError(f"{shown}: {X.shape[0]} data row(s); at least {min_rows} are needed")
+    if mismatch is not None:
+        raise mismatch
     if check_constant and X.shape[0] >= 1:
-        const = np.flatnonzero(np.ptp(X, axis=0) == 0)
+        const = _constant_columns(X)
         if const.size:
-            col = num_names[const[0]]
+            col = out_names[const[0]]
             raise InputDataError(
-                f"{path}: column {col!r} is constant ({X[0, const[0]]:g} in every row); "
+                f"{shown}: column {col!r} is constant ({X[0, const[0]]:g} in every row); "
                 "remove it, it carries no information about the graph"
             )
-    extra = {k: df[k].to_numpy(dtype=str) for k in keep}
-    return Table(X, tuple(num_names), path, extra)
+    extra = {k: (np.concatenate(v) if v else np.array([], dtype=str)) for k, v in texts.items()}
+    return Table(X, tuple(out_names), path, extra, src.sha.hexdigest())
 
 
-def read_shards(paths: Sequence[str | Path], *, min_rows: int = 2) -> list[Table]:
+def _first_data_line(rest: bytes) -> Optional[bytes]:
+    start = 0
+    while start < len(rest):
+        nl = rest.find(b"\n", start)
+        if nl < 0:
+            return None  # possibly incomplete; the parser checks it
+        line = rest[start:nl].rstrip(b"\r")
+        if line.strip():
+            return line if b'"' not in line else None
+        start = nl + 1
+    return None
+
+
+def _constant_columns(X: np.ndarray) -> np.ndarray:
+    if X.shape[0] == 0:
+        return np.zeros(0, dtype=int)
+    return np.flatnonzero((X == X[0]).all(axis=0))
+
+
+def _mismatch(path: Path, names: Sequence[str], ref: Sequence[str], ref_path: Optional[Path] = None) -> ShardMismatchError:
+    missing = [n for n in ref if n not in set(names)]
+    extra = [n for n in names if n not in set(ref)]
+    what = []
+    if missing:
+        what.append("lacks " + ", ".join(map(repr, missing[:5])))
+    if extra:
+        what.append("has extra " + ", ".join(map(repr, extra[:5])))
+    against = f" from {_display(ref_path)}" if ref_path is not None else ""
+    return ShardMismatchError(
+        f"{_display(path)}: columns differ{against} ({'; '.join(what)}); all shards need the same columns"
+    )
+
+
+def read_shards(
+    paths: Sequence[str | Path],
+    *,
+    min_rows: int = 2,
+    sep: Optional[str] = None,
+    progress: Optional[ReadProgress] = None,
+) -> list[Table]:
     """Read every participant shard, check that all have the same column names (any order),
     and return them with columns in the order of the first shard.
 
-    Every file is validated before anything is computed.
+    Every file is validated before anything is computed. A column constant in some shards (a
+    site where a variable does not vary) is legal — the learners centre each site and only use
+    its means and second moments — and warns with :class:`ConstantColumnWarning` naming the
+    files; a column constant in every shard is an error (it carries no information).
+    ``progress(bytes_read, total_bytes)`` covers all files.
     """
     if not paths:
         raise InputDataError("no data files given")
-    tables = [read_table(p, min_rows=min_rows) for p in paths]
-    ref = tables[0]
-    out = [ref]
-    for t in tables[1:]:
-        if set(t.names) != set(ref.names):
-            missing = sorted(set(ref.names) - set(t.names))
-            extra = sorted(set(t.names) - set(ref.names))
-            what = []
-            if missing:
-                what.append("lacks " + ", ".join(map(repr, missing[:5])))
-            if extra:
-                what.append("has extra " + ", ".join(map(repr, extra[:5])))
-            raise ShardMismatchError(
-                f"{t.path}: columns differ from {ref.path} ({'; '.join(what)}); all shards need the same columns"
-            )
-        if t.names != ref.names:
-            idx = [t.names.index(n) for n in ref.names]
-            t = Table(t.X[:, idx], ref.names, t.path, t.extra)
-        out.append(t)
-    return out
+    paths = [Path(p) for p in paths]
+    if sum(str(p) == STDIN for p in paths) > 1:
+        raise InputDataError("'-' (standard input) can be given only once")
+    total: Optional[int] = 0
+    for p in paths:
+        try:
+            total = None if total is None or str(p) == STDIN else total + p.stat().st_size
+        except OSError:
+            pass  # the reader names the problem
+    base = 0
+    tables: list[Table] = []
+    for p in paths:
+        cb = None
+        if progress is not None:
+            cb = (lambda b, _t, base=base: progress(base + b, total))  # noqa: E731
+        ref = tables[0].names if tables else None
+        try:
+            t = read_table(p, min_rows=min_rows, check_constant=False, sep=sep, columns=ref, progress=cb)
+        except ShardMismatchError as exc:
+            raise ShardMismatchError(str(exc).replace("columns differ (", f"columns differ from {_display(tables[0].path)} (", 1)) from None
+        tables.append(t)
+        try:
+            base += p.stat().st_size if str(p) != STDIN else 0
+        except OSError:
+            pass
+    _check_constant_columns(tables)
+    return tables
+
+
+def _check_constant_columns(tables: Sequence[Table]) -> None:
+    names = tables[0].names
+    const = np.zeros((len(tables), len(names)), dtype=bool)
+    for k, t in enumerate(tables):
+        const[k, _constant_columns(t.X)] = True
+    everywhere = np.flatnonzero(const.all(axis=0))
+    if everywhere.size:
+        col = names[everywhere[0]]
+        where = _display(tables[0].path) if len(tables) == 1 else f"every shard ({_display(tables[0].path)} …)"
+        raise InputDataError(
+            f"{where}: column {col!r} is constant in "
+            + ("every row" if len(tables) == 1 else "every shard")
+            + "; remove it, it carries no information about the graph"
+        )
+    for j in np.flatnonzero(const.any(axis=0)):
+        files = [_display(tables[k].path) for k in np.flatnonzero(const[:, j])]
+        shown = ", ".join(files[:3]) + (" …" if len(files) > 3 else "")
+        warnings.warn(
+            f"column {names[j]!r} is constant in {shown} ({len(files)} of {len(tables)} shards); "
+            "that site contributes zero variance for it, the run goes on",
+            ConstantColumnWarning,
+            stacklevel=3,
+        )

@@ -186,7 +186,18 @@ def graph_to_json(W: np.ndarray, names: Sequence[str]) -> dict:
 
 
 def read_text_file(path: Path, what: str = "a graph file") -> str:
-    """The text of ``path`` (UTF-8), or an :class:`InputDataError` naming the file and the problem."""
+    """The text of ``path`` (UTF-8; ``-`` is standard input), or an :class:`InputDataError` naming the
+    file and the problem."""
+    if str(path) == "-":
+        import sys
+
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise InputDataError("<stdin>: not a text file (UTF-8 expected)") from None
+        if not text.strip():
+            raise InputDataError("<stdin>: no input (expected a graph on standard input)")
+        return text
     if not path.exists():
         raise InputDataError(f"{path}: file not found")
     if path.is_dir():

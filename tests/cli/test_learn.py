@@ -88,7 +88,7 @@ def test_refuses_to_overwrite_foreign_files(tmp_path, shards):
     out.mkdir()
     (out / "edges.csv").write_text("precious\n")
     res = run("learn", shards, "--out", out, "-q", "--rounds", 5)
-    assert res.exit_code == 3 and "--force" in res.stderr
+    assert res.exit_code == 2 and "--force" in res.stderr
     assert (out / "edges.csv").read_text() == "precious\n"
     assert run("learn", shards, "--out", out, "-q", "--rounds", 5, "--force").exit_code == 0
     # a bnsl output directory may be re-used without --force

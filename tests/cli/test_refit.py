@@ -136,7 +136,7 @@ def test_refuses_to_clobber_foreign_files(tmp_path, hetero):
     out.mkdir()
     (out / "participant-01.csv").write_text("precious\n")
     res = run(est, shards, "--out", out)
-    assert res.exit_code == 3
+    assert res.exit_code == 2
     assert (out / "participant-01.csv").read_text() == "precious\n"
     assert run(est, shards, "--out", out, "--force", "-q").exit_code == 0
 

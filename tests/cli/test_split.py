@@ -166,3 +166,36 @@ def test_refuses_to_overwrite_the_input(tmp_path):
     r = run(src, "-p", 2, "--out", d, "--force")
     assert r.exit_code == 2 and "overwrite the input" in r.stderr
     assert src.read_bytes() == before
+
+
+def test_by_writes_a_manifest_of_group_to_file(tmp_path):
+    src = tmp_path / "g.csv"
+    src.write_text("a,site,b\n1,north,2\n3,south,4\n5,north,6\n7,south,8.5\n9,east,1\n")
+    out = tmp_path / "g"
+    assert run(src, "--by", "site", "--out", out, "-q").exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["groups"] == {"east": "participant-01.csv", "north": "participant-02.csv", "south": "participant-03.csv"}
+    assert manifest["by"] == "site" and manifest["input"] == str(src)
+    for group, name in manifest["groups"].items():
+        rows = (out / name).read_text().splitlines()[1:]
+        want = [ln for ln in src.read_text().splitlines()[1:] if ln.split(",")[1] == group]
+        assert rows == [",".join(c for k, c in enumerate(w.split(",")) if k != 1) for w in want]
+    # the shards are the learner's input: the manifest is not a *.csv shard
+    assert sorted(p.name for p in out.glob("*.csv")) == sorted(manifest["groups"].values())
+
+
+def test_quiet_and_tab_separated_input(tmp_path):
+    src = tmp_path / "d.tsv"
+    src.write_text("a\tb\n1\t2\n3\t4.5\n5\t6\n7\t8\n")
+    out = tmp_path / "o"
+    r = run(src, "-p", 2, "--mode", "contiguous", "--out", out, "-q")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert (out / "participant-01.csv").read_text() == "a,b\n1,2\n3,4.5\n"  # comma-separated shards
+
+
+def test_split_reads_standard_input(tmp_path):
+    text = "a,b\n1,2\n3,4.5\n5,6\n7,8\n"
+    r = runner.invoke(app, ["split", "-", "-p", "2", "--mode", "contiguous", "--out", str(tmp_path / "o"), "-q"], input=text)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "o" / "participant-02.csv").read_text() == "a,b\n5,6\n7,8\n"
+    assert json.loads((tmp_path / "o" / "manifest.json").read_text())["input"] == "-"

@@ -155,3 +155,158 @@ def test_permuting_a_shard_columns_gives_the_same_table(tmp_path, perm_seed, n, 
     a, b = read_shards([p1, p2])
     np.testing.assert_array_equal(a.X, X)
     np.testing.assert_array_equal(b.X, X)
+
+
+# ---------------------------------------------------------------------------------------------
+# separators, formats, standard input, hashing, progress (issue 12.10, 13.1)
+
+import gzip  # noqa: E402
+import hashlib  # noqa: E402
+import io  # noqa: E402
+import warnings  # noqa: E402
+
+from bnsl_cli.io.data import ConstantColumnWarning, resolve_sep  # noqa: E402
+
+
+def test_header_with_fewer_names_than_fields_is_an_error(tmp_path):
+    # pandas would take the first column as the index and shift every name
+    p = write(tmp_path, "idx.csv", "a,b\n0,1.5,2\n1,3.5,4\n2,5,7\n")
+    with pytest.raises(InputDataError, match=r"idx\.csv: line 2 has 3 fields but the header \(line 1\) names 2"):
+        read_table(p)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a;b;c\n1.5;2;3\n2;3;4\n", r"line 1 \(header\) is one name 'a;b;c' holding ';'.*--sep ';'"),
+        ("a;b\n1,5;2,25\n2,5;3\n", r"line 1 \(header\) .*--sep ';'"),
+        ("a\tb\n1\t2\n3\t4\n", r"looks tab-separated; pass --sep tab"),
+    ],
+)
+def test_other_separators_are_named(tmp_path, text, message):
+    p = write(tmp_path, "s.csv", text)
+    with pytest.raises(InputDataError, match=message) as info:
+        read_table(p)
+    assert str(info.value).startswith(str(p)) and "\n" not in str(info.value)
+
+
+def test_decimal_comma_with_sep_is_named(tmp_path):
+    p = write(tmp_path, "dc.csv", "a;b\n1,5;2\n2;3\n")
+    with pytest.raises(InputDataError, match=r"row 2, column 'a': '1,5' is not a number \(a decimal comma"):
+        read_table(p, sep=";")
+    # comma-separated with unquoted decimal commas: more fields than names on a later row
+    p2 = write(tmp_path, "dc2.csv", "a,b\n1,2\n3,5,2,5\n")
+    with pytest.raises(InputDataError, match=r"row 3 has 4 fields, the header has 2 \(a decimal comma"):
+        read_table(p2)
+
+
+def test_sep_option_tsv_and_gzip(tmp_path):
+    want = [[1.0, 2.5], [3.0, -4.0]]
+    assert read_table(write(tmp_path, "s.csv", "a;b\n1;2.5\n3;-4\n"), sep=";").X.tolist() == want
+    assert read_table(write(tmp_path, "t.tsv", "a\tb\n1\t2.5\n3\t-4\n")).X.tolist() == want
+    assert read_table(write(tmp_path, "t.txt", "a\tb\n1\t2.5\n3\t-4\n"), sep="tab").X.tolist() == want
+    gz = tmp_path / "g.csv.gz"
+    gz.write_bytes(gzip.compress(b"a,b\n1,2.5\n3,-4\n"))
+    t = read_table(gz)
+    assert t.X.tolist() == want and t.names == ("a", "b")
+    assert t.sha256 == hashlib.sha256(gz.read_bytes()).hexdigest()  # the stored bytes
+    tgz = tmp_path / "g.tsv.gz"
+    tgz.write_bytes(gzip.compress(b"a\tb\n1\t2.5\n3\t-4\n"))
+    assert read_table(tgz).X.tolist() == want
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(b"not gzip at all\n")
+    with pytest.raises(InputDataError, match=r"bad\.csv\.gz: not a valid gzip file"):
+        read_table(bad)
+    for s in ("", ";;", '"', "1", "."):
+        with pytest.raises(ValueError, match="--sep"):
+            resolve_sep("x.csv", s)
+
+
+def test_stdin(tmp_path, monkeypatch):
+    data = b"a,b\n1,2\n3,5\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    t = read_table("-")
+    assert t.X.tolist() == [[1, 2], [3, 5]] and t.sha256 == hashlib.sha256(data).hexdigest()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(data))))
+    assert read_table("-").X.tolist() == [[1, 2], [3, 5]]  # gzip on stdin: by its magic number
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a,b\n1,2\n3,x\n")))
+    with pytest.raises(InputDataError, match=r"^<stdin>: row 3, column 'b': 'x' is not a number"):
+        read_table("-")
+
+
+def test_sha256_and_progress_cover_every_byte(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60_000, 6))
+    text = "a,b,c,d,e,f\n" + "".join(",".join(map(repr, r)) + "\n" for r in X.tolist())
+    p = write(tmp_path, "big.csv", text)
+    seen = []
+    t = read_table(p, progress=lambda done, total: seen.append((done, total)))
+    np.testing.assert_array_equal(t.X, X)  # exact round trip of repr floats, over many chunks
+    assert t.sha256 == hashlib.sha256(p.read_bytes()).hexdigest()
+    size = p.stat().st_size
+    assert seen[-1] == (size, size) and len(seen) > 2
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+
+
+def test_bad_cell_far_into_a_big_file_names_its_line(tmp_path):
+    lines = ["a,b"] + [f"{k},{k % 7}.5" for k in range(200_000)]
+    lines[150_001] = "150000,oops"
+    p = write(tmp_path, "far.csv", "\n".join(lines) + "\n")
+    with pytest.raises(InputDataError, match=r"row 150002, column 'b': 'oops' is not a number"):
+        read_table(p)
+
+
+def test_header_words_do_not_trigger_false_alarms(tmp_path):
+    p = write(tmp_path, "w.csv", "pressure,True_rate\n1,2\n3,5\n")
+    assert read_table(p).names == ("pressure", "True_rate")
+
+
+def test_column_order_is_applied_while_reading(tmp_path):
+    p = write(tmp_path, "o.csv", "c,a,b\n3,1,2\n6,4,5\n")
+    t = read_table(p, columns=("a", "b", "c"))
+    assert t.names == ("a", "b", "c") and t.X.tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert t.X.flags.c_contiguous and t.X.flags.owndata
+
+
+def test_constant_in_one_shard_warns_naming_file_and_column(tmp_path):
+    p1 = write(tmp_path, "s1.csv", "a,b\n1,2\n4,2\n5,2\n")
+    p2 = write(tmp_path, "s2.csv", "a,b\n1,2\n4,5\n5,7\n")
+    with pytest.warns(ConstantColumnWarning, match=r"column 'b' is constant in .*s1\.csv \(1 of 2 shards\)"):
+        t1, t2 = read_shards([p1, p2])
+    assert t1.X[:, 1].tolist() == [2, 2, 2]
+    p3 = write(tmp_path, "s3.csv", "a,b\n1,3\n4,3\n")
+    with pytest.raises(InputDataError, match=r"column 'b' is constant in every shard"):
+        read_shards([p1, p3])
+    with pytest.raises(InputDataError, match=r"s1\.csv: column 'b' is constant in every row"):
+        read_shards([p1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_shards([p2, write(tmp_path, "s4.csv", "b,a\n1,2\n4,5\n")])
+
+
+def test_read_shards_progress_is_cumulative(tmp_path):
+    p1 = write(tmp_path, "s1.csv", "a,b\n1,2\n4,5\n")
+    p2 = write(tmp_path, "s2.csv", "a,b\n1,2\n4,7\n")
+    seen = []
+    read_shards([p1, p2], progress=lambda done, total: seen.append((done, total)))
+    total = p1.stat().st_size + p2.stat().st_size
+    assert seen[-1] == (total, total)
+
+
+def test_many_chunks_and_a_growing_buffer_give_the_exact_table(tmp_path, monkeypatch):
+    import bnsl_cli.io.data as data
+
+    monkeypatch.setattr(data, "_CHUNK_BYTES", 4096)  # 1024-row chunks
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(5_000, 3))
+    text = "a,b,c\n" + "".join(",".join(map(repr, r)) + "\n" for r in X.tolist())
+    gz = tmp_path / "g.csv.gz"
+    gz.write_bytes(gzip.compress(text.encode()))  # unknown size: the buffer grows
+    plain = write(tmp_path, "p.csv", text)
+    for p in (gz, plain):
+        t = read_table(p)
+        np.testing.assert_array_equal(t.X, X)
+        assert t.X.shape == (5_000, 3) and t.X.flags.owndata
+    bad = write(tmp_path, "bad.csv", text.replace(repr(float(X[4321, 1])), "nan", 1))
+    with pytest.raises(InputDataError, match=r"row 4323, column 'b': 'nan' is not a finite number"):
+        read_table(bad)

@@ -1,0 +1,130 @@
+"""The ``bnsl`` application: start-up imports, --help wording, subcommand registration."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bnsl_cli.cli.app import COMMANDS, app
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("scipy", "pandas", "networkx")
+
+
+def _imported_after(code: str) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    probe = f"{code}\nimport sys\nprint(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_cli_import_and_help_load_no_heavy_module():
+    assert _imported_after("import bnsl_cli.cli.app") == []
+    help_run = (
+        "from bnsl_cli.cli.app import main\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['{cmd}', '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass"
+    )
+    for cmd in ("learn", "privacy-budget", "evaluate"):
+        assert _imported_after(help_run.replace("{cmd}", cmd)) == [], cmd
+
+
+def test_privacy_budget_loads_neither_pandas_nor_networkx():
+    code = (
+        "from bnsl_cli.cli.app import main\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['privacy-budget', '--epsilon', '5', '--samples', '5000', '--json'])\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code"
+    )
+    assert not {"pandas", "networkx"} & set(_imported_after(code))
+
+
+def run_help(*args):
+    return CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "250"})
+
+
+def test_help_shows_types_as_words_and_the_choices():
+    learn = run_help("learn").stdout
+    method_help = learn[learn.index("--method"):learn.index("--lambda")]
+    assert "METHOD" in method_help
+    for choice in ("fed-sparse", "fed-bnsl", "notears", "local-notears"):
+        assert choice in method_help, choice
+    assert "[tight|simple]" in learn and "[auto|adaptive|static]" in learn
+    for word in ("FLOAT", "INTEGER", "PATH"):
+        assert word in learn, word
+    for bad in ("<bool>", "<float>", "<int>", "<path>", "<str>", "<list"):
+        assert bad not in learn, bad
+    sim = run_help("simulate").stdout
+    assert "[er|sf]" in sim and "<" not in sim.replace("<->", "")
+
+
+def test_method_choices_are_the_library_methods():
+    from bnsl_cli.cli.learn import METHOD_CHOICES
+
+    try:
+        from bnsl_cli.learn import METHODS
+    except ImportError:  # pragma: no cover - the run plan holds them
+        from bnsl_cli.plan import METHODS
+    assert set(METHOD_CHOICES) == set(METHODS)
+
+
+def test_every_subcommand_is_registered_and_has_quiet():
+    names = [n for n, _ in COMMANDS]
+    assert names[:6] == ["simulate", "split", "learn", "evaluate", "refit", "privacy-budget"]
+    for name in names:
+        assert "--quiet" in run_help(name).stdout, name
+
+
+@pytest.mark.parametrize("args", [("learn", "--rounds", "abc", "x.csv"), ("learn", "--bogus"), ("split", "a.csv")])
+def test_usage_errors_are_one_line(args):
+    res = CliRunner().invoke(app, list(args))
+    assert res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "--help" in lines[0], res.stderr
+
+
+def test_the_readme_test_command_prints_the_summary_line():
+    """README: ``python -m pytest -q`` ends with "N passed" (``-q`` twice, via addopts, hides it)."""
+    target = "tests/cli/test_app.py::test_method_choices_are_the_library_methods"
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", target],
+        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert out.returncode == 0, out.stdout
+    assert out.stdout.strip().splitlines()[-1].startswith("1 passed"), out.stdout
+
+
+def test_read_progress_lines_for_large_inputs_only():
+    import io
+
+    from rich.console import Console
+
+    from bnsl_cli.cli import common
+
+    buf = io.StringIO()
+    small = common._ReadProgress(Console(file=buf, width=10_000))
+    for done in range(0, 1 << 20, 1 << 16):
+        small(done, 1 << 20)
+    small.close()
+    assert buf.getvalue() == ""  # a small input reads silently
+    big = common._ReadProgress(Console(file=buf, width=10_000))
+    total = 3 * common._ReadProgress.LARGE
+    for done in range(0, total + 1, 1 << 22):
+        big(done, total)
+    big.close()
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == f"reading {total / 1e6:.0f} MB …" and lines[-1].startswith(f"read {total / 1e6:.0f} MB in ")
+    assert len(lines) == 2
+    assert common.read_progress(quiet=True) is None

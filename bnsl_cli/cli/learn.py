@@ -20,7 +20,7 @@ METHOD_HELP = (
 
 
 #: The choices of --method (the library's METHODS; a test keeps them equal), shown in --help.
-METHOD_CHOICES = ("fed-sparse", "fed-bnsl", "notears", "local-notears")
+METHOD_CHOICES = ("fed-sparse", "fed-bnsl", "fed-moments", "notears", "local-notears")
 
 
 def command(
@@ -48,7 +48,7 @@ def command(
         help="ℓ₁ weight. fed-sparse: per participant, on B_p, default 0.005 (the local losses are normalised "
         "by the public total n, so it acts as P·λ in centralized NOTEARS units: 0.005 with P = 8 ≈ 0.04; "
         "0.01 with --dp); "
-        "fed-bnsl: on W, default 0.03; notears / local-notears: 0.1.",
+        "fed-bnsl: on W, default 0.03; fed-moments / notears / local-notears: 0.1.",
     ),
     threshold: float = typer.Option(0.3, "--threshold", envvar="BNSL_THRESHOLD", help="Drop edges with |w| ≤ this."),
     rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),

@@ -15,6 +15,7 @@ __all__ = [
     "OptionError",
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
+    "PrivacyWarning",
 ]
 
 
@@ -60,3 +61,8 @@ class OptionError(BnslError):
     """An option is out of range or does not fit the method (a usage error)."""
 
     exit_code = 2
+
+
+class PrivacyWarning(UserWarning):
+    """A private run's guarantee is weaker than it looks (e.g. a participant with very few rows),
+    or a result derived from private output is not private itself."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bnsl_cli.federated.roles import METHODS
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes, default_delta, default_steps
-from bnsl_cli.run import SCHEMA_VERSION, LearnResult, learn, run
+from bnsl_cli.run import SCHEMA_VERSION, LearnResult, learn, run, run_tables
 
 __all__ = [
     "METHODS",
@@ -19,6 +19,7 @@ __all__ = [
     "LearnResult",
     "learn",
     "run",
+    "run_tables",
     "default_lambda",
     "default_steps",
     "default_delta",

@@ -16,7 +16,7 @@ receives the plan and checks it against its own limits before it releases anythi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError, OptionError, PrivacyBudgetError
@@ -412,7 +412,7 @@ class RunPlan:
         option), :class:`PrivacyBudgetError` (a privacy request that cannot be honoured) or
         :class:`BnslError`."""
         from bnsl_cli.federated.roles import roles_for
-        from bnsl_cli.privacy.defaults import DP_LAMBDA, DP_ROUNDS, dp_steps
+        from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
 
         options.check()
         roles = roles_for(options.method)

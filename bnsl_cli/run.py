@@ -23,14 +23,15 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from bnsl_cli import __version__
-from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, ReproducibleNoiseWarning
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
+from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
 
 __all__ = [
     "SCHEMA_VERSION",
     "LearnResult",
     "run",
     "learn",
+    "run_tables",
     "local_fleet",
     "participant_rngs",
     "finish_graph",
@@ -42,9 +43,14 @@ SCHEMA_VERSION = 1
 
 #: The privacy unit every guarantee refers to, and what a run treats as public.
 PRIVACY_UNIT = (
-    "one row of one participant: neighbouring data sets differ by replacing one row of one participant's "
-    "file; each participant's guarantee covers its own rows, the run's is the largest participant's spend"
+    "one row of one participant (replace-one): neighbouring data sets differ in one row of one participant's "
+    "file, replaced by any other row; each participant's guarantee covers its own rows, the run's is the largest "
+    "participant's spend"
 )
+#: A participant's guarantee is called weak when ``n_p · δ`` exceeds this: δ bounds the probability
+#: that the guarantee fails, and with ``n_p · δ`` near 1 one of its rows may as well be published.
+WEAK_N_DELTA = 0.01
+
 PUBLIC_QUANTITIES = (
     "the number of rows of each participant (n_p) and in total (n), the column names and their number d, "
     "and every option of the run"
@@ -133,6 +139,7 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
 
     t0 = time.perf_counter()
     roles = roles_for(plan.method)
+    weak = _weak_participants(plan)  # warned before the rounds, reported after
     report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
     from bnsl_cli.federated.standardize import after_rounds, floating_point_trap
 
@@ -156,11 +163,80 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     else:
         report["graph"] = graph_to_json(outcome.W, plan.names)
     report["privacy"] = None if plan.privacy is None else _privacy_report(plan, outcome.summaries, report["warnings"])
+    if weak[0]:
+        report["privacy"]["weak_participants"] = weak[0]
+        report["warnings"].append(weak[1])
+    if not plan.trace:
+        _summarise(report)
     personal = None
     if plan.personal and roles.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
     report["timing"]["wall_s"] = time.perf_counter() - t0
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
+
+
+def _summarise(report: dict) -> None:
+    """Without ``trace``: per-round records are summarised — the history keeps its numbers but not
+    each round's support, and a participant's privacy events of one release that come as many
+    records (one per round and row when the clip levels follow ρ₂) become one entry: the summed
+    ``count`` and ``rho``, the smallest ``noise_multiplier``, the sensitivity range and the number
+    of ``records``. Single records stay as they are."""
+    for h in report.get("history") or []:
+        h.pop("support", None)
+    pv = report.get("privacy")
+    if not pv:
+        return
+    for part in pv["participants"]:
+        groups: dict = {}
+        for ev in part["events"]:
+            groups.setdefault((ev["release"], ev["mechanism"]), []).append(ev)
+        events = []
+        for (release, mechanism), evs in groups.items():
+            if len(evs) == 1:
+                events.append(evs[0])
+                continue
+            rhos = [ev["rho"] for ev in evs]
+            mults = [ev["noise_multiplier"] for ev in evs]
+            events.append({
+                "release": release,
+                "mechanism": mechanism,
+                "count": sum(ev["count"] for ev in evs),
+                "rho": None if None in rhos else sum(rhos),
+                "noise_multiplier": None if None in mults else min(mults),
+                "sensitivity_min": min(ev["sensitivity"] for ev in evs),
+                "sensitivity_max": max(ev["sensitivity"] for ev in evs),
+                "records": len(evs),
+            })
+        part["events"] = events
+    pv["events_summarised"] = "releases made as many records are one entry each; --trace keeps every record"
+
+
+def _weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:
+    """``(participant numbers, warning)`` for the participants whose guarantee is weak
+    (``n_p · δ > WEAK_N_DELTA``), warned now in one line naming their files — and, when δ is the
+    default ``1/n_p²`` of the smallest participant, the file that set it."""
+    if plan.privacy is None:
+        return [], None
+    delta = plan.privacy.delta
+    weak = [(k + 1, p) for k, p in enumerate(plan.participants) if p.rows * delta > WEAK_N_DELTA]
+    if not weak:
+        return [], None
+    listed = "; ".join(f"{p.label} (participant {k}, {p.rows} rows: n_p·δ = {p.rows * delta:.3g})" for k, p in weak)
+    if plan.privacy.delta_given:
+        cause = f"δ = {delta:.3g} was given"
+        fix = "give a smaller --delta"
+    else:
+        k_min = min(range(plan.P), key=lambda k: plan.participants[k].rows)
+        small = plan.participants[k_min]
+        cause = (f"δ = {delta:.3g} is the default 1/n_p² of the smallest participant, {small.label} "
+                 f"(participant {k_min + 1}, {small.rows} rows)")
+        fix = f"merge {small.label}'s rows into another participant's file, or give a smaller --delta"
+    text = (
+        f"weak privacy guarantee (n_p·δ > {WEAK_N_DELTA:g}; δ should be far below 1/n_p) for {listed}: "
+        f"{cause}; {fix}"
+    )
+    warnings.warn(text, PrivacyWarning, stacklevel=3)
+    return [k for k, _ in weak], text
 
 
 def _dp_options(plan: RunPlan) -> dict:
@@ -258,9 +334,14 @@ def local_fleet(plan: RunPlan, tables):
 def learn(tables, options: LearnConfig = LearnConfig(), progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
     """Learn a DAG from participant tables (one table = one participant, same columns):
     resolve the plan, build the participants here (or in worker processes), run."""
+    return run_tables(RunPlan.resolve(options, Shapes.of_tables(tables)), tables, progress)
+
+
+def run_tables(plan: RunPlan, tables, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
+    """Run a resolved plan on participant tables held here: the participants in this process (or in
+    ``plan.workers`` worker processes), then :func:`run`."""
     from bnsl_cli.numerics import single_blas_thread
 
-    plan = RunPlan.resolve(options, Shapes.of_tables(tables))
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     for seed in seeds:
         sim, tables = C.simulated(d, seed, cfg)
         for method in METHODS:
-            res = learn(tables, LearnConfig(method=method, rounds=R, seed=seed))
+            res = learn(tables, LearnConfig(method=method, rounds=R, seed=seed, trace=True))
             hist = res.report["history"]
             last = None
             for k in range(R):

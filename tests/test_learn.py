@@ -136,3 +136,78 @@ def test_dp_with_a_method_that_cannot_honour_it_raises_in_the_library(method):
     _, tables = simulated_tables(4, 2, 200, seed=0)
     with pytest.raises(BnslError, match="--dp"):
         learn(tables, LearnConfig(method=method, dp=DPConfig(epsilon=1.0)))
+
+
+def test_failed_solver_results_become_report_warnings(monkeypatch):
+    """Issue 12.6: L-BFGS-B results were never checked."""
+    import scipy.optimize
+
+    from bnsl_cli import notears
+    from bnsl_cli.errors import ConvergenceWarning
+
+    real = scipy.optimize.minimize
+
+    def failing(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.success, res.status, res.message = False, 2, "ABNORMAL (simulated)"
+        return res
+
+    monkeypatch.setattr(notears.scipy.optimize, "minimize", failing)
+    _, tables = simulated_tables(4, 2, 300, seed=0)
+    with pytest.warns(ConvergenceWarning, match="L-BFGS-B"):
+        rep = learn(tables, LearnConfig(method="notears")).report
+    assert rep["solver_issues"] and rep["solver_issues"][0]["message"] == "ABNORMAL (simulated)"
+    assert any("L-BFGS-B" in w for w in rep["warnings"])
+
+
+def test_coordinator_solver_issues_and_unconverged_dp_runs_warn(monkeypatch):
+    from bnsl_cli.errors import ConvergenceWarning
+    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.learn import DPConfig
+
+    real_step = Coordinator.step
+
+    def step(self):
+        info = real_step(self)
+        self.solver_issues = getattr(self, "solver_issues", []) + [{"round": info["round"], "message": "simulated"}]
+        return info
+
+    monkeypatch.setattr(Coordinator, "step", step)
+    _, tables = simulated_tables(4, 2, 300, seed=0)
+    with pytest.warns(ConvergenceWarning) as rec:
+        rep = learn(tables, LearnConfig(rounds=2, seed=1, dp=DPConfig(epsilon=5.0))).report
+    texts = [str(w.message) for w in rec]
+    # the unconverged private run, with advice that fits a fixed budget (not "raise --rounds")
+    assert any("did not converge in 2 rounds" in t and "--epsilon" in t for t in texts)
+    assert any("W-step" in t and "simulated" in t for t in texts)
+    assert len(rep["solver_issues"]) == 2 and any("W-step" in w for w in rep["warnings"])
+
+
+def test_report_names_each_participants_file_and_its_sha256_when_known():
+    from types import SimpleNamespace
+
+    _, tables = simulated_tables(4, 2, 200, seed=0)
+    hashed = [SimpleNamespace(X=t.X, names=t.names, path=f"site{k}.csv", n=t.n, sha256=f"{k:064x}")
+              for k, t in enumerate(tables)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(hashed, LearnConfig(rounds=2)).report
+    parts = rep["data"]["participants"]
+    assert [p["participant"] for p in parts] == [1, 2]
+    assert [p["file"] for p in parts] == ["site0.csv", "site1.csv"]
+    assert parts[1]["sha256"] == f"{1:064x}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = learn(tables, LearnConfig(rounds=2)).report
+    assert "sha256" not in plain["data"]["participants"][0]
+
+
+def test_local_notears_in_worker_processes_matches_one_process():
+    _, tables = simulated_tables(5, 3, 300, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = learn(tables, LearnConfig(method="local-notears", workers=1))
+        b = learn(tables, LearnConfig(method="local-notears", workers=3))
+    assert all(np.array_equal(x, y) for x, y in zip(a.local, b.local))
+    assert [p["graph"] for p in a.report["local"]] == [p["graph"] for p in b.report["local"]]
+    assert b.report["timing"]["workers"] == 3

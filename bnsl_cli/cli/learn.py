@@ -96,6 +96,10 @@ def command(
         "process). Only encoded messages cross between processes; results are identical. Helps on idle "
         "cores; on a busy shared machine it was slower (README).",
     ),
+    trace: bool = typer.Option(
+        False, "--trace", help="Keep every per-round record in report.json (each round's support, every privacy "
+        "event); without it they are summarised.",
+    ),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
     dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL)."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp)."),
@@ -155,6 +159,7 @@ def command(
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
         workers=workers, snap=snap, polish=polish, standardize=standardize,
     )
+    cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
@@ -183,12 +188,14 @@ def command(
 
 
 def _run_with_progress(tables, cfg, quiet):
-    from bnsl_cli.run import learn
+    from bnsl_cli.plan import RunPlan, Shapes
+    from bnsl_cli.run import run_tables
 
+    plan = RunPlan.resolve(cfg, Shapes.of_tables(tables))
     console = common.err_console
-    max_rounds = cfg.rounds or (50 if cfg.dp is not None else 80)
+    max_rounds = plan.rounds
     if quiet:
-        return learn(tables, cfg)
+        return run_tables(plan, tables)
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -210,7 +217,7 @@ def _run_with_progress(tables, cfg, quiet):
                     text += f" edges={info['edges']}"
                 bar.update(task, completed=info["round"], info=text)
 
-            return learn(tables, cfg, progress)
+            return run_tables(plan, tables, progress)
 
     def plain(info):
         r = info["round"]
@@ -223,7 +230,7 @@ def _run_with_progress(tables, cfg, quiet):
                 line += f" edges={info['edges']}"
             console.print(line, highlight=False)
 
-    return learn(tables, cfg, plain)
+    return run_tables(plan, tables, plain)
 
 
 def _write_outputs(od, result, method: str) -> None:

@@ -8,6 +8,7 @@ that ``bnsl --help`` stays fast), the table goes to stderr and ``--json`` to std
 
 import math
 from enum import Enum
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -117,6 +118,11 @@ def command(
         help="fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
         "fed-moments: one Gaussian release of the (scaled) moment matrix.",
     ),
+    releases_file: Optional[Path] = typer.Option(
+        None, "--releases", metavar="FILE", show_default=False,
+        help="Spend mode for a whole release list: a run's report.json (learn --dp) or a privacy-budget --json "
+        "output; prints the (epsilon, delta) those releases spend (delta from the file unless given).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Write the result as JSON on stdout."),
     quiet: bool = typer.Option(
         False, "--quiet", "-q", envvar="BNSL_QUIET", help="Only the result table (no assumptions block)."
@@ -128,6 +134,8 @@ def command(
 
     * Budget spent by given noise: --gumbel-multiplier G --sigma-multiplier S --steps T --delta D.
 
+    * Budget spent by a run's release list: --releases report.json.
+
     * Conversions: --rho R --delta D gives epsilon; --epsilon E --delta D --max-rho gives the largest rho.
 
     Tables go to stderr, --json to stdout. Exit code 5 when the budget is invalid or cannot be met.
@@ -137,6 +145,17 @@ def command(
     conv = conversion.value
     meth = method.value
     spend_mode = gumbel_multiplier is not None or sigma_multiplier is not None
+    if releases_file is not None:
+        if spend_mode or rho is not None or max_rho or epsilon is not None:
+            raise fail("--releases computes the spend of a release list; give it alone (with --delta/--samples, --conversion)", 2)
+        result = _spend_list(releases_file, delta, samples, conv, fail)
+        if json_out:
+            from bnsl_cli.cli.common import print_json
+
+            print_json(result["json"])
+        else:
+            _render(result)
+        return
 
     # ---- which direction ---------------------------------------------------------------------
     if rho is not None and (spend_mode or max_rho):
@@ -374,6 +393,55 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
     rows += _release_rows(pv.releases)
     rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger"))
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
+
+
+def _spend_list(path: Path, delta, samples, conv, fail) -> dict:
+    """The (ε, δ) a run's release list spends: ``privacy.plan.releases`` of a report, or
+    ``releases`` of a privacy-budget --json output."""
+    import json as _json
+
+    from bnsl_cli.errors import InputDataError
+    from bnsl_cli.privacy.release_plan import spend_of
+    from bnsl_cli.privacy.releases import PlannedRelease
+
+    try:
+        doc = _json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputDataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise InputDataError(f"{path}: not JSON ({exc})") from None
+    src = doc.get("privacy") if isinstance(doc, dict) and "privacy" in doc else None
+    plan = src.get("plan") if isinstance(src, dict) else doc
+    if not isinstance(plan, dict) or not isinstance(plan.get("releases"), list):
+        raise InputDataError(
+            f"{path}: no release list (expected a learn --dp report.json or a privacy-budget --json output)"
+        )
+    try:
+        releases = [PlannedRelease.from_dict(r) for r in plan["releases"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputDataError(f"{path}: a release entry is malformed ({exc})") from None
+    if delta is None and samples is None:
+        if plan.get("delta") is None:
+            raise fail(f"delta is missing and {path} has none. {_DELTA_HELP}", 2)
+        delta_value, source = float(plan["delta"]), f"{plan['delta']:g} (from {path})"
+    else:
+        delta_value, source = _resolve_delta(delta, samples, fail)
+    eps, r = spend_of(releases, delta_value, conv)
+    assumptions = _base_assumptions(conv)
+    assumptions["releases"] = f"{len(releases)} kinds from {path}"
+    assumptions["delta"] = source
+    data = {
+        "mode": "spend", "source": str(path), "epsilon": eps, "delta": delta_value, "rho": r, "conversion": conv,
+        "releases": [rel.to_dict() for rel in releases],
+        "neighbouring_relation": assumptions["neighbouring relation"],
+        "events": _events(releases, delta_value, conv),
+    }
+    rows = _release_rows(releases) + [
+        ("rho (zCDP)", r, "sum over the releases"),
+        ("delta", delta_value, ""),
+        ("epsilon", eps, f"{conv} conversion"),
+    ]
+    return {"title": "Budget spent by a release list", "assumptions": assumptions, "rows": rows, "json": data}
 
 
 def _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given):

@@ -55,6 +55,20 @@ def _truth_paths(truth_dir: Path, shards: list[Path]) -> list[Path]:
     return out
 
 
+def _private_source(est_path: Path) -> Optional[dict]:
+    """The ``privacy`` section of the run report ESTIMATE comes from (the report itself, or the
+    ``report.json`` beside an adjacency/edges file), when that run was private."""
+    candidates = [est_path] if est_path.suffix.lower() == ".json" else [est_path.parent / "report.json"]
+    for c in candidates:
+        try:
+            rep = json.loads(c.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(rep, dict) and isinstance(rep.get("privacy"), dict):
+            return rep["privacy"]
+    return None
+
+
 def _render(rows: list[dict]) -> None:
     from rich.table import Table
 
@@ -142,6 +156,18 @@ def command(
         progress.close()
     names = tables[0].names
     structure = align_graph(graph, names, source=str(est_path))
+    private = _private_source(est_path)
+    if private is not None:
+        import warnings
+
+        from bnsl_cli.errors import PrivacyWarning
+
+        warnings.warn(
+            f"{est_path} comes from a differentially private run (ε = {private.get('epsilon')}): the structure is "
+            "private, but the refitted weights use each participant's rows exactly and are NOT differentially "
+            "private; keep each participant's weights with that participant",
+            PrivacyWarning,
+        )
     if not is_dag(structure != 0):
         import warnings
 
@@ -181,6 +207,11 @@ def command(
         "options": {"ridge": ridge, "truth_dir": None if truth_dir is None else str(truth_dir)},
         "locality": "each participant's weights are fitted on its own rows only (centred with its own "
         "column means); nothing is sent between participants or to a server",
+        "privacy": "the refitted weights are not differentially private (exact least squares on each participant's "
+        "rows)" + ("; the structure came from a private run" if private is not None else ""),
+        "structure_privacy": None if private is None else {
+            "epsilon": private.get("epsilon"), "delta": private.get("delta")
+        },
         "participants": rows,
     }
     for fname, fit in zip(files, fits):

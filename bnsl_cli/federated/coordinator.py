@@ -79,7 +79,10 @@ class Coordinator:
     def broadcast(self, stop: bool = False) -> bytes:
         """The encoded consensus message of the next round (same bytes for every participant)."""
         msg = ConsensusBroadcast(self.round + 1, self.d, self.W, self.rho2, stop, self.dense)
-        return msg.encode(None if self.dense else self.link)
+        data = msg.encode(None if self.dense else self.link)
+        if not self.dense:
+            self.link.advance(self.W)
+        return data
 
     def receive(self, data: bytes) -> None:
         """Apply an encoded participant update to the coordinator's copy of its ``B_p``."""

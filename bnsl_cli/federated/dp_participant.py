@@ -37,6 +37,7 @@ from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise, project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.one_off import release_means, release_range, release_second_moments
+from bnsl_cli.privacy.release_plan import covariance_sensitivity
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, ReleaseKind
 
 __all__ = [
@@ -133,7 +134,6 @@ class ClippedGradients:
     def __init__(self, Xc: np.ndarray, precision: str = "single"):
         if precision not in ("single", "double"):
             raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
-        self.precision = precision
         self.dtype = np.float32 if precision == "single" else np.float64
         # rows of these are columns of the data: X_cᵀ (d × n_p) and the residuals Rᵀ = (X_c B − X_c)ᵀ,
         # so that updating child j touches one contiguous row
@@ -141,7 +141,8 @@ class ClippedGradients:
         self.RT = -self.XT.copy()
         self._XTc = self.XT.astype(self.dtype, copy=False)
         self._buf = np.empty_like(self._XTc)
-        self.levels: Optional[np.ndarray] = None
+        self.levels: Optional[np.ndarray] = None  # clip levels C_i (float64)
+        self.hi = self.lo = None  # ±C_i in the working precision, rounded towards zero (column vectors)
         self.sums: Optional[np.ndarray] = None
 
     @property
@@ -160,16 +161,16 @@ class ClippedGradients:
         hi = self.levels.astype(self.dtype)
         over = hi.astype(np.float64) > self.levels
         hi[over] = np.nextafter(hi[over], self.dtype(0))
-        self._hi = hi[:, None].copy()
-        self._lo = -self._hi
+        self.hi = hi[:, None].copy()
+        self.lo = -self.hi
         self._recompute_all()
 
     def column(self, j: int) -> np.ndarray:
         """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d))."""
         buf = self._buf
         np.multiply(self._XTc, self.RT[j].astype(self.dtype, copy=False), out=buf)
-        np.clip(buf, self._lo, self._hi, out=buf)
-        return buf.sum(axis=1, dtype=np.float64)
+        np.clip(buf, self.lo, self.hi, out=buf)
+        return np.einsum("ij->i", buf, dtype=np.float64)  # float64 accumulation (measured faster than sum)
 
     def move(self, m: int, j: int, delta: float) -> None:
         """``B[m, j] += delta``: update child ``j``'s residuals and its column of sums."""
@@ -299,7 +300,7 @@ def private_covariance(Xc: np.ndarray, v_hat: np.ndarray, clip: float, multiplie
     norms = np.sqrt((Xc * Xc).sum(axis=1))
     scale = np.minimum(1.0, c_x / np.maximum(norms, 1e-300))
     Xs = Xc * scale[:, None]
-    sens = float(np.sqrt(2.0) * c_x**2)
+    sens = covariance_sensitivity(c_x)
     std = multiplier * sens
     noisy = Xs.T @ Xs + symmetric_gaussian_matrix(d, std, rng)
     return project_psd(noisy), PrivacyEvent(ReleaseKind.COVARIANCE, GAUSSIAN, sens, std, 1)
@@ -359,6 +360,7 @@ class DPSparseParticipant(_PrivateHolder):
         super().__init__(pid, X, n_total, lam, centre=centre)
         self._record(events)
         self.notes = notes
+        self.label = label or f"participant {pid + 1}"
         self.steps = int(steps)
         self.v_hat = v_hat
         self.m_hat = v_hat * self.n_rows / float(n_total)
@@ -385,7 +387,7 @@ class DPSparseParticipant(_PrivateHolder):
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
         if self.polish_multiplier is None or self.polish_released:
             raise PrivacyBudgetError(
-                f"participant {self.pid + 1}: the polish's second moments were requested, but "
+                f"{self.label}: the polish's second moments were requested, but "
                 + ("they were already released once" if self.polish_released else "no budget was calibrated for them")
             )
         self.polish_released = True
@@ -436,6 +438,7 @@ class DPDenseParticipant(_PrivateHolder):
         super().__init__(pid, X, n_total, 0.0, centre=centre)
         self._record(events)
         self.notes = notes
+        self.label = label or f"participant {pid + 1}"
         S, ev = private_covariance(self._Xc, v_hat, clip, sigma_multiplier, rng)
         self._record([ev])
         self._S = S / float(n_total)
@@ -450,7 +453,7 @@ class DPDenseParticipant(_PrivateHolder):
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
-        raise PrivacyBudgetError(f"participant {self.pid + 1}: DP-Fed-BNSL plans no second-moment release for a polish")
+        raise PrivacyBudgetError(f"{self.label}: DP-Fed-BNSL plans no second-moment release for a polish")
 
     def _local_update(self, rnd: int) -> DenseUpdate:
         A = self._S + self.rho2 * np.eye(self.d)

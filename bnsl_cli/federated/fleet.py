@@ -13,6 +13,8 @@ import multiprocessing as mp
 import os
 from typing import Optional, Sequence
 
+from bnsl_cli.errors import BnslError
+
 __all__ = ["LocalFleet", "ProcessFleet", "make_fleet", "default_workers"]
 
 
@@ -52,6 +54,19 @@ class LocalFleet:
 _FINISH = b""
 
 
+class _Failure:
+    """A participant's error, carried back from a worker and raised again by the coordinator."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc if isinstance(exc, BnslError) else None
+        self.text = f"{type(exc).__name__}: {exc}"
+
+    def reraise(self):
+        if self.exc is not None:
+            raise self.exc
+        raise RuntimeError(f"a participant's worker process failed: {self.text}")
+
+
 def _worker(conn, participants) -> None:
     import signal
 
@@ -62,14 +77,25 @@ def _worker(conn, participants) -> None:
     try:
         while True:
             msg = conn.recv_bytes()
-            if msg == _FINISH:
-                conn.send([p.summary() for p in participants])
+            try:
+                if msg == _FINISH:
+                    conn.send([p.summary() for p in participants])
+                    return
+                conn.send([p.handle(msg) for p in participants])
+            except Exception as exc:  # noqa: BLE001 - reported to the coordinator, which raises it
+                conn.send(_Failure(exc))
                 return
-            conn.send([p.handle(msg) for p in participants])
-    except EOFError:  # the coordinator went away
+    except (EOFError, KeyboardInterrupt):  # the coordinator went away or was interrupted
         return
     finally:
         conn.close()
+
+
+def _received(conn):
+    got = conn.recv()
+    if isinstance(got, _Failure):
+        got.reraise()
+    return got
 
 
 class ProcessFleet:
@@ -98,7 +124,7 @@ class ProcessFleet:
             conn.send_bytes(msg)
         out: list[Optional[bytes]] = [None] * self.n
         for idx, conn in zip(self.groups, self.conns):
-            for i, reply in zip(idx, conn.recv()):
+            for i, reply in zip(idx, _received(conn)):
                 out[i] = reply
         return out
 
@@ -109,7 +135,7 @@ class ProcessFleet:
         for conn in self.conns:
             conn.send_bytes(_FINISH)
         for idx, conn, proc in zip(self.groups, self.conns, self.procs):
-            for i, summary in zip(idx, conn.recv()):
+            for i, summary in zip(idx, _received(conn)):
                 out[i] = summary
             conn.close()
             proc.join(timeout=10)

@@ -91,10 +91,15 @@ def message_kind(data: bytes) -> int:
 
 
 def _header(data: bytes, kind: int, what: str) -> tuple[int, int, int, int]:
-    """``(round, sender, d, count)`` of a message that must be of ``kind`` (``what`` names it)."""
-    got, _, rnd, sender, d, count = HEADER.unpack_from(data, 0)
+    """``(round, sender, d, count)`` of a message that must be of ``kind`` (``what`` names it) and
+    of this encoding version."""
+    if len(data) < HEADER.size:
+        raise ValueError(f"a {what} message needs at least {HEADER.size} bytes, got {len(data)}")
+    got, version, rnd, sender, d, count = HEADER.unpack_from(data, 0)
     if got != kind:
         raise ValueError(f"not a {what} message")
+    if version != _VERSION:
+        raise ValueError(f"{what} message of encoding version {version}; this build reads version {_VERSION}")
     return rnd, sender, d, count
 
 
@@ -112,10 +117,18 @@ def _pairs_from(buf: memoryview, count: int, d: int) -> SparseEntries:
 
 
 class SupportState:
-    """The support (sorted flat indices) of the last broadcast, kept identically by both ends."""
+    """The support (sorted flat indices) of the last broadcast, kept identically by both ends.
 
-    def __init__(self) -> None:
-        self.support = np.zeros(0, dtype=np.int64)
+    The sender advances its state explicitly after encoding (:meth:`advance`): encoding never
+    changes it, so one broadcast can be encoded again (or for another receiver) with the same
+    bytes. The receiver's decoder advances the receiver's own state."""
+
+    def __init__(self, support: Optional[np.ndarray] = None) -> None:
+        self.support = np.zeros(0, dtype=np.int64) if support is None else np.asarray(support, dtype=np.int64)
+
+    def advance(self, A: np.ndarray) -> None:
+        """The support after a broadcast of ``A`` (both ends hold the same afterwards)."""
+        self.support = np.flatnonzero(np.asarray(A).ravel())
 
 
 def encode_matrix(
@@ -123,7 +136,8 @@ def encode_matrix(
 ) -> tuple[int, int, bytes]:
     """``(format, count, payload)`` in the smallest allowed format (see the module docstring).
 
-    With ``state``, the support-delta format is considered and ``state`` is advanced."""
+    With ``state`` (the support both ends hold now), the support-delta format is considered;
+    ``state`` is not changed (the sender calls ``state.advance(A)`` once the message is sent)."""
     d = A.shape[0]
     flat = A.ravel()
     support = np.flatnonzero(flat)
@@ -136,8 +150,6 @@ def encode_matrix(
             options.append((8 + 4 * (added.size + removed.size) + 8 * support.size, 2))
     options.append((8 * d * d, 1))
     _, fmt = min(options)
-    if state is not None:
-        state.support = support
     if fmt == 0:
         return 0, int(support.size), _pairs_bytes(SparseEntries.from_dense(A), d)
     if fmt == 2:

@@ -38,14 +38,12 @@ def run_admm(
     *,
     h_tol: float = 1e-8,
     gap_tol: float = 1e-3,
-    early_stop: bool = True,
     threshold: float = 0.3,
     progress: Optional[Callable[[dict], None]] = None,
-    stop_check: Optional[Callable[[dict], bool]] = None,
     polish=None,
 ) -> RunLog:
     """Run at most ``max_rounds`` ADMM rounds; stop early when ``h(W) ≤ h_tol`` and
-    ``max_p ‖B_p − W‖_max ≤ gap_tol`` (if ``early_stop``). With ``polish`` (a
+    ``max_p ‖B_p − W‖_max ≤ gap_tol``. With ``polish`` (a
     :class:`~bnsl_cli.federated.polish.PolishStage`), one second-moment exchange follows the rounds.
     Ends with a stop broadcast that delivers the final consensus W to every participant."""
     from bnsl_cli.federated.fleet import LocalFleet
@@ -82,10 +80,7 @@ def run_admm(
             progress(info)
         if not np.isfinite(info["h"]):
             break
-        if early_stop and info["h"] <= h_tol and info["gap"] <= gap_tol:
-            stopped = True
-            break
-        if stop_check is not None and stop_check(info):
+        if info["h"] <= h_tol and info["gap"] <= gap_tol:
             stopped = True
             break
     polish_up = np.zeros(P, dtype=np.int64)
@@ -159,6 +154,14 @@ def _convergence(log: RunLog, plan, label: str) -> tuple[bool, Optional[str]]:
         what.append(f"h(W) = {last['h']:.2e} > {plan.h_tol:g}")
     if not last["gap"] <= plan.gap_tol:
         what.append(f"consensus gap max|B_p − W| = {last['gap']:.2e} > {plan.gap_tol:g}")
+    if plan.private:
+        # more rounds or steps spread the same budget thinner: different advice under --dp
+        return converged, (
+            f"{label} did not converge in {log.rounds} rounds ({'; '.join(what)}); the graph was thresholded "
+            "and made acyclic anyway. Under --dp the noisy updates keep B_p from settling on W (the privacy "
+            "guarantee is unaffected); a larger --epsilon lets them settle closer, while more --rounds or "
+            "--steps spread the same budget over more noisy steps."
+        )
     return converged, (
         f"{label} did not converge in {log.rounds} rounds ({'; '.join(what)}); "
         f"the graph was thresholded and made acyclic anyway. Raise --rounds (now {plan.rounds}) "
@@ -237,7 +240,16 @@ def drive_admm(plan, fleet, progress=None):
         "warnings": warn_list,
         "polish": polish_info,
     }
-    issues = getattr(coord, "solver_issues", None)
+    issues = list(getattr(coord, "solver_issues", None) or [])
+    report["solver_issues"] = issues
     if issues:
-        report["solver_issues"] = list(issues)
+        first = issues[0]
+        where = ", ".join(f"{k} {first[k]}" for k in ("round", "status", "message") if k in first)
+        text = (
+            f"{len(issues)} L-BFGS-B solve(s) of the coordinator's W-step did not converge"
+            + (f" (first: {where})" if where else "")
+            + "; the consensus may be inaccurate. Raise --rounds or lower --rho2-growth"
+        )
+        warnings.warn(text, ConvergenceWarning, stacklevel=2)
+        warn_list.append(text)
     return Outcome(W_raw, W, report, summaries)

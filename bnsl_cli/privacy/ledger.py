@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from typing import Iterator, Optional
+
+from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 __all__ = [
     "GAUSSIAN",
@@ -27,8 +29,6 @@ __all__ = [
     "PrivacyEvent",
     "PrivacyLedger",
 ]
-
-from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 #: The neighbouring relation every event's sensitivity refers to.
 NEIGHBOURING_RELATION = "replace-one row of one participant"
@@ -152,25 +152,6 @@ class PrivacyLedger:
         book = self._events.setdefault(_pid(participant), {})
         old = book.get(event.key)
         book[event.key] = event if old is None else old.with_count(old.count + event.count)
-
-    def record_all(self, participants: Iterable[int], event: PrivacyEvent) -> None:
-        """Record the same release for every participant in ``participants``."""
-        for p in participants:
-            self.record(p, event)
-
-    def replace_events(self, participant: int, events: Iterable[PrivacyEvent]) -> None:
-        """Set one participant's events to ``events`` (its own ledger, kept where it ran)."""
-        pid = _pid(participant)
-        self._events[pid] = {}
-        for ev in events:
-            self.record(pid, ev)
-
-    def merge(self, other: "PrivacyLedger") -> None:
-        """Add every event of ``other`` to this ledger."""
-        for p in other.participants:
-            self.add_participant(p)
-            for ev in other.events(p):
-                self.record(p, ev)
 
     # -- reading -----------------------------------------------------------------------------
 

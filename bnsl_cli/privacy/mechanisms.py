@@ -9,8 +9,18 @@
   identical; with per-column bookkeeping a step costs O(d) instead of O(d²) when one column changes.
 * :func:`gaussian_noise`, :func:`symmetric_gaussian_matrix` — the Gaussian mechanism; with L2
   sensitivity ``Delta`` and std ``sigma`` it costs ``Delta**2 / (2 sigma**2)`` zCDP.
-* :func:`clip`, :func:`project_psd` — clipping of inputs and post-processing of outputs.
+* :func:`project_psd` — post-processing of a released matrix.
 * :func:`make_rng` — the random generator (operating-system entropy unless a seed is given).
+* :func:`sample_noise` — the one function that draws DP noise; every mechanism calls it.
+
+Floating-point caveat: the Gaussian and exponential mechanisms are analysed over the reals. Here
+the noise is a float64 draw from numpy's PCG64 generator (normal variates by the ziggurat method,
+Gumbel by inversion), added to a float64 value. Floating-point samplers do not produce every real
+number, and the rounding of ``value + noise`` can in principle reveal information about the value
+(Mironov 2012's attack on the Laplace mechanism is the classic example); this implementation
+does not use a discrete or snapping sampler, so its guarantees hold for the real-valued
+mechanism, not bit for bit for the floating-point one. The sums that enter a mechanism are
+accumulated in float64.
 
 None of these functions records anything; the caller records a
 :class:`bnsl_cli.privacy.ledger.PrivacyEvent` for every release.
@@ -24,10 +34,10 @@ import numpy as np
 
 __all__ = [
     "make_rng",
+    "sample_noise",
     "gumbel_max_select",
     "ColumnwiseSelector",
     "gaussian_noise",
-    "clip",
     "symmetric_gaussian_matrix",
     "project_psd",
 ]
@@ -43,6 +53,19 @@ def make_rng(seed: Optional[int] = None) -> tuple[np.random.Generator, bool]:
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     return np.random.default_rng(int(seed)), True
+
+
+def sample_noise(rng: np.random.Generator, distribution: str, size=None):
+    """Standard noise variates — the only place bnsl draws differential-privacy noise.
+
+    ``distribution`` is ``"normal"`` (N(0, 1), numpy's ziggurat sampler) or ``"gumbel"``
+    (Gumbel(0, 1), by inversion ``−log(−log U)``); callers scale them. ``size=None`` gives one
+    float. See the module docstring for the floating-point caveat."""
+    if distribution == "normal":
+        return rng.standard_normal(size)
+    if distribution == "gumbel":
+        return rng.gumbel(0.0, 1.0, size)
+    raise ValueError(f"unknown noise distribution {distribution!r}")
 
 
 def gumbel_max_select(scores: np.ndarray, scale: float, rng: np.random.Generator) -> int:
@@ -67,7 +90,7 @@ def gumbel_max_select(scores: np.ndarray, scale: float, rng: np.random.Generator
         raise ValueError("every score is masked (-inf); nothing to select")
     if scale == 0:
         return int(np.argmax(s))
-    noisy = s + rng.gumbel(0.0, float(scale), size=s.shape)
+    noisy = s + float(scale) * sample_noise(rng, "gumbel", s.shape)
     return int(np.argmax(noisy))
 
 
@@ -132,18 +155,10 @@ def gaussian_noise(
         raise ValueError("the Gaussian noise std must be finite and >= 0")
     if shape is None:
         if sd.ndim == 0:
-            return float(rng.normal(0.0, float(sd)))
-        return rng.normal(0.0, 1.0, size=sd.shape) * sd
+            return float(sample_noise(rng, "normal")) * float(sd)
+        return sample_noise(rng, "normal", sd.shape) * sd
     size = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return rng.normal(0.0, 1.0, size=size) * sd
-
-
-def clip(u: Union[float, np.ndarray], c: Union[float, np.ndarray]) -> np.ndarray:
-    """Elementwise ``max(-c, min(c, u))``; ``c >= 0`` may be an array broadcast against ``u``."""
-    c_arr = np.asarray(c, dtype=float)
-    if np.isnan(c_arr).any() or (c_arr < 0).any():
-        raise ValueError("clipping levels must be >= 0")
-    return np.clip(u, -c_arr, c_arr)
+    return sample_noise(rng, "normal", size) * sd
 
 
 def symmetric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> np.ndarray:
@@ -157,7 +172,7 @@ def symmetric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> n
         raise ValueError(f"the Gaussian noise std must be finite and >= 0, got {std!r}")
     d = int(d)
     rows, cols = np.triu_indices(d)
-    draws = rng.normal(0.0, 1.0, size=rows.size) * float(std)
+    draws = sample_noise(rng, "normal", rows.size) * float(std)
     out = np.empty((d, d))
     out[rows, cols] = draws
     out[cols, rows] = draws

@@ -35,7 +35,7 @@ __all__ = [
     "ledger_of",
     "spend_of",
     "calibrate_releases",
-    "multiplier_of",
+    "covariance_sensitivity",
 ]
 
 #: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
@@ -43,6 +43,9 @@ __all__ = [
 RANGE_FRACTION = 0.5
 #: How many times the calibration shaves ρ* by a few ulps to absorb rounding before it gives up.
 CALIBRATION_ATTEMPTS = 64
+#: The calibrated plan spends at most ε·(1 − this): the run's ledger recomputes each release's ρ
+#: from its actual sensitivity and noise (a few ulps apart from the plan's), and must stay within ε.
+CALIBRATION_MARGIN = 1e-12
 
 
 def _multiplier(rho: float) -> float:
@@ -52,6 +55,16 @@ def _multiplier(rho: float) -> float:
     if not math.isfinite(m):
         raise PrivacyBudgetError(f"the zCDP budget {rho!r} of a release is too small to fund any noise level")
     return m
+
+
+def covariance_sensitivity(clip_norm: float) -> float:
+    """Replace-one L2 (Frobenius) sensitivity of ``XᵀX`` with rows clipped to norm ``C_x``: ``√2 C_x²``.
+
+    ``‖x xᵀ − y yᵀ‖²_F = ‖x‖⁴ + ‖y‖⁴ − 2 (xᵀy)² ≤ 2 C_x⁴``; it also bounds the sensitivity of the
+    upper triangle (with the diagonal) that the symmetric noise is drawn for."""
+    if not (clip_norm > 0 and math.isfinite(clip_norm)):
+        raise PrivacyBudgetError(f"the row clipping norm C_x must be a finite number > 0, got {clip_norm!r}")
+    return math.sqrt(2.0) * float(clip_norm) ** 2
 
 
 def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list[tuple[ReleaseKind, float]]:
@@ -139,14 +152,6 @@ def spend_of(releases: Sequence[PlannedRelease], delta: float, conversion: str =
     return epsilon_from_rho(rho, delta, conversion), rho
 
 
-def multiplier_of(releases: Sequence[PlannedRelease], kind: ReleaseKind):
-    """The noise multiplier of the release ``kind`` (``None`` when it is not planned)."""
-    for r in releases:
-        if r.kind == kind:
-            return r.multiplier
-    return None
-
-
 def calibrate_releases(
     build: Callable[[float], list[PlannedRelease]], epsilon: float, delta: float, conversion: str = "tight"
 ) -> tuple[list[PlannedRelease], float]:
@@ -154,7 +159,7 @@ def calibrate_releases(
     (ε, δ), verified: their spend read back from their ledger is at most ε.
 
     Rounding in the multipliers can push the recomputed spend a few ulps above ε; ρ* is shaved by a
-    few ulps at a time. If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
+    few ulps at a time until the spend is at most ε·(1 − ``CALIBRATION_MARGIN``). If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
     rather than return an unverified plan."""
     from bnsl_cli.privacy.accountant import rho_for_epsilon, validate_delta, validate_epsilon
 
@@ -163,7 +168,7 @@ def calibrate_releases(
     rho_star = rho_for_epsilon(eps, dlt, conversion)
     for attempt in range(CALIBRATION_ATTEMPTS):
         releases = build(rho_star)
-        if spend_of(releases, dlt, conversion)[0] <= eps:
+        if spend_of(releases, dlt, conversion)[0] <= eps * (1.0 - CALIBRATION_MARGIN):
             return releases, rho_star
         rho_star *= 1.0 - 2.0 ** (min(attempt, 24) - 52)  # a few ulps, growing, at most 2⁻²⁸ a time
     raise PrivacyBudgetError(

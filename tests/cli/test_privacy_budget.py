@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
 from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
-from bnsl_cli.privacy.calibrate import calibrate
 from bnsl_cli.privacy.defaults import DP_ROUNDS, POLISH_SHARE, dp_steps
 
 runner = CliRunner()
@@ -38,11 +37,16 @@ def test_plan_json_keys_and_values():
                 "selection_share", "moment_share", "mean_share", "polish_share", "rho_polish", "polish_multiplier",
                 "rounds", "steps", "conversion", "neighbouring_relation", "events"):
         assert key in out, key
-    plan = calibrate(2.0, 1e-6, 30, 40, polish_share=POLISH_SHARE)  # learn --dp's default split
+    from bnsl_cli.plan import DPConfig, resolve_privacy
+    from bnsl_cli.privacy.releases import ReleaseKind
+
+    # learn --dp's default split, resolved by the function learn uses
+    plan = resolve_privacy("fed-sparse", DPConfig(epsilon=2.0, delta=1e-6, polish_share=POLISH_SHARE),
+                           delta=1e-6, rounds=30, steps=40, polish=True)
     assert out["epsilon"] == 2.0 and out["delta"] == 1e-6
-    assert out["rho"] == pytest.approx(plan.rho_total, rel=1e-12)
-    assert out["gumbel_multiplier"] == pytest.approx(plan.gumbel_multiplier, rel=1e-12)
-    assert out["sigma_multiplier"] == pytest.approx(plan.sigma_multiplier, rel=1e-12)
+    assert out["rho"] == pytest.approx(plan.rho_target, rel=1e-12)
+    assert out["gumbel_multiplier"] == pytest.approx(plan.multiplier(ReleaseKind.SELECTION), rel=1e-12)
+    assert out["sigma_multiplier"] == pytest.approx(plan.multiplier(ReleaseKind.UPDATE), rel=1e-12)
     assert out["epsilon_spent"] == pytest.approx(2.0, rel=1e-9)
     assert out["rounds"] == 30 and out["steps"] == 40
     assert out["conversion"] == "tight"
@@ -349,7 +353,34 @@ def test_subprocess_json_on_stdout_nothing_on_stderr():
 def test_command_module_imports_no_numerics():
     """`bnsl --help` stays fast: the command module imports the privacy library lazily."""
     code = ("import sys, bnsl_cli.cli.privacy_budget; "
-            "bad = [m for m in ('numpy', 'scipy', 'bnsl_cli.privacy.calibrate') if m in sys.modules]; "
+            "bad = [m for m in ('numpy', 'scipy', 'bnsl_cli.privacy.release_plan', 'bnsl_cli.plan') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_spend_of_a_runs_release_list(tmp_path):
+    """Issue 12.5: spend mode takes the same release list as learn — straight from its report."""
+    import warnings
+
+    from bnsl_cli.learn import DPConfig, LearnConfig, learn
+    from tests._sim import simulated_tables
+
+    _, tables = simulated_tables(5, 2, 1000, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(tables, LearnConfig(seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(rep, default=str))
+    out = run_json("--releases", path)
+    assert out["epsilon"] == pytest.approx(3.0, rel=1e-9) and out["delta"] == rep["privacy"]["delta"]
+    assert out["releases"] == rep["privacy"]["plan"]["releases"]
+    assert run_json("--releases", path, "--delta", 1e-3)["epsilon"] < 3.0  # a larger δ, a smaller ε
+    plan = tmp_path / "plan.json"
+    plan.write_text(run("--epsilon", 2, "--delta", 1e-7, "--steps", 20, "--json").stdout)
+    assert run_json("--releases", plan)["epsilon"] == pytest.approx(2.0, rel=1e-9)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    res = run("--releases", bad)
+    assert res.exit_code == 3 and "no release list" in res.stderr
+    assert run("--releases", path, "--epsilon", 1).exit_code == 2

@@ -144,3 +144,19 @@ def test_refuses_to_clobber_foreign_files(tmp_path, hetero):
 def test_negative_ridge_is_a_usage_error(tmp_path, hetero):
     _, shards, _, est = hetero
     assert run(est, shards, "--out", tmp_path / "o", "--ridge", "-1").exit_code == 2
+
+
+def test_refit_on_a_private_structure_says_its_weights_are_not_private(tmp_path, hetero):
+    """Issue 12.9: refit on a DP structure wrote non-private weights without a word."""
+    sim, shards, _, _ = hetero
+    run_dir = tmp_path / "dprun"
+    res = runner.invoke(app, ["learn", str(shards), "--dp", "--epsilon", "20", "--rounds", "3", "-q", "--out", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "refit"
+    res = run(run_dir / "adjacency.csv", shards, "--out", out, "-q")
+    assert res.exit_code == 0, res.output
+    assert "NOT differentially private" in res.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert "not differentially private" in summary["privacy"] and summary["structure_privacy"]["epsilon"] <= 20
+    res = run(hetero[3], shards, "--out", tmp_path / "plain", "-q")  # a structure from no private run
+    assert "NOT differentially private" not in res.stderr

@@ -11,12 +11,15 @@ import pytest
 
 import bnsl_cli.federated.coordinator as coordinator_module
 import bnsl_cli.federated.polish as polish_module
+import bnsl_cli.federated.protocol as protocol_module
 from bnsl_cli.federated.coordinator import Coordinator
 from bnsl_cli.federated.participant import SparseParticipant
 from bnsl_cli.federated.protocol import run_admm
 
 
-@pytest.mark.parametrize("module", [coordinator_module, polish_module], ids=["coordinator", "polish"])
+@pytest.mark.parametrize(
+    "module", [coordinator_module, polish_module, protocol_module], ids=["coordinator", "polish", "protocol"]
+)
 def test_coordinator_module_imports_no_participant_or_data_code(module):
     tree = ast.parse(Path(module.__file__).read_text())
     imported = set()

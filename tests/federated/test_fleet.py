@@ -71,3 +71,28 @@ def test_finish_hands_back_json_summaries(workers):
     assert again == out.summaries and len(again) == len(tables)
     assert [s["participant"] for s in again] == list(range(1, len(tables) + 1))
     assert all(len(s["B"]) == plan.d and s["events"] for s in again)
+
+
+def test_a_participant_error_in_a_worker_is_raised_by_the_coordinator():
+    from bnsl_cli.errors import PrivacyBudgetError
+
+    class Refuses:
+        def handle(self, msg):
+            raise PrivacyBudgetError("participant 2: no budget for that")
+
+        def summary(self):
+            return {}
+
+    class Echo:
+        def handle(self, msg):
+            return msg
+
+        def summary(self):
+            return {}
+
+    fleet = ProcessFleet([Echo(), Refuses()], 2)
+    try:
+        with pytest.raises(PrivacyBudgetError, match="no budget"):
+            fleet.exchange(b"x" * 20)
+    finally:
+        fleet.close()

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +42,10 @@ def test_support_delta_sequence_is_lossless_and_smaller():
         A = A + (A != 0) * rng.normal(scale=0.01, size=A.shape)  # values move, support stays
         if r == 3:
             A[0, 5], A[7, 2] = 0.0, 0.5  # one entry leaves, one joins
-        data = ConsensusBroadcast(r, d, A, 1.0).encode(enc)
+        msg = ConsensusBroadcast(r, d, A, 1.0)
+        data = msg.encode(enc)
+        assert msg.encode(enc) == data  # encoding does not move the sender's state
+        enc.advance(A)
         sizes.append(len(data))
         assert np.array_equal(ConsensusBroadcast.decode(data, dec).W, A)
     pairs = HEADER.size + 10 + 12 * np.count_nonzero(A)
@@ -65,3 +69,38 @@ def test_updates_round_trip(d, k, seed, with_objective):
     dense = DenseUpdate(2, 1, d, B, obj).encode()
     assert np.array_equal(DenseUpdate.decode(dense).B, B)
     assert len(dense) == HEADER.size + (9 if with_objective else 1) + 8 * d * d
+
+
+def test_encoding_does_not_mutate_the_shared_state():
+    """Issue 12.18: encode() advanced the sender's support state, so a second encoding of the same
+    broadcast (a retry, another receiver) produced different bytes."""
+    d = 12
+    A = _sparse_matrix(d, 0.2, 3)
+    state = SupportState()
+    state.advance(A)
+    before = state.support.copy()
+    B = A.copy()
+    B[0, 1] = 0.7
+    first = ConsensusBroadcast(2, d, B, 1.0).encode(state)
+    assert np.array_equal(state.support, before)
+    assert ConsensusBroadcast(2, d, B, 1.0).encode(state) == first
+    receiver = SupportState(before.copy())
+    assert np.array_equal(ConsensusBroadcast.decode(first, receiver).W, B)
+
+
+def test_decoders_check_the_version_byte():
+    d = 4
+    e = SparseEntries(np.array([0], np.int32), np.array([1], np.int32), np.array([0.5]))
+    msgs = [
+        (ConsensusBroadcast(1, d, np.eye(d), 1.0).encode(), ConsensusBroadcast.decode),
+        (SparseUpdate(1, 0, d, e, None).encode(), SparseUpdate.decode),
+        (DenseUpdate(1, 0, d, np.eye(d), None).encode(), DenseUpdate.decode),
+    ]
+    for data, decode in msgs:
+        decode(data)
+        bad = bytearray(data)
+        bad[1] = 2  # the version byte
+        with pytest.raises(ValueError, match="version"):
+            decode(bytes(bad))
+        with pytest.raises(ValueError):
+            decode(data[:5])

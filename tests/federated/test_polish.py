@@ -195,7 +195,6 @@ def test_private_moments_bound_each_row_and_keep_the_least_squares_fit():
     sim = simulate(6, 6, participants=1, samples=2000, seed=7)
     X = sim.shards[0]
     pairs = _upper_pairs(6)
-    req = GramRequest(1, 6, pairs).encode()
     from bnsl_cli.privacy.defaults import POLISH_CLIP
 
     tiny = 1e-12  # (almost) no noise, to look at the clipped sums themselves

@@ -117,17 +117,6 @@ def test_empty_ledger():
     assert d["epsilon"] == 0.0 and d["rho"] == 0.0 and d["participants"] == []
 
 
-def test_merge_two_ledgers():
-    a, b = PrivacyLedger(), PrivacyLedger()
-    ev = PrivacyEvent("coordinate-update", GAUSSIAN, 1.0, 2.0, count=3)
-    a.record(0, ev)
-    b.record(0, ev.with_count(2))
-    b.record(1, ev)
-    a.merge(b)
-    assert [e.count for e in a.events(0)] == [5]
-    assert a.rho(1) == pytest.approx(ev.rho)
-
-
 def test_to_dict_is_json_ready_and_consistent():
     ledger = PrivacyLedger()
     for p in (0, 1):

@@ -17,7 +17,9 @@ and second moments ``v̂_p``, each with its noisy range bound unless ``--value-b
 Gaussian release of ``Σ_rows z zᵀ`` of its rows centred at ``ĉ_p`` and scaled column-wise by the
 released ``√v̂_p`` (``z_j = (x_j − ĉ_j)/√v̂_j``, so the clip and the noise are the same on every
 column whatever its units), each row clipped to ℓ₂ norm ``C_x = c·√d`` (replace-one sensitivity
-``√2·C_x²``; symmetric noise, projected to PSD), release kind ``moment-matrix``. It sends
+``√2·C_x²``; symmetric Gaussian noise), release kind ``moment-matrix``. The coordinator projects the
+pooled sum to PSD once (projecting every participant's matrix rectified the noise P times: d = 50
+ER2, ε = 10, seed 1: SHD 88 → 80). It sends
 ``diag(√v̂) M_z diag(√v̂)`` and ``n_p ĉ_p`` as its sums. Everything the coordinator computes from
 these is post-processing.
 
@@ -130,6 +132,21 @@ def dp_fed_moments_releases(rho_star: float, *, mean_share: float, moment_share:
 # ----------------------------------------------------------------------------------------------
 
 
+def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng):
+    """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
+    (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
+    once (post-processing), which keeps the noise of P participants from being rectified P times."""
+    from bnsl_cli.privacy.mechanisms import symmetric_gaussian_matrix
+
+    d = Z.shape[1]
+    c_x = clip * float(np.sqrt(d))
+    norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    Zs = Z * np.minimum(1.0, c_x / np.maximum(norms, 1e-300))[:, None]
+    sens = float(np.sqrt(2.0) * c_x**2)
+    std = multiplier * sens
+    return Zs.T @ Zs + symmetric_gaussian_matrix(d, std, rng), PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1)
+
+
 class MomentSite:
     """A fed-moments participant: answers one :class:`MomentRequest` with its moments."""
 
@@ -147,7 +164,7 @@ class MomentSite:
         if privacy is None:
             _, self._sums, self._M = centred_moments(X)
         else:
-            from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_covariance, private_preprocessing
+            from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_preprocessing
 
             if rng is None:
                 raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
@@ -164,8 +181,8 @@ class MomentSite:
             # clip and the noise do not depend on the columns' units; the matrix is scaled back
             s = np.sqrt(np.asarray(v_hat, float))
             Z = (X - np.asarray(centre)[None, :]) / s[None, :]
-            M, ev = private_covariance(Z, np.ones(self.d), privacy.clip, mult, rng)
-            self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, ev.mechanism, ev.sensitivity, ev.noise_scale, ev.count))
+            M, ev = _private_moment_matrix(Z, privacy.clip, mult, rng)
+            self.ledger.record(self.pid, ev)
             self._sums = self.n_rows * np.asarray(centre, float)
             self._M = M * np.outer(s, s)
         self.compute_s = time.perf_counter() - t0
@@ -217,6 +234,10 @@ def drive_moments(plan, fleet, progress=None):
     S, mu = pool_moments(
         [r.rows for r in replies], [r.sums for r in replies], [from_upper_triangle(r.upper, d) for r in replies]
     )
+    if plan.private:
+        from bnsl_cli.privacy.mechanisms import project_psd
+
+        S = project_psd(S)  # post-processing of the pooled noisy releases
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
     if not np.all(np.isfinite(S)):
         from bnsl_cli.errors import NoDagError

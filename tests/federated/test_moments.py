@@ -137,7 +137,7 @@ def test_dp_site_sends_its_moments_once_and_needs_a_noise_source(shards):
     req = MomentRequest(0, 8).encode()
     reply = MomentReply.decode(site.handle(req))
     M = from_upper_triangle(reply.upper, 8)
-    assert np.all(np.linalg.eigvalsh(M) >= -1e-9 * np.abs(M).max())  # PSD-projected release, rescaled
+    assert np.all(np.isfinite(M)) and np.all(np.diag(M) > 0)  # noisy (not projected) release, rescaled
     with pytest.raises(PrivacyBudgetError):
         site.handle(req)
 

@@ -20,6 +20,7 @@ from bnsl_cli.cli import privacy_budget as _privacy_budget
 from bnsl_cli.cli import refit as _refit
 from bnsl_cli.cli import simulate as _simulate
 from bnsl_cli.cli import split as _split
+from bnsl_cli.cli import certs as _certs, join as _join, serve as _serve
 
 app = typer.Typer(
     name="bnsl",
@@ -61,6 +62,10 @@ COMMANDS = [
     ("evaluate", _evaluate.command),
     ("refit", _refit.command),
     ("privacy-budget", _privacy_budget.command),
+    # networked runs (need the extra bnsl-cli[net]; grpc/cryptography are imported when a command runs)
+    ("serve", _serve.command),
+    ("join", _join.command),
+    ("certs", _certs.command),
 ]
 for _name, _command in COMMANDS:
     app.command(_name)(common.guarded(_command))

@@ -1,0 +1,52 @@
+"""``bnsl certs``: a throwaway CA and one certificate per party, for trying mutual TLS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from bnsl_cli.cli import common
+
+
+def command(
+    directory: Path = typer.Argument(..., metavar="DIR", help="Directory to write ca.pem, NAME.pem and NAME.key into."),
+    parties: str = typer.Option(
+        ..., "--parties", help="Comma-separated party names, e.g. coordinator,site1,site2,site3."
+    ),
+    hostname: Optional[List[str]] = typer.Option(
+        None, "--hostname", help="Extra DNS name or IP for every certificate's SAN (repeatable); "
+        "localhost and 127.0.0.1 are always included.",
+    ),
+    days: float = typer.Option(30.0, "--days", help="Validity in days."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing certificate files in DIR."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No summary line on stderr."),
+) -> None:
+    """Make a throwaway CA and one certificate + key per party (for bnsl serve / bnsl join).
+
+    The CA's private key is not kept: to add a party, make a new directory for everyone. For a
+    real deployment use certificates from your organisation's CA."""
+    from bnsl_cli.federated.net.common import need_grpc
+
+    need_grpc()
+    from bnsl_cli.federated.net.tls import make_certs
+
+    names = [p.strip() for p in parties.split(",") if p.strip()]
+    if not names:
+        raise common.fail("--parties: give at least one name, e.g. --parties coordinator,site1,site2", 2)
+    if not days > 0:
+        raise common.fail("--days must be > 0", 2)
+    if directory.exists() and not directory.is_dir():
+        raise common.fail(f"{directory}: exists and is not a directory", 2)
+    if not force:
+        for n in ["ca.pem"] + [f"{p}.{e}" for p in names for e in ("pem", "key")]:
+            if (directory / n).exists():
+                raise common.fail(f"{directory / n}: already exists; choose another DIR or pass --force", 2)
+    make_certs(directory, names, hostname or [], days=days)
+    if quiet:
+        return
+    common.err_console.print(
+        f"wrote {directory}/ca.pem and a certificate + key for {', '.join(names)} (valid {days:g} days); "
+        "give each party ca.pem and its own NAME.pem/NAME.key only"
+    )

@@ -1,0 +1,227 @@
+"""``bnsl join``: one site of a networked run. Its CSV never leaves this machine: the site dials out
+to the coordinator, checks the coordinator's plan against its own limits before it sends anything
+data-dependent, answers the protocol messages with its local participant (drawing any DP noise
+here) and writes a transcript of everything it sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bnsl_cli.cli import common
+
+
+def command(
+    coordinator: str = typer.Argument(..., metavar="HOST:PORT", help="The coordinator's address (bnsl serve --listen)."),
+    csv: Path = typer.Argument(..., metavar="SITE.csv", help="This site's rows (header row, numeric values)."),
+    max_epsilon: Optional[float] = typer.Option(
+        None, "--max-epsilon", help="Accept private runs whose ε (recomputed here from the plan's release list) is at most this."
+    ),
+    max_delta: Optional[float] = typer.Option(
+        None, "--max-delta", help="Accept private runs whose δ is at most this (default 1/rows of this site)."
+    ),
+    allow_non_private: bool = typer.Option(
+        False, "--allow-non-private", help="Also accept runs without differential privacy (exact updates leave the site)."
+    ),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse plans with more ADMM rounds than this."),
+    methods: Optional[str] = typer.Option(
+        None, "--methods", help="Comma-separated methods this site accepts (default: every federated method)."
+    ),
+    releases: Optional[str] = typer.Option(
+        None, "--releases", help="Comma-separated DP release kinds this site accepts (default: any; see the transcript's "
+        "plan record for the names).",
+    ),
+    accept_seeded_noise: bool = typer.Option(
+        False, "--accept-seeded-noise",
+        help="Accept a private plan with --seed (the coordinator could then reproduce this site's noise: tests only).",
+    ),
+    site_id: Optional[str] = typer.Option(
+        None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
+    ),
+    ca: Optional[Path] = typer.Option(None, "--ca", help="CA certificate that issued the coordinator's certificate (PEM)."),
+    cert: Optional[Path] = typer.Option(None, "--cert", help="This site's certificate (PEM)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="This site's private key (PEM)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plaintext without authentication; loopback coordinators only."),
+    transcript: Optional[Path] = typer.Option(
+        None, "--transcript", help="Append the transcript (JSON lines) here; default SITE.transcript.jsonl next to the CSV."
+    ),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for the coordinator's next message."),
+    connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+) -> None:
+    """Join a networked run as one site (the coordinator runs bnsl serve)."""
+    from bnsl_cli.errors import BnslError
+    from bnsl_cli.federated.net.common import need_grpc
+    from bnsl_cli.federated.net.tls import split_hostport
+
+    need_grpc()
+    console = common.err_console
+    log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
+    if max_epsilon is None and not allow_non_private:
+        raise common.fail(
+            "say what this site accepts: --max-epsilon E (private runs up to ε = E) and/or --allow-non-private", 2
+        )
+    if max_epsilon is not None and not max_epsilon > 0:
+        raise common.fail("--max-epsilon must be > 0", 2)
+    if max_rounds is not None and max_rounds < 1:
+        raise common.fail("--max-rounds must be at least 1", 2)
+    host, _ = split_hostport(coordinator, "HOST:PORT")
+    from bnsl_cli.cli.netopts import credentials
+
+    creds = credentials(ca, cert, key, insecure, host, "coordinator address")
+    from bnsl_cli.io.data import read_table
+
+    table = read_table(csv)
+    name = site_id or csv.name
+    limits = {
+        "max_epsilon": max_epsilon,
+        "max_delta": max_delta if max_delta is not None else 1.0 / table.n,
+        "allow_non_private": allow_non_private,
+        "max_rounds": max_rounds,
+        "methods": None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
+        "releases": None if releases is None else [r.strip() for r in releases.split(",") if r.strip()],
+        "accept_seeded_noise": accept_seeded_noise,
+    }
+    from bnsl_cli.federated.net.transcript import Transcript
+    from bnsl_cli.federated.secure_sum import generate_keypair
+
+    tpath = transcript if transcript is not None else csv.with_name(csv.stem + ".transcript.jsonl")
+    tr = Transcript(tpath)
+    tr.write({
+        "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
+        "columns": list(table.names), "limits": limits,
+        "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
+    })
+    sk, pk = generate_keypair()
+    hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits, "x25519": pk.hex()}
+
+    def on_plan(body: dict):
+        plan, index, X = _check_plan(body, table, limits, name)
+        tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
+                  "secure_sum": bool(body.get("secure_sum"))})
+        from bnsl_cli.federated.roles import make_participant
+        from bnsl_cli.run import participant_rngs
+
+        rng = participant_rngs(plan)[index] if plan.private else None
+        return make_participant(plan, index, X, rng)
+
+    status = "error"
+    try:
+        log(f"{name}: {table.n} rows, {table.d} columns; joining {coordinator}")
+        from bnsl_cli.federated.net.site import run_site
+
+        res = run_site(
+            coordinator, hello, _recording(on_plan, tr), secure_key=sk, credentials=creds, timeout=timeout,
+            connect_timeout=connect_timeout, transcript=tr, log=log,
+        )
+        status = "ok"
+    except KeyboardInterrupt:
+        status = "interrupted (Ctrl-C)"
+        raise
+    except BnslError as exc:
+        status = f"stopped: {exc}"
+        raise
+    finally:
+        tr.close(status)
+    del res
+    msg = f"{name}: run finished; sent {tr.bytes_sent / 1e6:.3f} MB in all"
+    if tr.rho_total:
+        msg += f", zCDP ρ = {tr.rho_total:.4g}"
+    log(msg + f"; transcript {tpath}")
+
+
+def _recording(on_plan, tr):
+    """``on_plan`` that writes a refusal into the transcript before it is sent."""
+    from bnsl_cli.errors import BnslError
+
+    def wrapped(body):
+        try:
+            return on_plan(body)
+        except BnslError as exc:
+            tr.write({"event": "plan", "decision": f"refused: {exc}", **_plan_record_safe(body)})
+            raise
+
+    return wrapped
+
+
+def _plan_record(plan) -> dict:
+    rec = {"method": plan.method, "rounds": plan.rounds, "steps": plan.steps, "participants": plan.P,
+           "n_total": plan.n_total, "private": plan.private}
+    if plan.private:
+        eps, rho = plan.privacy.spend()
+        rec.update(epsilon=plan.privacy.epsilon, epsilon_recomputed=eps, rho=rho, delta=plan.privacy.delta,
+                   releases=[r.to_dict() for r in plan.privacy.releases])
+    return rec
+
+
+def _plan_record_safe(body) -> dict:
+    try:
+        from bnsl_cli.plan import RunPlan
+
+        return _plan_record(RunPlan.from_dict(body["plan"]))
+    except Exception:  # a malformed plan: record what we got
+        return {"plan_raw": str(body)[:2000]}
+
+
+def _check_plan(body: dict, table, limits: dict, name: str):
+    """The plan, this site's index and its rows in the plan's column order; raises (→ refusal)
+    when the plan is beyond this site's limits or does not match its data."""
+    from bnsl_cli.errors import BnslError, PrivacyBudgetError, ShardMismatchError
+    from bnsl_cli.plan import RunPlan
+
+    try:
+        plan = RunPlan.from_dict(body["plan"])
+        index = int(body["index"])
+    except BnslError:
+        raise
+    except Exception as exc:
+        raise BnslError(f"the coordinator's plan is malformed ({type(exc).__name__}: {exc})") from None
+    if not 0 <= index < plan.P:
+        raise BnslError(f"the coordinator gave this site index {index + 1} of {plan.P}")
+    me = plan.participants[index]
+    if me.label != name or me.rows != table.n:
+        raise BnslError(
+            f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
+        )
+    if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
+        raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
+    idx = [table.names.index(n) for n in plan.names]
+    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    if limits["methods"] is not None and plan.method not in limits["methods"]:
+        raise BnslError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")
+    if limits["max_rounds"] is not None and plan.rounds > limits["max_rounds"]:
+        raise BnslError(f"the plan runs up to {plan.rounds} rounds, more than --max-rounds {limits['max_rounds']}")
+    if not plan.private:
+        if not limits["allow_non_private"]:
+            raise PrivacyBudgetError(
+                "the coordinator asks for a non-private run (exact updates would leave this site); "
+                f"this site accepts private runs with ε ≤ {limits['max_epsilon']:g} only (--allow-non-private to accept)"
+            )
+        return plan, index, X
+    pv = plan.privacy
+    if limits["max_epsilon"] is None:
+        raise PrivacyBudgetError("the coordinator asks for a private run but this site set no --max-epsilon")
+    eps, _ = pv.spend()
+    worst = max(eps, pv.epsilon)
+    if not worst <= limits["max_epsilon"] * (1 + 1e-12):
+        raise PrivacyBudgetError(
+            f"the plan spends ε = {worst:.4g} (recomputed here from its release list), more than this site's "
+            f"--max-epsilon {limits['max_epsilon']:g}"
+        )
+    if not pv.delta <= limits["max_delta"] * (1 + 1e-12):
+        raise PrivacyBudgetError(f"the plan's δ = {pv.delta:.3g} exceeds this site's --max-delta {limits['max_delta']:.3g}")
+    if limits["releases"] is not None:
+        kinds = sorted({getattr(r.kind, "value", str(r.kind)) for r in pv.releases})
+        bad = [k for k in kinds if k not in limits["releases"]]
+        if bad:
+            raise PrivacyBudgetError(f"the plan releases {', '.join(bad)}, not among --releases {','.join(limits['releases'])}")
+    if plan.seed is not None and not limits["accept_seeded_noise"]:
+        raise PrivacyBudgetError(
+            "the plan seeds the DP noise (--seed): the coordinator could reproduce and remove this site's noise; "
+            "refused (--accept-seeded-noise for tests)"
+        )
+    return plan, index, X
+
+

@@ -1,0 +1,219 @@
+"""``bnsl serve``: the coordinator of a networked run. It waits for the sites, resolves the run plan
+from their HELLOs, and runs the same rounds as ``bnsl learn`` with the sites' participants reached
+over gRPC; it writes the same outputs.
+
+The learn options are ``bnsl learn``'s own (this command's signature is built from that command's,
+minus the shard arguments and ``--workers``), so both always offer the same choices.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bnsl_cli.cli import common
+
+#: learn parameters that make no sense for a coordinator (it holds no rows)
+_DROP = {"shards", "files_from", "workers", "sep", "ctx"}
+
+
+def _serve(
+    participants: int = typer.Option(..., "--participants", "-P", help="Number of sites that must join."),
+    listen: str = typer.Option(
+        "127.0.0.1:7443", "--listen", help="HOST:PORT to listen on (0.0.0.0:7443 for every interface; port 0 picks a free one)."
+    ),
+    ca: Optional[Path] = typer.Option(None, "--ca", help="CA certificate that issued every site's certificate (PEM)."),
+    cert: Optional[Path] = typer.Option(None, "--cert", help="The coordinator's certificate (PEM)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="The coordinator's private key (PEM)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plaintext without authentication; loopback addresses only."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for any site's reply before stopping the run."),
+    join_timeout: float = typer.Option(600.0, "--join-timeout", help="Seconds to wait for all sites to join."),
+    secure_sum: bool = typer.Option(
+        False, "--secure-sum",
+        help="Secure aggregation of the summed replies (the polish's second moments): the coordinator learns only "
+        "their sum (pairwise X25519 masks; docs/federation.md). Weights then differ from bnsl learn by the "
+        "fixed-point rounding (~1e-9).",
+    ),
+    port_file: Optional[Path] = typer.Option(
+        None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
+    ),
+    **learn_options,
+) -> None:
+    """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs."""
+    from bnsl_cli.errors import BnslError
+    from bnsl_cli.federated.net.common import need_grpc
+    from bnsl_cli.federated.net.tls import split_hostport
+
+    need_grpc()
+    console = common.err_console
+    if participants < 1:
+        raise common.fail("--participants must be at least 1", 2)
+    if not timeout > 0 or not join_timeout > 0:
+        raise common.fail("--timeout and --join-timeout must be > 0", 2)
+    host, _ = split_hostport(listen, "--listen")
+    from bnsl_cli.cli.netopts import credentials
+
+    creds = credentials(ca, cert, key, insecure, host, "--listen")
+    cfg = _config(learn_options)
+    cfg.check()
+    from bnsl_cli.federated.roles import roles_for
+
+    roles = roles_for(cfg.method)
+    if not roles.federated or roles.pooled:
+        raise common.fail(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network", 2)
+    out: Optional[Path] = learn_options.get("out")
+    quiet = bool(learn_options.get("quiet"))
+    json_out = bool(learn_options.get("json_out"))
+    from bnsl_cli.cli import output
+
+    singles = output.prepare_single_outputs(
+        {k: learn_options.get(v) for k, v in (("--adjacency", "adjacency_out"), ("--edges", "edges_out"))},
+        [], stdout_option="--json" if json_out else None,
+    )
+    od = output.prepare_learn_dir(out, [], participants, cfg.personal, bool(learn_options.get("force")))
+
+    from bnsl_cli.federated.net.fleet import NetworkFleet
+
+    log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
+    try:
+        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log)
+    except BaseException:
+        if od is not None:
+            od.abort()
+        raise
+    ok = False
+    try:
+        if port_file is not None:
+            port_file.write_text(f"{fleet.port}\n")
+        log(
+            f"listening on {host}:{fleet.port} ({'mutual TLS' if creds else 'plaintext, loopback'}); "
+            f"waiting for {participants} site(s)"
+        )
+        hellos = fleet.gather(join_timeout)
+        plan, spec = _plan(cfg, hellos, secure_sum)
+        fleet.secure_sum = spec is not None
+        body = plan.to_dict()
+        fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
+        log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
+        from bnsl_cli.run import run
+
+        result = run(plan, fleet, None if quiet else _progress)
+        result.report["network"] = {
+            "listen": f"{host}:{fleet.port}",
+            "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
+            "secure_sum": spec is not None,
+            "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
+        }
+        if od is not None:
+            from bnsl_cli.cli.learn import _write_outputs
+
+            _write_outputs(od, result, plan.method)
+        output.write_single_outputs(singles, result)
+        ok = True
+    except KeyboardInterrupt:
+        fleet.abort("the coordinator was interrupted (Ctrl-C)")
+        raise
+    except BnslError as exc:
+        fleet.abort(f"the coordinator stopped: {exc}")  # sites a fault already stopped are not told twice
+        raise
+    except Exception as exc:
+        fleet.abort(f"the coordinator stopped on an internal error ({type(exc).__name__})")
+        raise
+    finally:
+        if od is not None and not ok:
+            od.abort()
+        fleet.close(ok=ok)
+    from bnsl_cli.cli.learn import _summary
+
+    _summary(result, out, quiet)
+    if json_out:
+        common.print_json(result.report)
+    elif out is None and "-" not in singles.values():
+        from bnsl_cli.io.graphs import edges_csv_text
+
+        sys.stdout.write(edges_csv_text(result.W, result.names))
+
+
+def _config(opts: dict):
+    """A :class:`~bnsl_cli.plan.LearnConfig` from ``bnsl learn``'s options (matched by name)."""
+    from dataclasses import fields
+
+    from bnsl_cli.plan import DPConfig, LearnConfig
+
+    dp = None
+    if opts.get("dp"):
+        if opts.get("epsilon") is None:
+            raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
+        dp = DPConfig(**{f.name: opts[f.name] for f in fields(DPConfig) if f.name in opts})
+    elif opts.get("epsilon") is not None:
+        raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
+    kw = {f.name: opts[f.name] for f in fields(LearnConfig) if f.name in opts and f.name not in ("dp", "workers")}
+    return LearnConfig(**kw, dp=dp, workers=1)
+
+
+def _plan(cfg, hellos, secure_sum: bool):
+    """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec."""
+    from bnsl_cli.plan import ParticipantShape, RunPlan, Shapes
+
+    shapes = Shapes(
+        names=tuple(hellos[0]["columns"]),
+        participants=tuple(ParticipantShape(str(h["site"]), int(h["rows"])) for h in hellos),
+    )
+    plan = RunPlan.resolve(cfg, shapes)
+    spec = None
+    if secure_sum:
+        from bnsl_cli.federated.net.common import FederationError
+        from bnsl_cli.federated.secure_sum import SCALE_BITS
+
+        keys = [h.get("x25519") for h in hellos]
+        if not all(isinstance(k, str) and len(k) == 64 for k in keys):
+            raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
+        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": SCALE_BITS}
+    return plan, spec
+
+
+def _progress(info: dict) -> None:
+    r = info["round"]
+    if r == 1 or r % 10 == 0:
+        line = f"round {r:>3}: h(W)={info['h']:.2e}"
+        if info.get("gap") is not None:
+            line += f" gap={info['gap']:.2e}"
+        if "edges" in info:
+            line += f" edges={info['edges']}"
+        common.err_console.print(line, highlight=False)
+
+
+def _build():
+    from bnsl_cli.cli import learn as _learn
+
+    import typing
+
+    hints = typing.get_type_hints(_serve)
+    own = [
+        p.replace(annotation=hints.get(name, p.annotation))
+        for name, p in inspect.signature(_serve).parameters.items() if p.kind is not p.VAR_KEYWORD
+    ]
+    names = {p.name for p in own}
+    learn_hints = typing.get_type_hints(_learn.command)
+    extra = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=learn_hints.get(name, p.annotation))
+        for name, p in inspect.signature(_learn.command).parameters.items()
+        if name not in _DROP and name not in names
+    ]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
+
+    def command(**kwargs) -> None:
+        own_kw = {p.name: kwargs.pop(p.name) for p in own}
+        _serve(**own_kw, **kwargs)
+
+    command.__signature__ = inspect.Signature(params)
+    command.__doc__ = _serve.__doc__
+    return command
+
+
+command = _build()

@@ -1,0 +1,436 @@
+"""The coordinator's side of a networked run: a gRPC server that the sites dial into.
+
+:class:`NetworkFleet` is a fleet like :class:`~bnsl_cli.federated.fleet.LocalFleet`: ``exchange(msg)``
+sends one encoded broadcast to every site and returns their encoded replies in site order. Before
+that, :meth:`NetworkFleet.gather` waits for the sites' HELLOs and orders them by declared name, and
+:meth:`NetworkFleet.start` sends each its PLAN and waits for every ACCEPT; :meth:`finish` collects the
+sites' end-of-run SUMMARY frames and :meth:`close` ends the run (DONE on success, ABORT with a reason
+otherwise). Any fault — a site that disconnects, times out, sends a malformed, out-of-order or
+unexpected frame — raises :class:`FederationError` naming the site, and every other site receives
+ABORT with the same reason.
+
+Every reply is checked against the broadcast before the coordinator sees it: its kind must answer
+the request's kind, its header must carry the broadcast's round, the site's index and ``d``, and its
+length must match its declared entry count (so a truncated or padded message is refused here).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from bnsl_cli.federated.messages import HEADER
+from bnsl_cli.federated.net import frames as F
+from bnsl_cli.federated.net.common import (
+    METHOD,
+    SERVER_OPTIONS,
+    SERVICE,
+    ColumnMismatchError,
+    FederationError,
+    SiteRefusedError,
+    need_grpc,
+)
+
+__all__ = ["NetworkFleet", "SiteInfo", "check_reply", "SUMMABLE_KINDS"]
+
+#: Protocol message kinds whose replies the coordinator only ever sums over the sites (header, then
+#: ``count`` float64 values): under secure aggregation the sites send them masked and the fleet
+#: hands the coordinator the sum as site 1's reply and zeros for the others.
+SUMMABLE_KINDS = {5}
+
+_CLOSE = object()
+_HELLO_KEYS = {"site": str, "columns": list, "rows": int}
+
+# protocol message kinds (messages.py) and what answers them
+_BROADCAST, _SPARSE, _DENSE, _GRAM_REQ, _GRAM_REPLY = 1, 2, 3, 4, 5
+_ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
+
+
+def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[str]:
+    """Why ``reply`` (from the site at ``index``) cannot be the answer to ``request``; ``None`` if it can."""
+    if len(request) < HEADER.size:
+        return None
+    r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
+    stop = r_kind == _BROADCAST and request[HEADER.size + 1] == 1
+    if reply is None:
+        return None if stop else "sent no reply to a request that needs one"
+    if stop:
+        return "replied to the stop broadcast"
+    if len(reply) < HEADER.size + 1:
+        return f"sent a {len(reply)}-byte message, shorter than the message header"
+    kind, _, rnd, sender, d, count = HEADER.unpack_from(reply, 0)
+    allowed = _ANSWERS.get(r_kind)
+    if allowed is not None and kind not in allowed:
+        return f"answered a kind-{r_kind} message with a kind-{kind} message"
+    if rnd != r_round:
+        return f"sent a message for round {rnd} during round {r_round} (out of order)"
+    if sender != index:
+        return f"sent a message signed as participant {sender + 1}, not {index + 1}"
+    if d != r_d:
+        return f"sent a message for d = {d}, not {r_d}"
+    body = len(reply) - HEADER.size
+    if kind in (_SPARSE, _DENSE):
+        flag = reply[HEADER.size]
+        if flag not in (0, 1):
+            return "sent a message with a malformed objective field"
+        body -= 1 + 8 * flag
+        if kind == _SPARSE:
+            if body != 12 * count:
+                return f"sent a sparse update of {body} payload bytes for {count} entries (malformed)"
+            arr = np.frombuffer(memoryview(reply)[len(reply) - body:], dtype=[("k", "<i4"), ("v", "<f8")])
+            if count and (arr["k"].min() < 0 or arr["k"].max() >= d * d):
+                return "sent a sparse update naming an entry outside the d × d matrix"
+        elif count != d * d or body != 8 * d * d:
+            return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
+    elif kind == _GRAM_REPLY:
+        if count != r_count or body != 8 * count:
+            return f"sent {count} second moments ({body} bytes) for {r_count} requested (malformed)"
+    return None
+
+
+@dataclass
+class SiteInfo:
+    """One connected site: its HELLO and its link (inbox of decoded frames, outbox of raw frames)."""
+
+    peer: str
+    inbox: "queue.Queue" = field(default_factory=queue.Queue)
+    outbox: "queue.Queue" = field(default_factory=queue.Queue)
+    hello: Optional[dict] = None
+    index: int = -1
+    closed: bool = False
+
+    @property
+    def name(self) -> str:
+        return (self.hello or {}).get("site") or self.peer
+
+    def label(self) -> str:
+        return f"site {self.index + 1} ({self.name})" if self.index >= 0 else f"site {self.name}"
+
+    def send(self, raw: bytes) -> None:
+        if not self.closed:
+            self.outbox.put(raw)
+
+    def end(self, raw: Optional[bytes] = None) -> None:
+        if not self.closed:
+            if raw is not None:
+                self.outbox.put(raw)
+            self.outbox.put(_CLOSE)
+            self.closed = True
+
+
+class NetworkFleet:
+    """A gRPC server on ``listen`` (``HOST:PORT``; port 0 picks a free one, see :attr:`port`) that
+    hosts ``n_sites`` remote participants. ``credentials`` is a
+    :class:`~bnsl_cli.federated.net.tls.PartyCredentials` (mutual TLS: sites must present a
+    certificate from the same CA) or ``None`` for plaintext (loopback only; the CLI enforces it).
+    ``timeout`` bounds every wait for a site's frame (seconds)."""
+
+    def __init__(self, listen: str, n_sites: int, credentials=None, timeout: float = 120.0,
+                 log: Optional[Callable[[str], None]] = None):
+        grpc = need_grpc()
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.n = int(n_sites)
+        self.workers = self.n
+        #: set by the caller before :meth:`start` when the plan asks for secure aggregation
+        self.secure_sum = False
+        self.timeout = float(timeout)
+        self.log = log or (lambda _msg: None)
+        self.sites: list[SiteInfo] = []
+        self._arrivals: "queue.Queue[SiteInfo]" = queue.Queue()
+        self._accepting = True
+        self._lock = threading.Lock()
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=self.n + 8, thread_name_prefix="bnsl-net"),
+            options=SERVER_OPTIONS,
+            maximum_concurrent_rpcs=self.n + 4,
+        )
+        handler = grpc.stream_stream_rpc_method_handler(self._session)
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {METHOD.rsplit("/", 1)[1]: handler}),)
+        )
+        try:
+            if credentials is None:
+                port = self._server.add_insecure_port(listen)
+            else:
+                creds = grpc.ssl_server_credentials(
+                    [(credentials.key, credentials.cert)], root_certificates=credentials.ca,
+                    require_client_auth=True,
+                )
+                port = self._server.add_secure_port(listen, creds)
+        except RuntimeError:
+            port = 0
+        if not port:
+            raise FederationError(f"--listen {listen}: cannot listen there (port in use or address not on this machine)")
+        self.port = int(port)
+        self._server.start()
+
+    # ---- the gRPC handler: one call per site, kept for the whole run -------------------------
+    def _session(self, request_iterator, context):
+        site = SiteInfo(peer=context.peer())
+
+        def reader():
+            try:
+                for raw in request_iterator:
+                    try:
+                        site.inbox.put(F.decode(raw))
+                    except F.FrameError as exc:
+                        site.inbox.put(("bad", str(exc)))
+                        return
+                site.inbox.put(("closed", "closed its connection"))
+            except Exception:  # grpc.RpcError when the call is cancelled or the peer vanished
+                site.inbox.put(("closed", "disconnected"))
+
+        context.add_callback(lambda: site.inbox.put(("closed", "disconnected")))
+        threading.Thread(target=reader, daemon=True, name="bnsl-net-reader").start()
+        with self._lock:
+            accepting = self._accepting
+        if not accepting:
+            yield F.control(F.ABORT, {"reason": "the coordinator is not accepting sites (run full or over)"})
+            return
+        self._arrivals.put(site)
+        while True:
+            item = site.outbox.get()
+            if item is _CLOSE:
+                return
+            yield item
+
+    # ---- receiving --------------------------------------------------------------------------
+    def _next(self, site: SiteInfo, deadline: float, waiting_for: str, abort_as: str = "aborted the run",
+              abort_cls=FederationError) -> F.Frame:
+        left = deadline - time.monotonic()
+        try:
+            item = site.inbox.get(timeout=max(left, 0.0))
+        except queue.Empty:
+            raise self._fail(site, f"timed out after {self.timeout:g} s waiting for {waiting_for} (--timeout)")
+        if isinstance(item, tuple):
+            what, detail = item
+            if what == "bad":
+                raise self._fail(site, f"sent malformed bytes ({detail})")
+            raise self._fail(site, f"{detail} while the coordinator waited for {waiting_for}")
+        if item.kind == F.ABORT:
+            reason = F.printable(item.body.get("reason", "no reason given"))
+            raise self._fail(site, f"{abort_as}: {reason}", tell_site=False, cls=abort_cls)
+        return item
+
+    def _fail(self, site: Optional[SiteInfo], why: str, tell_site: bool = True, cls=FederationError):
+        msg = f"{site.label()} {why}" if site is not None else why
+        for s in self.sites:
+            if s is site and not tell_site:
+                s.end()
+            else:
+                s.end(F.control(F.ABORT, {"reason": msg}))
+        if site is not None and site not in self.sites:
+            site.end(F.control(F.ABORT, {"reason": msg}) if tell_site else None)
+        return cls(msg)
+
+    # ---- the run ----------------------------------------------------------------------------
+    def gather(self, join_timeout: float = 600.0) -> list[dict]:
+        """Wait for ``n_sites`` valid HELLOs; order the sites by declared name; check they have the
+        same column names (any order: each site reorders its columns to the plan's, site 1's).
+        Returns the HELLO bodies in site order."""
+        deadline = time.monotonic() + join_timeout
+        pending: list[tuple[SiteInfo, float]] = []  # connections whose HELLO is due, with their deadline
+        while len(self.sites) < self.n:
+            now = time.monotonic()
+            if now >= deadline:
+                raise self._fail(None, f"only {len(self.sites)} of {self.n} sites joined within {join_timeout:g} s")
+            try:
+                while True:
+                    pending.append((self._arrivals.get(timeout=0.02 if pending else min(0.2, deadline - now)),
+                                    time.monotonic() + self.timeout))
+                    if len(pending) > 4 * self.n + 16:  # a flood of silent connections: drop the oldest
+                        old, _ = pending.pop(0)
+                        old.end(F.control(F.ABORT, {"reason": "too many connections waiting"}))
+            except queue.Empty:
+                pass
+            still = []
+            for i, (site, due) in enumerate(pending):
+                # a bad first contact is not a run failure: that connection is dropped, the others wait
+                try:
+                    item = site.inbox.get_nowait()
+                except queue.Empty:
+                    if time.monotonic() < due:
+                        still.append((site, due))
+                        continue
+                    item = ("closed", f"sent no HELLO within {self.timeout:g} s")
+                self._admit(site, item)
+                if len(self.sites) == self.n:
+                    still += pending[i + 1:]
+                    break
+            pending = still
+            self._drop_departed()
+        for site, _ in pending:
+            site.end(F.control(F.ABORT, {"reason": "the run is full"}))
+        with self._lock:
+            self._accepting = False
+        self.sites.sort(key=lambda s: s.name)
+        for k, s in enumerate(self.sites):
+            s.index = k
+        first = self.sites[0].hello["columns"]
+        for s in self.sites[1:]:
+            if set(s.hello["columns"]) != set(first) or len(s.hello["columns"]) != len(first):
+                raise self._fail(
+                    s, f"has different columns from site 1 ({self.sites[0].name}): "
+                    f"{_diff(first, s.hello['columns'])}", cls=ColumnMismatchError,
+                )
+        return [s.hello for s in self.sites]
+
+    def _drop_departed(self) -> None:
+        """Before the plan goes out, a joined site that leaves (or says anything) is dropped and
+        may join again; the run has not started, nothing is lost."""
+        for site in list(self.sites):
+            try:
+                item = site.inbox.get_nowait()
+            except queue.Empty:
+                continue
+            why = item[1] if isinstance(item, tuple) else (
+                f"aborted: {F.printable(item.body.get('reason', ''))}" if item.kind == F.ABORT
+                else f"sent {item.name} before the plan (out of order)"
+            )
+            self.sites.remove(site)
+            site.end(F.control(F.ABORT, {"reason": f"dropped before the run started: {why}"}))
+            self.log(f"site {site.name!r} left before the run started ({why}); waiting ({len(self.sites)}/{self.n})")
+
+    def _admit(self, site: SiteInfo, item) -> None:
+        """Add ``site`` if ``item`` (its first frame) is a valid HELLO; otherwise drop the connection."""
+        if isinstance(item, tuple):
+            self.log(f"ignored a connection from {site.peer}: {item[1]}")
+            site.end(F.control(F.ABORT, {"reason": str(item[1])}))
+            return
+        why = self._bad_hello(item)
+        if why is None:
+            site.hello = item.body
+            if any(s.name == site.name for s in self.sites):
+                why = f"a site named {site.name!r} already joined; give each site a distinct --site-id"
+        if why is not None:
+            site.hello = None
+            self.log(f"refused a connection from {site.peer}: {why}")
+            site.end(F.control(F.ABORT, {"reason": why}))
+            return
+        self.sites.append(site)
+        self.log(f"site {site.name!r} joined from {site.peer} ({len(self.sites)}/{self.n})")
+
+    @staticmethod
+    def _bad_hello(frame: F.Frame) -> Optional[str]:
+        if frame.kind != F.HELLO:
+            return f"expected HELLO as the first frame, got {frame.name}"
+        for key, typ in _HELLO_KEYS.items():
+            if not isinstance(frame.body.get(key), typ):
+                return f"HELLO without a valid {key!r}"
+        if not all(isinstance(c, str) for c in frame.body["columns"]) or not frame.body["columns"]:
+            return "HELLO with invalid column names"
+        name = frame.body["site"]
+        if not name or len(name) > 200 or F.printable(name) != name:
+            return "HELLO with an invalid site name (1–200 printable characters)"
+        if frame.body["rows"] < 1:
+            return "HELLO with no rows"
+        return None
+
+    def start(self, plan_for: Callable[[int], dict]) -> None:
+        """Send each site its PLAN (``plan_for(index)``) and wait for every ACCEPT (a refusal
+        raises :class:`SiteRefusedError` naming the site)."""
+        for s in self.sites:
+            s.send(F.control(F.PLAN, plan_for(s.index)))
+        deadline = time.monotonic() + self.timeout
+        for s in self.sites:
+            frame = self._next(s, deadline, "its answer to the plan", "refused the run", SiteRefusedError)
+            if frame.kind != F.ACCEPT:
+                raise self._fail(s, f"answered the plan with {frame.name} (out of order)")
+
+    def __len__(self) -> int:
+        return len(self.sites)
+
+    def exchange(self, msg: bytes) -> list[Optional[bytes]]:
+        raw = F.data(msg)
+        for s in self.sites:
+            s.send(raw)
+        deadline = time.monotonic() + self.timeout
+        out: list[Optional[bytes]] = []
+        masked: list[bytes] = []
+        for s in self.sites:
+            frame = self._next(s, deadline, "its reply")
+            if frame.kind not in (F.DATA, F.EMPTY, F.MASKED):
+                raise self._fail(s, f"sent a {frame.name} frame where a reply was due (out of order)")
+            if (frame.kind == F.MASKED) != (self.secure_sum and _summable(frame.body)):
+                raise self._fail(
+                    s, "sent a masked reply outside secure aggregation" if frame.kind == F.MASKED
+                    else "sent a summable reply in the clear under secure aggregation"
+                )
+            reply = frame.body
+            why = check_reply(msg, reply, s.index)
+            if why is not None:
+                raise self._fail(s, why)
+            out.append(reply)
+            if frame.kind == F.MASKED:
+                masked.append(reply)
+        if masked:
+            out = _unmask(out)
+        return out
+
+    def finish(self) -> list[dict]:
+        """The sites' end-of-run SUMMARY bodies, in site order (after the stop broadcast)."""
+        deadline = time.monotonic() + self.timeout
+        out = []
+        for s in self.sites:
+            frame = self._next(s, deadline, "its summary")
+            if frame.kind != F.SUMMARY:
+                raise self._fail(s, f"sent {frame.name} where its SUMMARY was due (out of order)")
+            out.append(frame.body)
+        return out
+
+    def abort(self, reason: str) -> None:
+        """Tell every site the run stopped (``reason`` is shown to them)."""
+        for s in self.sites:
+            s.end(F.control(F.ABORT, {"reason": reason}))
+
+    def close(self, ok: bool = False, grace: float = 2.0) -> None:
+        """DONE (``ok``) or ABORT to every site still linked, then stop the server."""
+        for s in self.sites:
+            s.end(F.control(F.DONE, {}) if ok else F.control(F.ABORT, {"reason": "the coordinator stopped"}))
+        with self._lock:
+            self._accepting = False
+        while True:
+            try:
+                self._arrivals.get_nowait().end(F.control(F.ABORT, {"reason": "the coordinator stopped"}))
+            except queue.Empty:
+                break
+        self._server.stop(grace).wait(grace + 1.0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close(ok=False)
+
+
+def _summable(reply: Optional[bytes]) -> bool:
+    return reply is not None and len(reply) >= HEADER.size and reply[0] in SUMMABLE_KINDS
+
+
+def _unmask(replies: list[bytes]) -> list[bytes]:
+    """Masked summable replies (equal headers up to the sender) → the sum as the first site's
+    reply, zeros for the others; the coordinator sums them to the same total."""
+    from bnsl_cli.federated.secure_sum import unmask_sum
+
+    vals = [np.frombuffer(r, dtype="<u8", offset=HEADER.size) for r in replies]
+    total = unmask_sum(vals)
+    zeros = np.zeros_like(total).astype("<f8").tobytes()
+    return [r[: HEADER.size] + (total.astype("<f8").tobytes() if k == 0 else zeros) for k, r in enumerate(replies)]
+
+
+def _diff(a: list, b: list) -> str:
+    missing = [x for x in a if x not in set(b)]
+    extra = [x for x in b if x not in set(a)]
+    what = []
+    if missing:
+        what.append("lacks " + ", ".join(map(repr, missing[:5])))
+    if extra:
+        what.append("has extra " + ", ".join(map(repr, extra[:5])))
+    return "; ".join(what) or "repeated column names"
+

@@ -1,0 +1,247 @@
+"""A site's side of a networked run: dial out to the coordinator, introduce itself, check the plan
+against its own limits, then answer protocol messages with its local participant.
+
+:func:`run_site` is transport only: what the site accepts and how its participant is built are
+the caller's ``on_plan`` callback (the CLI's ``bnsl join`` checks the plan and calls the run's
+site-side participant factory). Nothing data-dependent is sent before ``on_plan`` returned: the
+HELLO carries the column names, the public row count and the site's limits only.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from bnsl_cli.errors import BnslError
+from bnsl_cli.federated.messages import HEADER
+from bnsl_cli.federated.net import frames as F
+from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc
+from bnsl_cli.federated.net.fleet import SUMMABLE_KINDS
+from bnsl_cli.federated.net.tls import split_hostport
+
+__all__ = ["run_site", "default_summary"]
+
+
+def default_summary(participant) -> dict:
+    """What a site reports at the end: the participant's own ``summary()`` (B_p when the plan asks
+    for it, timings, privacy events), or its timing and events for an older participant."""
+    if hasattr(participant, "summary"):
+        return participant.summary()
+    out = {
+        "compute_s": float(getattr(participant, "compute_s", 0.0)),
+        "steps_taken": int(getattr(participant, "steps_taken", 0)),
+    }
+    ledger = getattr(participant, "ledger", None)
+    if ledger is not None:
+        out["events"] = [ev.to_dict() for ev in ledger.events(participant.pid)]
+    return out
+
+
+def _events(participant) -> list:
+    if callable(getattr(participant, "events", None)):
+        return participant.events()
+    ledger = getattr(participant, "ledger", None)
+    return [] if ledger is None else ledger.events(participant.pid)
+
+
+def _secure_sum(plan: dict, secure_key):
+    """The site's :class:`~bnsl_cli.federated.secure_sum.SecureSum` when the plan asks for it."""
+    spec = plan.get("secure_sum")
+    if not spec:
+        return None
+    if secure_key is None:
+        raise FederationError("the coordinator asks for secure aggregation, but this site made no key")
+    from bnsl_cli.federated.secure_sum import SecureSum
+
+    try:
+        keys = [bytes.fromhex(k) for k in spec["public_keys"]]
+        return SecureSum(int(plan["index"]), secure_key, keys, bytes.fromhex(spec["run_id"]), int(spec["scale_bits"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FederationError(f"the coordinator sent a malformed secure-aggregation plan ({exc})") from None
+
+
+def _masked(masker, reply: bytes) -> bytes:
+    """The reply's header, then its float64 values masked (tag: kind and round of the message)."""
+    kind, _, rnd, _, _, count = HEADER.unpack_from(reply, 0)
+    values = np.frombuffer(reply, dtype="<f8", count=count, offset=HEADER.size)
+    y = masker.mask(values, f"kind{kind}/round{rnd}".encode())
+    return reply[: HEADER.size] + y.astype("<u8").tobytes()
+
+
+def run_site(
+    target: str,
+    hello: dict,
+    on_plan: Callable[[dict], object],
+    *,
+    secure_key=None,
+    credentials=None,
+    timeout: float = 600.0,
+    connect_timeout: float = 10.0,
+    transcript=None,
+    summarize: Callable[[object], dict] = default_summary,
+    log: Optional[Callable[[str], None]] = None,
+) -> dict:
+    """Join the run at ``target`` (``HOST:PORT``). ``on_plan(plan_body)`` returns the participant
+    (an object with ``handle(bytes) -> bytes | None``) or raises a :class:`BnslError` to refuse
+    (its message goes to the coordinator as the reason). ``secure_key``: this run's X25519 private
+key (its public key is in the HELLO) for secure aggregation. ``credentials``: mutual TLS
+    (:class:`~bnsl_cli.federated.net.tls.PartyCredentials`) or ``None`` for plaintext. ``timeout``
+    bounds the wait for each coordinator frame. Returns the plan body and the site's summary."""
+    grpc = need_grpc()
+    log = log or (lambda _m: None)
+    host, port = split_hostport(target, "coordinator address")
+    try:
+        socket.create_connection((host.strip("[]"), port), timeout=connect_timeout).close()
+    except OSError as exc:
+        raise FederationError(
+            f"cannot reach the coordinator at {target}: {exc.strerror or exc} (is bnsl serve running there?)"
+        ) from None
+    if credentials is None:
+        channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    else:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=credentials.ca, private_key=credentials.key, certificate_chain=credentials.cert
+        )
+        channel = grpc.secure_channel(target, creds, options=CHANNEL_OPTIONS)
+    try:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=connect_timeout)
+        except grpc.FutureTimeoutError:
+            if credentials is None:
+                raise FederationError(
+                    f"cannot open a connection to the coordinator at {target} (it answers on the port but "
+                    "not as a plaintext bnsl coordinator; does it expect TLS? drop --insecure)"
+                ) from None
+            raise FederationError(
+                f"TLS handshake with the coordinator at {target} failed: its certificate is not from --ca, "
+                "or it rejected ours (other CA, expired), or it runs --insecure"
+            ) from None
+        return _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key)
+    finally:
+        channel.close()
+
+
+def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key):
+    outq: "queue.Queue[Optional[bytes]]" = queue.Queue()
+
+    def requests():
+        while True:
+            item = outq.get()
+            if item is None:
+                return
+            yield item
+
+    def send(kind_name: str, raw: bytes, payload: Optional[bytes] = None) -> None:
+        if transcript is not None:
+            transcript.sent(kind_name, raw, payload)
+        outq.put(raw)
+
+    stub = channel.stream_stream(METHOD)
+    call = stub(requests())
+    state = {"timed_out": False, "last": time.monotonic(), "done": False}
+
+    def watchdog():
+        while not state["done"]:
+            time.sleep(0.2)
+            if not state["done"] and time.monotonic() - state["last"] > timeout:
+                state["timed_out"] = True
+                call.cancel()
+                return
+
+    threading.Thread(target=watchdog, daemon=True, name="bnsl-site-watchdog").start()
+    participant = None
+    masker = None
+    plan = None
+    summary = None
+    try:
+        send("HELLO", F.control(F.HELLO, hello))
+        frames = iter(call)
+        while True:
+            try:
+                raw = next(frames)
+            except StopIteration:
+                raise FederationError(
+                    f"the coordinator at {target} closed the connection "
+                    + ("before the run finished" if summary is None else "without confirming the outputs")
+                ) from None
+            state["last"] = time.monotonic()
+            try:
+                frame = F.decode(raw)
+            except F.FrameError as exc:
+                raise FederationError(f"the coordinator sent malformed bytes ({exc})") from None
+            if frame.kind == F.ABORT:
+                raise FederationError(f"the coordinator stopped the run: {F.printable(frame.body.get('reason', 'no reason given'))}")
+            if plan is None:
+                if frame.kind != F.PLAN:
+                    raise FederationError(f"the coordinator sent {frame.name} before the plan (out of order)")
+                plan = frame.body
+                try:
+                    participant = on_plan(plan)
+                except BnslError as exc:
+                    send("ABORT", F.control(F.ABORT, {"reason": str(exc)}))
+                    outq.put(None)
+                    try:  # let the ABORT reach the coordinator: it ends our stream on receipt
+                        for _ in frames:
+                            pass
+                    except grpc.RpcError:
+                        pass
+                    state["done"] = True
+                    raise
+                masker = _secure_sum(plan, secure_key)
+                if transcript is not None:  # one-off releases made while the participant was built
+                    transcript.releases(_events(participant))
+                send("ACCEPT", F.control(F.ACCEPT, {}))
+                log(f"plan accepted; running as participant {int(plan.get('index', 0)) + 1}")
+                continue
+            if summary is not None:
+                if frame.kind == F.DONE:
+                    state["done"] = True
+                    outq.put(None)
+                    return {"plan": plan, "summary": summary}
+                raise FederationError(f"the coordinator sent {frame.name} after the run (out of order)")
+            if frame.kind != F.DATA:
+                raise FederationError(f"the coordinator sent {frame.name} during the rounds (out of order)")
+            try:
+                reply = participant.handle(frame.body)
+            except (ValueError, IndexError) as exc:
+                raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
+            if masker is not None and reply is not None and reply[0] in SUMMABLE_KINDS:
+                out = F.encode(F.Frame(F.MASKED, _masked(masker, reply)))
+                send("MASKED", out, reply[: HEADER.size])
+            else:
+                out = F.data(reply)
+                send("DATA" if reply is not None else "EMPTY", out, reply)
+            if transcript is not None:
+                transcript.releases(_events(participant))
+            if reply is None:  # the stop broadcast: report and wait for DONE
+                summary = summarize(participant)
+                send("SUMMARY", F.control(F.SUMMARY, summary))
+    except grpc.RpcError as exc:
+        if state["timed_out"]:
+            raise FederationError(
+                f"the coordinator at {target} sent nothing for {timeout:g} s (--timeout); gave up"
+            ) from None
+        code = exc.code() if hasattr(exc, "code") else None
+        detail = exc.details() if hasattr(exc, "details") else str(exc)
+        raise FederationError(
+            f"lost the connection to the coordinator at {target} ({getattr(code, 'name', code)}: {detail})"
+        ) from None
+    except KeyboardInterrupt:
+        try:
+            send("ABORT", F.control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"}))
+            time.sleep(0.05)
+        finally:
+            call.cancel()
+        raise
+    except BaseException:
+        if not state["done"]:
+            call.cancel()
+        raise
+    finally:
+        state["done"] = True
+        outq.put(None)

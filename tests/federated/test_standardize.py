@@ -185,3 +185,21 @@ def test_standardize_same_result_in_worker_processes(shards):
     b, _ = _run(tables, method="fed-sparse", standardize=True, rounds=20, workers=2)
     assert np.array_equal(a.W, b.W)
     assert a.report["communication"]["bytes_total"] == b.report["communication"]["bytes_total"]
+
+
+def test_network_fleet_accepts_the_new_exchanges():
+    from bnsl_cli.federated.messages import MomentReply, MomentRequest
+    from bnsl_cli.federated.net.fleet import check_reply
+
+    d = 4
+    req = StatsRequest(0, d).encode()
+    good = StatsReply(0, 1, d, 10, np.zeros(d), np.ones(d)).encode()
+    assert check_reply(req, good, 1) is None
+    assert "malformed" in check_reply(req, good[:-8], 1)
+    assert check_reply(req, None, 1) is not None
+    # the standardisation broadcast needs no reply
+    assert check_reply(StandardizeBroadcast(0, d, np.zeros(d), np.ones(d)).encode(), None, 0) is None
+    mreq = MomentRequest(0, d).encode()
+    mrep = MomentReply(0, 2, d, 10, np.zeros(d), np.zeros(d * (d + 1) // 2)).encode()
+    assert check_reply(mreq, mrep, 2) is None
+    assert check_reply(mreq, good, 2) is not None

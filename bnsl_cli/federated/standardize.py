@@ -210,6 +210,13 @@ class StatsSite:
             raise ValueError(f"participant {self.pid + 1}: a round message before the standardisation broadcast")
         return self.inner.handle(data)
 
+    def events(self) -> list:
+        """The privacy events so far: the participant's (whose ledger starts with the one-off
+        releases this wrapper made), or those one-off releases before it is built."""
+        if self.inner is not None and callable(getattr(self.inner, "events", None)):
+            return self.inner.events()
+        return [] if self._pre is None else list(self._pre[2])
+
     def summary(self) -> dict:
         if self.inner is None:
             raise ValueError(f"participant {self.pid + 1}: never standardised")
@@ -238,9 +245,11 @@ def standardize_stage(plan, fleet, report: dict) -> dict:
     if plan.method not in STATS_METHODS:
         return {}
     req = StatsRequest(0, plan.d).encode()
-    replies = [StatsReply.decode(r) for r in fleet.exchange(req)]
-    up = sum(len(r.encode()) for r in replies)
-    down = len(req) * len(replies)
+    raw = fleet.exchange(req)
+    replies = [StatsReply.decode(r) for r in raw]
+    per_up = [len(r) for r in raw]
+    per_down = [len(req)] * len(raw)
+    up, down = sum(per_up), sum(per_down)
     mean, sd = pool_stats([r.rows for r in replies], [r.sums for r in replies], [r.sumsq for r in replies])
     rec = {
         "applied": bool(plan.standardize),
@@ -250,6 +259,8 @@ def standardize_stage(plan, fleet, report: dict) -> dict:
         ),
         "bytes_up": up,
         "bytes_down": down,
+        "per_participant_up": per_up,
+        "per_participant_down": per_down,
         "mean": mean.tolist(),
         "sd": sd.tolist(),
     }
@@ -258,6 +269,7 @@ def standardize_stage(plan, fleet, report: dict) -> dict:
         msg = StandardizeBroadcast(0, plan.d, mean, sd).encode()
         fleet.exchange(msg)
         rec["bytes_down"] += len(msg) * len(replies)
+        rec["per_participant_down"] = [b + len(msg) for b in per_down]
     report["standardize"] = rec
     return rec
 
@@ -291,6 +303,10 @@ def after_rounds(plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> 
         for key in ("bytes_up", "bytes_down"):
             comm[key] = int(comm.get(key, 0)) + rec[key]
         comm["bytes_total"] = int(comm.get("bytes_up", 0)) + int(comm.get("bytes_down", 0))
+        for entry in comm.get("per_participant") or []:
+            k = entry["participant"] - 1
+            entry["bytes_up"] = int(entry["bytes_up"]) + rec["per_participant_up"][k]
+            entry["bytes_down"] = int(entry["bytes_down"]) + rec["per_participant_down"][k]
     if not sds:
         return
     if plan.standardize:

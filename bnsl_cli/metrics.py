@@ -29,6 +29,20 @@ Skeleton metrics use the same pair sets: ``skeleton_precision = |S_est ∩ S_tru
 A v-structure is ``i → k ← j`` with ``i`` and ``j`` not adjacent (counted once per unordered pair
 ``{i, j}``); ``v_structures_correct`` counts those present in both graphs.
 
+Markov-equivalence metrics (a linear Gaussian model with unequal noise variances identifies the DAG
+only up to its Markov equivalence class):
+
+- ``shd_skeleton = extra + missing``: the SHD of the undirected skeletons;
+- ``shd_cpdag``: the SHD between the CPDAGs (completed partially directed acyclic graphs, the
+  equivalence classes) of the estimate and the truth, as R bnlearn's ``shd`` reports it: each
+  unordered pair ``{i, j}`` counts 1 when its status differs between the two CPDAGs, the status
+  being one of absent, ``i → j``, ``j → i`` or undirected ``i — j``. Markov-equivalent DAGs have
+  ``shd_cpdag = 0``. ``None`` when either graph has a directed cycle (no CPDAG exists).
+
+:func:`cpdag` builds the CPDAG of a DAG: the skeleton, the v-structures oriented, then Meek's
+orientation rules R1–R3 applied until nothing changes (Meek 1995; for a DAG's pattern R4 is never
+needed). The result is the same as Chickering's (1995) compelled-edge labelling.
+
 ``weight_mse = ‖Ŵ − W*‖²_F / ‖W*‖²_F`` is reported only when both matrices are weighted (some entry
 outside ``{0, 1}``), otherwise ``None``.
 
@@ -46,11 +60,13 @@ import numpy as np
 from bnsl_cli.dag import is_dag
 from bnsl_cli.errors import InputDataError
 
-__all__ = ["METRIC_KEYS", "structure_metrics", "v_structures", "is_dag", "find_cycle"]
+__all__ = ["METRIC_KEYS", "structure_metrics", "v_structures", "is_dag", "find_cycle", "cpdag", "cpdag_shd"]
 
 #: The keys of :func:`structure_metrics`' result, in order.
 METRIC_KEYS = (
     "shd",
+    "shd_cpdag",
+    "shd_skeleton",
     "tpr",
     "fdr",
     "fpr",
@@ -150,6 +166,65 @@ def v_structures(B) -> np.ndarray:
     return np.concatenate(rows).astype(int)
 
 
+def cpdag(B) -> np.ndarray:
+    """The CPDAG of the DAG ``B`` (``B[i, j] != 0`` is the edge ``i → j``) as a boolean matrix ``C``:
+    ``C[i, j] and not C[j, i]`` is the compelled edge ``i → j``; ``C[i, j] and C[j, i]`` is the
+    reversible (undirected) edge ``i — j``.
+
+    Steps: every edge of a v-structure ``i → k ← j`` (``i``, ``j`` non-adjacent) is compelled; then
+    Meek's rules orient an undirected edge ``b — c`` until nothing changes:
+
+    - R1: ``a → b — c`` with ``a``, ``c`` non-adjacent gives ``b → c``;
+    - R2: ``b → a → c`` and ``b — c`` gives ``b → c``;
+    - R3: ``b — a1 → c``, ``b — a2 → c`` with ``a1``, ``a2`` non-adjacent and ``b — c`` gives ``b → c``.
+
+    Raises :class:`~bnsl_cli.errors.InputDataError` if ``B`` has a directed cycle.
+    """
+    Bb = _as_square(B, "graph") != 0
+    if not is_dag(Bb):
+        raise InputDataError("a CPDAG needs an acyclic graph; this one has a directed cycle")
+    d = Bb.shape[0]
+    A = _adjacency(Bb)  # symmetric skeleton
+    eye = np.eye(d, dtype=bool)
+    non_adj = ~A & ~eye
+    # v-structure edges: i -> k with another parent j of k not adjacent to i
+    Bi = Bb.astype(np.int64)
+    D = Bb & ((non_adj.astype(np.int64) @ Bi) > 0)  # D[i, k]: some j non-adjacent to i has j -> k
+    U = A & ~D & ~D.T  # undirected so far (symmetric)
+    while True:
+        Di = D.astype(np.int64)
+        # R1: (b, c) undirected, some a -> b with a, c non-adjacent
+        r1 = U & ((Di.T @ non_adj.astype(np.int64)) > 0)
+        # R2: (b, c) undirected, a directed path b -> a -> c
+        r2 = U & ((Di @ Di) > 0)
+        new = r1 | r2
+        # R3: (b, c) undirected, two non-adjacent a1, a2 with b — a and a -> c
+        rows, cols = np.nonzero(np.triu(U & ~new & ~new.T, 1))
+        for b, c in zip(rows.tolist(), cols.tolist()):
+            for x, y in ((b, c), (c, b)):
+                mids = np.flatnonzero(U[x] & D[:, y])
+                if mids.size >= 2 and np.triu(non_adj[np.ix_(mids, mids)], 1).any():
+                    new[x, y] = True
+        if not new.any():
+            break
+        new &= ~new.T  # a sound rule set never orients both ways; keep the matrix consistent anyway
+        D = D | new
+        U = U & ~new & ~new.T
+    return D | U
+
+
+def _pair_status(C: np.ndarray) -> np.ndarray:
+    """Per ordered pair: 0 absent, 1 ``i → j``, 2 ``j → i``, 3 undirected (upper triangle is used)."""
+    return C.astype(np.int8) + 2 * C.T.astype(np.int8)
+
+
+def cpdag_shd(B_est, B_true) -> int:
+    """SHD between the CPDAGs of two DAGs: the number of unordered pairs whose status (absent,
+    ``i → j``, ``j → i``, undirected) differs; 0 for Markov-equivalent DAGs."""
+    Se, St = _pair_status(cpdag(B_est)), _pair_status(cpdag(B_true))
+    return int(np.triu(Se != St, 1).sum())
+
+
 def _is_weighted(W: np.ndarray) -> bool:
     return bool(np.any((W != 0) & (W != 1)))
 
@@ -233,12 +308,19 @@ def structure_metrics(
     v_true = _count_v(T, A_true)
     v_correct = _count_v(E & T, A_est | A_true)
 
+    estimate_is_dag = is_dag(E)
+    shd_cpdag = None
+    if estimate_is_dag and is_dag(T):
+        shd_cpdag = cpdag_shd(E, T)
+
     weight_mse = None
     if _is_weighted(We) and _is_weighted(Wt):
         weight_mse = float(((We - Wt) ** 2).sum() / (Wt**2).sum())
 
     return {
         "shd": extra + missing + rev,
+        "shd_cpdag": shd_cpdag,
+        "shd_skeleton": extra + missing,
         "tpr": recall,
         "fdr": _ratio(fp, n_E),
         "fpr": _ratio(fp, d * (d - 1) / 2 - n_T),
@@ -259,5 +341,5 @@ def structure_metrics(
         "v_structures_true": v_true,
         "v_structures_correct": v_correct,
         "weight_mse": weight_mse,
-        "is_dag": is_dag(E),
+        "is_dag": estimate_is_dag,
     }

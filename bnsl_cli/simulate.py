@@ -7,14 +7,21 @@ The model is the linear SEM ::
 
     X = X W + N,   i.e. X[:, j] = sum_i X[:, i] W[i, j] + N[:, j],
 
-with independent noise columns of mean 0 and the same variance ``noise_scale**2`` for every
-variable (equal variances make the DAG identifiable). Columns are generated in a topological
-order of the DAG.
+with independent noise columns of mean 0. By default every variable has the same noise variance
+``noise_scale**2`` (equal variances make the DAG identifiable); ``noise_scale=(LOW, HIGH)`` draws
+each variable's noise standard deviation uniformly on ``[LOW, HIGH]`` (unequal variances: the DAG
+is then identifiable only up to its Markov equivalence class). Columns are generated in a
+topological order of the DAG.
+
+``column_scale=(LOW, HIGH)`` multiplies each observed column ``j`` by a factor ``s_j`` drawn
+log-uniformly on ``[LOW, HIGH]`` after the SEM has produced the rows (a change of units). The DAG is
+unchanged; in the units of the observed columns the weights are ``W'[i, j] = W[i, j] · s_j / s_i``
+(from ``X' = X S``: ``X' = X' S⁻¹ W S + N S``), available as :attr:`Simulation.W_scaled`.
 
 Randomness: every function takes ``rng`` (a :class:`numpy.random.Generator`, an int seed or
 ``None``). :func:`simulate` derives independent child streams from one
 :class:`numpy.random.SeedSequence` in a fixed order (graph, weights, heterogeneity, then one
-stream per participant's rows), so the same seed always gives the same arrays, the graph and the
+stream per participant's rows; then, only when used, noise scales and column scales), so the same seed always gives the same arrays, the graph and the
 shared weights do not depend on ``participants``, ``samples`` or ``heterogeneous``, and
 participant ``p``'s rows do not depend on how many participants follow it.
 """
@@ -23,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -71,8 +78,9 @@ def check_params(
     samples: int = 2,
     weight_range: Sequence[float] = (0.5, 2.0),
     noise: str = "gaussian",
-    noise_scale: float = 1.0,
+    noise_scale=1.0,
     spread: float = 0.5,
+    column_scale=None,
 ) -> None:
     """Raise :class:`ValueError` with a message naming the option if a parameter is unusable."""
     if int(d) != d or d < 2:
@@ -100,10 +108,31 @@ def check_params(
         raise ValueError(f"weight range must satisfy 0 < LOW <= HIGH (got {low:g},{high:g})")
     if noise not in NOISE_TYPES:
         raise ValueError(f"noise must be one of {', '.join(NOISE_TYPES)} (got {noise!r})")
-    if not math.isfinite(noise_scale) or noise_scale <= 0:
-        raise ValueError(f"noise scale must be > 0 (got {noise_scale:g})")
+    _check_range(noise_scale, "noise scale")
+    if column_scale is not None:
+        _check_range(column_scale, "column scale")
     if not math.isfinite(spread) or spread < 0:
         raise ValueError(f"spread must be >= 0 (got {spread:g})")
+
+
+def _as_range(value) -> tuple[float, float]:
+    """A scalar ``v`` as ``(v, v)``, a pair as itself (floats)."""
+    if np.ndim(value) == 0:
+        return float(value), float(value)
+    vals = [float(v) for v in value]
+    if len(vals) != 2:
+        raise ValueError("a range must be one number or two numbers LOW,HIGH")
+    return vals[0], vals[1]
+
+
+def _check_range(value, what: str) -> None:
+    if np.ndim(value) == 0:
+        if not math.isfinite(float(value)) or float(value) <= 0:
+            raise ValueError(f"{what} must be > 0 (got {float(value):g})")
+        return
+    low, high = _as_range(value)
+    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0 or high < low:
+        raise ValueError(f"{what} must satisfy 0 < LOW <= HIGH (got {low:g},{high:g})")
 
 
 def random_dag(d: int, expected_edges: float, graph_type: str = "er", rng=None) -> np.ndarray:
@@ -265,6 +294,12 @@ class Simulation:
     seed: int
     heterogeneous: bool
     params: dict = field(default_factory=dict, compare=False)
+    #: Each variable's noise sd when drawn from a range (``None``: all equal ``noise_scale``).
+    noise_sds: Optional[np.ndarray] = field(default=None, compare=False)
+    #: The factors ``s_j`` the observed columns were multiplied by (``None``: unscaled).
+    column_factors: Optional[np.ndarray] = field(default=None, compare=False)
+    #: ``W`` in the units of the scaled columns, ``W[i, j] · s_j / s_i`` (``None``: unscaled).
+    W_scaled: Optional[np.ndarray] = field(default=None, compare=False)
 
     @property
     def B(self) -> np.ndarray:
@@ -285,15 +320,24 @@ def simulate(
     graph_type: str = "er",
     weight_range: Sequence[float] = (0.5, 2.0),
     noise: str = "gaussian",
-    noise_scale: float = 1.0,
+    noise_scale=1.0,
     heterogeneous: bool = False,
     spread: float = 0.5,
     seed: int | None = None,
+    column_scale=None,
 ) -> Simulation:
     """Draw a DAG, its weights and ``participants`` shards of ``samples`` rows each.
 
     Streams spawned from ``SeedSequence(seed)`` in this fixed order: graph, weights,
-    heterogeneity, then one stream per participant's rows. ``seed=None`` draws fresh entropy,
+    heterogeneity, then one stream per participant's rows, and only when used a stream for the
+    per-variable noise scales and one for the column scales (spawned after the first four, so a
+    run without them draws exactly what it drew before these options existed).
+
+    ``noise_scale``: one number (every variable's noise sd) or ``(LOW, HIGH)`` (each variable's sd
+    uniform on ``[LOW, HIGH]``; ``LOW == HIGH`` is the same as one number). ``column_scale``:
+    ``None`` or ``(LOW, HIGH)``: each observed column multiplied by a log-uniform factor; the
+    shards are in the scaled units, ``W`` stays the unscaled SEM's weights and ``W_scaled`` holds
+    ``W[i, j] · s_j / s_i``. ``seed=None`` draws fresh entropy,
     which is returned as ``Simulation.seed`` so the run can be repeated.
     """
     check_params(
@@ -306,6 +350,7 @@ def simulate(
         noise=noise,
         noise_scale=noise_scale,
         spread=spread,
+        column_scale=column_scale,
     )
     if seed is None:
         seed = int(np.random.SeedSequence().entropy)
@@ -320,10 +365,27 @@ def simulate(
         )
     else:
         weights = (W,) * participants
+    ns_low, ns_high = _as_range(noise_scale)
+    if ns_low == ns_high:
+        scales = ns_low
+        noise_sds = None
+    else:  # spawned after the four streams above: they are unchanged
+        (ss_noise,) = root.spawn(1)
+        noise_sds = np.random.default_rng(ss_noise).uniform(ns_low, ns_high, size=d)
+        scales = noise_sds
     shards = tuple(
-        simulate_sem(Wp, samples, noise, noise_scale, np.random.default_rng(ss))
+        simulate_sem(Wp, samples, noise, scales, np.random.default_rng(ss))
         for Wp, ss in zip(weights, ss_data.spawn(participants))
     )
+    col_factors = None
+    W_scaled = None
+    if column_scale is not None:
+        cs_low, cs_high = _as_range(column_scale)
+        (ss_cols,) = root.spawn(1)
+        u = np.random.default_rng(ss_cols).uniform(0.0, 1.0, size=d)
+        col_factors = np.exp(math.log(cs_low) + u * (math.log(cs_high) - math.log(cs_low)))
+        shards = tuple(X * col_factors for X in shards)
+        W_scaled = W * (col_factors[None, :] / col_factors[:, None])
     params = dict(
         nodes=d,
         edges=expected_edges,
@@ -332,8 +394,16 @@ def simulate(
         samples=samples,
         weight_range=[low, high],
         noise=noise,
-        noise_scale=float(noise_scale),
+        noise_scale=float(ns_low) if noise_sds is None else [ns_low, ns_high],
         heterogeneous=heterogeneous,
         spread=float(spread) if heterogeneous else None,
     )
-    return Simulation(W, weights, shards, node_names(d), int(seed), bool(heterogeneous), params)
+    if noise_sds is not None:
+        params["noise_sds"] = [float(v) for v in noise_sds]
+    if col_factors is not None:
+        params["column_scale"] = [cs_low, cs_high]
+        params["column_factors"] = [float(v) for v in col_factors]
+    return Simulation(
+        W, weights, shards, node_names(d), int(seed), bool(heterogeneous), params,
+        noise_sds=noise_sds, column_factors=col_factors, W_scaled=W_scaled,
+    )

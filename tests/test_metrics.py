@@ -369,3 +369,109 @@ def test_self_loop_in_estimate_counts_like_count_accuracy():
     assert m["shd"] == ref["shd"] == 1 and m["extra"] == 1
     assert m["fdr"] == pytest.approx(ref["fdr"]) and m["nnz"] == ref["nnz"] == 2
     assert m["is_dag"] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# CPDAG and skeleton SHD
+
+from itertools import product  # noqa: E402
+
+from bnsl_cli.metrics import cpdag, cpdag_shd  # noqa: E402
+
+
+def _mat(d, edges):
+    B = np.zeros((d, d), dtype=int)
+    for i, j in edges:
+        B[i, j] = 1
+    return B
+
+
+def _status(C, i, j):
+    return "-" if C[i, j] and C[j, i] else (">" if C[i, j] else ("<" if C[j, i] else " "))
+
+
+def test_cpdag_of_a_chain_is_undirected():
+    C = cpdag(_mat(3, [(0, 1), (1, 2)]))
+    assert _status(C, 0, 1) == "-" and _status(C, 1, 2) == "-" and _status(C, 0, 2) == " "
+
+
+def test_cpdag_keeps_a_v_structure():
+    C = cpdag(_mat(3, [(0, 2), (1, 2)]))
+    assert _status(C, 0, 2) == ">" and _status(C, 1, 2) == ">" and _status(C, 0, 1) == " "
+
+
+def test_meek_rule_1_propagates_below_a_collider():
+    # 0 -> 2 <- 1, 2 -> 3: 2 - 3 is compelled by R1
+    C = cpdag(_mat(4, [(0, 2), (1, 2), (2, 3)]))
+    assert _status(C, 2, 3) == ">"
+
+
+def test_meek_rule_2_orients_against_a_cycle():
+    # 0 -> 2 <- 1, 2 -> 3 (R1), 0 -> 3: 0 - 3 must be 0 -> 3 (R2 via 0 -> 2 -> 3)
+    C = cpdag(_mat(4, [(0, 2), (1, 2), (2, 3), (0, 3)]))
+    assert _status(C, 0, 3) == ">" and _status(C, 2, 3) == ">"
+
+
+def test_meek_rule_3():
+    # a1 -> c <- a2 (a1, a2 non-adjacent), b adjacent to a1, a2, c; b -> c compelled by R3
+    b, a1, a2, c = 0, 1, 2, 3
+    C = cpdag(_mat(4, [(b, a1), (b, a2), (a1, c), (a2, c), (b, c)]))
+    assert _status(C, b, c) == ">"
+    assert _status(C, b, a1) == "-" and _status(C, b, a2) == "-"
+
+
+def test_markov_equivalent_dags_have_cpdag_shd_zero_but_dag_shd_positive():
+    chain = _mat(3, [(0, 1), (1, 2)])
+    reverse = _mat(3, [(2, 1), (1, 0)])
+    fork = _mat(3, [(1, 0), (1, 2)])
+    for other in (reverse, fork):
+        m = structure_metrics(other, chain)
+        assert m["shd_cpdag"] == 0 and m["shd_skeleton"] == 0 and m["shd"] == 2 - (other is fork)
+    collider = _mat(3, [(0, 1), (2, 1)])
+    m = structure_metrics(collider, chain)
+    assert m["shd_cpdag"] == 2 and m["shd_skeleton"] == 0 and m["shd"] == 1
+
+
+def test_cpdag_shd_counts_missing_extra_and_orientation_once_per_pair():
+    truth = _mat(4, [(0, 2), (1, 2), (2, 3)])  # compelled everywhere
+    est = _mat(4, [(0, 2), (1, 2), (0, 1)])  # 0-1 extra, 2-3 missing; 0,1 now adjacent: no v-structure
+    m = structure_metrics(est, truth)
+    assert m["shd_skeleton"] == 2
+    # est CPDAG: triangle 0,1,2 all undirected; truth: 0->2, 1->2 compelled: two status changes + 2
+    assert m["shd_cpdag"] == 4
+
+
+def test_cyclic_estimate_has_no_cpdag_shd():
+    m = structure_metrics(_mat(3, [(0, 1), (1, 2), (2, 0)]), _mat(3, [(0, 1)]))
+    assert m["shd_cpdag"] is None and m["shd_skeleton"] == 2
+
+
+def _brute_force_cpdag(B):
+    """Equivalence class by enumeration: every acyclic orientation of the skeleton with the same
+    v-structures (Verma & Pearl); an edge is directed in the CPDAG iff all members agree."""
+    d = B.shape[0]
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d) if B[i, j] or B[j, i]]
+    vs = {tuple(r) for r in v_structures(B).tolist()}
+    members = []
+    for bits in product((0, 1), repeat=len(pairs)):
+        M = np.zeros((d, d), dtype=int)
+        for (i, j), b in zip(pairs, bits):
+            M[(i, j) if b == 0 else (j, i)] = 1
+        if is_dag(M) and {tuple(r) for r in v_structures(M).tolist()} == vs:
+            members.append(M)
+    stack = np.array(members)
+    return stack.any(axis=0)  # i -> j in some member; compelled iff never j -> i
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cpdag_matches_enumeration_of_the_equivalence_class(seed):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(3, 7))
+    p = rng.uniform(0.2, 0.7)
+    order = rng.permutation(d)
+    A = np.triu(rng.random((d, d)) < p, 1).astype(int)
+    B = np.zeros((d, d), dtype=int)
+    B[np.ix_(order, order)] = A
+    if (B != 0).sum() > 10:
+        B[np.ix_(order, order)] = np.triu(A, 1) * (rng.random((d, d)) < 0.6)
+    assert np.array_equal(cpdag(B), _brute_force_cpdag(B))

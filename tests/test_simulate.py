@@ -252,3 +252,70 @@ def test_node_names_sort():
 def test_check_params_rejects(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         check_params(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# unequal noise, column scales, weak weights
+
+
+def test_equal_noise_range_draws_exactly_what_a_single_value_draws():
+    a = simulate(8, 8, participants=2, samples=50, noise_scale=0.7, seed=5)
+    b = simulate(8, 8, participants=2, samples=50, noise_scale=(0.7, 0.7), seed=5)
+    for Xa, Xb in zip(a.shards, b.shards):
+        assert np.array_equal(Xa, Xb)
+    assert a.noise_sds is None and b.noise_sds is None
+    assert b.params["noise_scale"] == 0.7
+
+
+def test_noise_range_gives_per_variable_sds_and_keeps_graph_and_weights():
+    base = simulate(10, 10, participants=1, samples=40_000, seed=11)
+    sim = simulate(10, 10, participants=1, samples=40_000, noise_scale=(0.5, 2.0), seed=11)
+    assert np.array_equal(base.W, sim.W)  # the graph and weights streams are untouched
+    sds = sim.noise_sds
+    assert sds.shape == (10,) and np.all((sds >= 0.5) & (sds <= 2.0)) and np.ptp(sds) > 0.3
+    assert sim.params["noise_sds"] == [float(v) for v in sds]
+    X = sim.shards[0]
+    resid = X - X @ sim.W  # the noise columns
+    assert np.allclose(resid.std(axis=0), sds, rtol=0.03)
+
+
+def test_column_scale_multiplies_columns_and_rescales_the_truth():
+    base = simulate(8, 10, participants=2, samples=30, seed=4)
+    sim = simulate(8, 10, participants=2, samples=30, seed=4, column_scale=(1e-3, 1e6))
+    s = sim.column_factors
+    assert np.all((s >= 1e-3) & (s <= 1e6)) and s.max() / s.min() > 10
+    for Xb, Xs in zip(base.shards, sim.shards):
+        assert np.allclose(Xs, Xb * s)
+    assert np.array_equal(sim.W, base.W)
+    assert np.array_equal(sim.W_scaled != 0, sim.W != 0)
+    # the SEM holds exactly in the scaled units with the scaled weights
+    X = sim.shards[0]
+    N_scaled = X - X @ sim.W_scaled
+    N = base.shards[0] - base.shards[0] @ base.W
+    assert np.allclose(N_scaled, N * s, rtol=1e-9, atol=1e-9 * s.max())
+
+
+def test_column_scale_is_log_uniform():
+    sim = simulate(400, 10, participants=1, samples=2, seed=0, column_scale=(1e-2, 1e2))
+    logs = np.log10(sim.column_factors)
+    assert abs(logs.mean()) < 0.2 and np.mean(np.abs(logs) < 1) > 0.45  # uniform on [-2, 2]
+
+
+def test_weak_weight_range_is_honoured():
+    sim = simulate(30, 60, participants=1, samples=5, weight_range=(0.2, 1.0), seed=2)
+    w = np.abs(sim.W[sim.W != 0])
+    assert w.min() >= 0.2 and w.max() <= 1.0 and w.min() < 0.3
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"noise_scale": (2.0, 1.0)}, "noise scale"),
+        ({"noise_scale": (0.0, 1.0)}, "noise scale"),
+        ({"column_scale": (0.0, 1.0)}, "column scale"),
+        ({"column_scale": (5.0, 1.0)}, "column scale"),
+    ],
+)
+def test_bad_ranges_are_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        simulate(5, 3, **kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -15,6 +15,8 @@ from bnsl_cli.cli.common import fail, print_json
 TABLE_COLUMNS = (
     ("nnz", "nnz"),
     ("shd", "SHD"),
+    ("shd_cpdag", "SHD cpdag"),
+    ("shd_skeleton", "SHD skel"),
     ("tpr", "TPR"),
     ("fdr", "FDR"),
     ("fpr", "FPR"),
@@ -41,13 +43,14 @@ def _cell(value) -> str:
 def _render_table(rows: list[dict], truth: Path, to_stderr: bool) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"evaluated against {truth}", title_justify="left")
     table.add_column("estimate", overflow="fold")
     for _, head in TABLE_COLUMNS:
         table.add_column(head, justify="right")
     for r in rows:
-        table.add_row(str(r["estimate"]), *(_cell(r[k]) for k, _ in TABLE_COLUMNS))
+        table.add_row(Text(str(r["estimate"])), *(_cell(r[k]) for k, _ in TABLE_COLUMNS))
     console = Console(stderr=to_stderr, highlight=False)
     if not console.is_terminal:  # a pipe or a log file: never squeeze or truncate cells
         width = Console(width=100_000).measure(table).maximum
@@ -90,6 +93,13 @@ def command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Write a JSON list (one object per estimate) to stdout."),
     as_csv: bool = typer.Option(False, "--csv", help="Write CSV (one row per estimate) to stdout."),
+    participant: Optional[int] = typer.Option(
+        None,
+        "--participant",
+        metavar="K",
+        help="For a local-notears report.json (one graph per participant): evaluate only participant K "
+        "(1-based). Without it every participant's graph is evaluated, one row each. Other files ignore it.",
+    ),
     quiet: bool = typer.Option(
         False, "--quiet", "-q", envvar="BNSL_QUIET", help="With --json/--csv: no summary table on stderr."
     ),
@@ -99,6 +109,8 @@ def command(
 ) -> None:
     """Compare estimated graphs with a true graph: SHD, TPR, FDR, FPR, precision, recall, F1, v-structures.
 
+    Besides the DAG SHD: "SHD cpdag" compares the Markov equivalence classes (CPDAGs) of both graphs as R bnlearn's shd does (each node pair counts 1 when absent / i -> j / j -> i / undirected differs; 0 for Markov-equivalent DAGs, empty for a cyclic graph) and "SHD skel" the undirected skeletons. A local-notears report.json gives one row per participant (or --participant K).
+
     Orientation: W\\[i, j] is the edge i -> j (rows are parents, columns children). An edge is any entry with |w| > --threshold. Nodes are matched by name; nodes an edges CSV does not mention are isolated. Metrics follow NOTEARS' count_accuracy; a rate whose denominator is 0 is null. One row per estimate.
 
     Output: with --json or --csv the results go to stdout and the summary table to stderr, so a pipe gets clean data; with neither, the table is the result and goes to stdout.
@@ -106,20 +118,30 @@ def command(
     Exit code 3 for unreadable or mismatched files and for a cyclic truth without --allow-cyclic-truth.
     """
     from bnsl_cli.errors import InputDataError
-    from bnsl_cli.io.graphs import read_graph
+    from bnsl_cli.io.graphs import read_graph, read_graphs
     from bnsl_cli.metrics import structure_metrics
 
     if as_json and as_csv:
         raise fail("use either --json or --csv, not both", 2)
+    if participant is not None and participant < 1:
+        raise fail(f"--participant must be >= 1 (got {participant})", 2)
     if sum(str(p) == "-" for p in [*estimates, truth]) > 1:
         raise fail("'-' (standard input) can be given only once", 2)
 
     true_graph = read_graph(truth)
-    est_graphs = [(p, read_graph(p)) for p in estimates]  # validate every file before computing
+    est_graphs = []  # (path, participant or None, graph); every file validated before computing
+    for p in estimates:
+        graphs = read_graphs(p)
+        is_local = graphs[0][0] is not None
+        if participant is not None and is_local:
+            graphs = [(k, g) for k, g in graphs if k == participant]
+            if not graphs:
+                raise InputDataError(f"{p}: the report has no participant {participant}; choose another --participant")
+        est_graphs.extend((p, k, g) for k, g in graphs)
 
     universe = list(true_graph.names)
     known = set(universe)
-    for path, g in est_graphs:
+    for path, _, g in est_graphs:
         unknown = [n for n in g.names if n not in known]
         if not unknown:
             continue
@@ -131,7 +153,7 @@ def command(
     true_graph = true_graph.reorder(universe, source=str(truth), allow_missing=True)
 
     rows = []
-    for path, g in est_graphs:
+    for path, k, g in est_graphs:
         W_est = g.reorder(universe, source=str(path), allow_missing=True).W
         try:
             m = structure_metrics(
@@ -143,7 +165,8 @@ def command(
             )
         except InputDataError as exc:
             raise InputDataError(f"{truth}: {exc}") from None
-        rows.append({"estimate": str(path), "d": len(universe), **m})
+        label = str(path) if k is None else f"{path} [participant {k}]"
+        rows.append({"estimate": label, "participant": k, "d": len(universe), **m})
 
     if as_json:
         print_json(rows)

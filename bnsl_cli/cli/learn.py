@@ -45,12 +45,16 @@ def command(
         None,
         "--lambda",
         envvar="BNSL_LAMBDA",
-        help="ℓ₁ weight. fed-sparse: per participant, on B_p, default 0.005 (the local losses are normalised "
-        "by the public total n, so it acts as P·λ in centralized NOTEARS units: 0.005 with P = 8 ≈ 0.04; "
-        "0.01 with --dp); "
+        help="ℓ₁ weight. fed-sparse: per participant, on B_p (the local losses are normalised by the public "
+        "total n, so it acts as P·λ in centralized NOTEARS units); default 0.04/P (0.005 with P = 8), "
+        "0.01 with --dp; "
         "fed-bnsl: on W, default 0.03; fed-moments / notears / local-notears: 0.1.",
     ),
-    threshold: float = typer.Option(0.3, "--threshold", envvar="BNSL_THRESHOLD", help="Drop edges with |w| ≤ this."),
+    threshold: Optional[float] = typer.Option(
+        None, "--threshold", envvar="BNSL_THRESHOLD",
+        help="Drop edges with |w| ≤ this \\[default: 0.3 for the consensus; without --dp, fed-sparse's polish "
+        "then lets its score decide the final edges; given, it is applied after the polish too]",
+    ),
     rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
     steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default 3d; with --dp max(20, d/2))."),
     rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),

@@ -29,16 +29,26 @@ class Noise(str, enum.Enum):
     uniform = "uniform"
 
 
-def _parse_range(text: str) -> tuple[float, float]:
+def _parse_range(text: str, option: str = "--weight-range", example: str = "0.5,2", single: bool = False):
+    """``LOW,HIGH`` as two floats with ``0 < LOW <= HIGH``; with ``single`` one number ``V`` is
+    also accepted and returned as a float."""
     parts = [p.strip() for p in text.split(",")]
+    if single and len(parts) == 1:
+        try:
+            value = float(parts[0])
+        except ValueError:
+            raise ValueError(f"{option} must be a number or LOW,HIGH such as {example} (got {text!r})") from None
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{option} must be > 0 (got {text!r})")
+        return value
     if len(parts) != 2:
-        raise ValueError(f"--weight-range must be LOW,HIGH such as 0.5,2 (got {text!r})")
+        raise ValueError(f"{option} must be LOW,HIGH such as {example} (got {text!r})")
     try:
         low, high = float(parts[0]), float(parts[1])
     except ValueError:
-        raise ValueError(f"--weight-range must be two numbers LOW,HIGH such as 0.5,2 (got {text!r})") from None
+        raise ValueError(f"{option} must be two numbers LOW,HIGH such as {example} (got {text!r})") from None
     if not (math.isfinite(low) and math.isfinite(high)) or low <= 0 or high < low:
-        raise ValueError(f"--weight-range needs 0 < LOW <= HIGH (got {text!r})")
+        raise ValueError(f"{option} needs 0 < LOW <= HIGH (got {text!r})")
     return low, high
 
 
@@ -93,7 +103,18 @@ def command(
     noise: Noise = typer.Option(
         Noise.gaussian, "--noise", case_sensitive=False, help="Noise distribution (mean 0, variance scale²)."
     ),
-    noise_scale: float = typer.Option(1.0, "--noise-scale", help="Noise standard deviation, the same for every variable."),
+    noise_scale: str = typer.Option(
+        "1", "--noise-scale", metavar="SD|LOW,HIGH",
+        help="Noise standard deviation: one number (the same for every variable) or LOW,HIGH (each variable's sd "
+        "uniform on \\[LOW, HIGH], recorded in manifest.json; unequal variances identify the DAG only up to its "
+        "Markov equivalence class).",
+    ),
+    column_scale: Optional[str] = typer.Option(
+        None, "--column-scale", metavar="LOW,HIGH",
+        help="Multiply each observed column by a log-uniform factor on \\[LOW, HIGH] (a change of units, recorded in "
+        "manifest.json). truth.csv keeps the unscaled weights; truth-scaled.csv has them in the scaled units "
+        "(w_ij · s_j / s_i); the DAG is the same.",
+    ),
     heterogeneous: bool = typer.Option(
         False, "--heterogeneous", help="Same DAG, participant-specific weights (written to truths/)."
     ),
@@ -119,6 +140,8 @@ def command(
 
     try:
         low, high = _parse_range(weight_range)
+        noise_sd = _parse_range(noise_scale, "--noise-scale", "0.5,2", single=True)
+        col_scale = _parse_range(column_scale, "--column-scale", "1e-3,1e6") if column_scale is not None else None
         sim.check_params(
             nodes,
             edges,
@@ -127,8 +150,9 @@ def command(
             samples=samples,
             weight_range=(low, high),
             noise=noise.value,
-            noise_scale=noise_scale,
+            noise_scale=noise_sd,
             spread=spread,
+            column_scale=col_scale,
         )
     except ValueError as exc:
         raise fail(str(exc), 2) from None
@@ -156,10 +180,11 @@ def command(
         graph_type=graph.value,
         weight_range=(low, high),
         noise=noise.value,
-        noise_scale=noise_scale,
+        noise_scale=noise_sd,
         heterogeneous=heterogeneous,
         spread=spread,
         seed=seed,
+        column_scale=col_scale,
     )
     names = list(result.names)
     P = participants
@@ -170,6 +195,9 @@ def command(
     plan: list[tuple[str, str, dict, object]] = []
     plan.append(("truth.csv", "truth", {"rows": nodes, "edges": n_edges},
                  lambda p: atomic_write_text(p, adjacency_csv_text(result.W, names))))
+    if result.W_scaled is not None:
+        plan.append(("truth-scaled.csv", "truth_scaled", {"rows": nodes, "edges": n_edges},
+                     lambda p: atomic_write_text(p, adjacency_csv_text(result.W_scaled, names))))
     plan.append(("truth.dot", "truth_dot", {"edges": n_edges},
                  lambda p: atomic_write_text(p, dot_text(result.W, names, title="bnsl simulate: true DAG"))))
     if heterogeneous:
@@ -193,7 +221,7 @@ def command(
         "bnsl_version": __version__,
         "numpy_version": np.__version__,
         "orientation": ORIENTATION,
-        "model": "X = X W + N; noise columns independent, mean 0, variance noise_scale^2",
+        "model": _model_text(result),
         "seed": result.seed,
         "seed_given": seed is not None,
         "options": options,
@@ -217,7 +245,7 @@ def command(
         _remove_stale(out, previous, {rel for rel, *_ in plan} | {"manifest.json"})
 
     first, last = f"{1:0{width}d}", f"{P:0{width}d}"
-    written = ["truth.csv", "truth.dot"]
+    written = ["truth.csv"] + (["truth-scaled.csv"] if result.W_scaled is not None else []) + ["truth.dot"]
     if heterogeneous:
         written.append(f"truths/participant-{first}.csv" + (f" … participant-{last}.csv" if P > 1 else ""))
     written.append("data.csv" if P == 1 else f"shards/participant-{first}.csv … participant-{last}.csv")
@@ -236,6 +264,18 @@ def command(
     err_console.print(f"wrote {out}/: {', '.join(written)}", soft_wrap=True, markup=False)
     if json_out:
         print_json(manifest)
+
+
+def _model_text(result) -> str:
+    text = "X = X W + N; noise columns independent, mean 0, variance noise_scale^2"
+    if result.noise_sds is not None:
+        text = "X = X W + N; noise columns independent, mean 0, sd noise_sds[j] (uniform on noise_scale)"
+    if result.column_factors is not None:
+        text += (
+            "; observed column j = X[:, j] * column_factors[j] (log-uniform on column_scale); truth.csv holds W, "
+            "truth-scaled.csv W[i, j] * column_factors[j] / column_factors[i] (the same DAG in the observed units)"
+        )
+    return text
 
 
 def _remove_stale(out: Path, previous: dict, keep: set[str]) -> None:

@@ -207,7 +207,7 @@ def drive_admm(plan, fleet, progress=None):
         noise = None
         if plan.private:
             noise = (plan.privacy.multiplier(ReleaseKind.POLISH), POLISH_CLIP, plan.P)
-        stage = PolishStage(plan.threshold, plan.n_total, noise=noise)
+        stage = PolishStage(plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given)
     log = run_admm(
         coord, fleet, plan.rounds, h_tol=plan.h_tol, gap_tol=plan.gap_tol, threshold=plan.threshold,
         progress=progress, polish=stage,

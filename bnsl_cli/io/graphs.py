@@ -28,7 +28,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -46,6 +46,7 @@ __all__ = [
     "write_dot",
     "graph_to_json",
     "read_graph",
+    "read_graphs",
 ]
 
 ORIENTATION = "W[i, j] is the weight of the edge i -> j (rows are parents, columns are children)"
@@ -521,16 +522,37 @@ def _read_dot_graph(path: Path, text: str) -> Graph:
     return _from_edges(names, weighted, path, all_nodes_listed=declared or not weighted)
 
 
-def _read_json_graph(path: Path, text: str) -> Graph:
+def _load_json(path: Path, text: str):
     try:
-        obj = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputDataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+
+
+def _local_graphs(obj) -> Optional[list]:
+    """The per-participant graph objects of a ``local-notears`` report, or None for any other JSON."""
+    if not isinstance(obj, dict) or obj.get("graph") is not None or not isinstance(obj.get("local"), list):
+        return None
+    return obj["local"]
+
+
+def _read_json_graph(path: Path, text: str, obj=None) -> Graph:
+    if obj is None:
+        obj = _load_json(path, text)
+    if _local_graphs(obj) is not None:
+        raise InputDataError(
+            f"{path}: a local-notears report holds one graph per participant; "
+            "evaluate reads all of them, or choose one with --participant K"
+        )
+    return _graph_from_json_obj(path, obj)
+
+
+def _graph_from_json_obj(path: Path, obj, where: str = "") -> Graph:
     graph = obj.get("graph") if isinstance(obj, dict) else None
     if graph is None and isinstance(obj, dict) and "nodes" in obj and "edges" in obj:
         graph = obj  # a bare graph object
     if not isinstance(graph, dict) or "nodes" not in graph or "edges" not in graph:
-        raise InputDataError(f"{path}: JSON has no 'graph' object with 'nodes' and 'edges'")
+        raise InputDataError(f"{path}: JSON{where} has no 'graph' object with 'nodes' and 'edges'")
     if not isinstance(graph["nodes"], list) or not isinstance(graph["edges"], list):
         raise InputDataError(f"{path}: 'nodes' and 'edges' must be JSON lists")
     names = [str(n) for n in graph["nodes"]]
@@ -560,7 +582,10 @@ def read_graph(path: str | Path) -> Graph:
     :class:`~bnsl_cli.errors.InputDataError` whose message starts with the file name.
     """
     path = Path(path)
-    text = read_text_file(path)
+    return _graph_from_text(path, read_text_file(path))
+
+
+def _graph_from_text(path: Path, text: str) -> Graph:
     suffix = path.suffix.lower()
     if suffix in (".dot", ".gv"):
         return _read_dot_graph(path, text)
@@ -572,3 +597,30 @@ def read_graph(path: str | Path) -> Graph:
     if _DOT_START.match(stripped):
         return _read_dot_graph(path, text)
     return _read_csv_graph(path, text)
+
+
+def read_graphs(path: str | Path) -> list[tuple[Optional[int], Graph]]:
+    """Every graph a file holds, as ``(participant, graph)`` pairs.
+
+    A ``local-notears`` report.json (``"graph": null`` and a ``"local"`` list) gives one graph per
+    participant, numbered from 1 as in the report; any other file gives ``[(None, read_graph(path))]``.
+    """
+    path = Path(path)
+    text = read_text_file(path)  # read once: ``-`` is standard input
+    if path.suffix.lower() not in (".dot", ".gv") and (
+        path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "["))
+    ):
+        obj = _load_json(path, text)
+        local = _local_graphs(obj)
+        if local is None:
+            return [(None, _read_json_graph(path, text, obj))]
+        if not local:
+            raise InputDataError(f"{path}: the local-notears report lists no participant")
+        out = []
+        for k, entry in enumerate(local, start=1):
+            number = entry.get("participant", k) if isinstance(entry, dict) else k
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise InputDataError(f"{path}: local entry {k} has a non-integer 'participant'")
+            out.append((number, _graph_from_json_obj(path, entry, f" (participant {number})")))
+        return out
+    return [(None, _graph_from_text(path, text))]

@@ -198,3 +198,85 @@ def test_real_process_exit_code_and_clean_error(tmp_path, truth):
     assert proc.returncode == 3
     assert proc.stdout == ""
     assert proc.stderr.strip() == f"error: {bad}: row 2, column 'b': 'x' is not a number"
+
+
+# ---------------------------------------------------------------------------------------------
+# equivalence-class metrics and local-notears reports
+
+
+def _local_report(path: Path, graphs, names):
+    report = {"method": "local-notears", "graph": None,
+              "local": [{"participant": k, "graph": graph_to_json(W, names)} for k, W in enumerate(graphs, start=1)]}
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_cpdag_and_skeleton_shd_in_json_csv_and_table(tmp_path):
+    names = ["a", "b", "c"]
+    chain = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=float)  # a -> b -> c
+    truth = tmp_path / "truth.csv"
+    write_adjacency_csv(truth, chain, names)
+    fork = tmp_path / "fork.csv"
+    write_adjacency_csv(fork, np.array([[0, 0, 0], [1, 0, 1], [0, 0, 0]], dtype=float), names)  # a <- b -> c
+    collider = tmp_path / "collider.csv"
+    write_adjacency_csv(collider, np.array([[0, 1, 0], [0, 0, 0], [0, 1, 0]], dtype=float), names)
+    res = run(fork, collider, "--truth", truth, "--json")
+    assert res.exit_code == 0, res.stderr
+    f, c = json.loads(res.stdout)
+    assert (f["shd"], f["shd_cpdag"], f["shd_skeleton"]) == (1, 0, 0)  # Markov equivalent to the chain
+    assert (c["shd"], c["shd_cpdag"], c["shd_skeleton"]) == (1, 2, 0)
+    assert "SHD cpdag" in res.stderr and "SHD skel" in res.stderr
+    res = run(fork, "--truth", truth, "--csv")
+    row = next(csv.DictReader(io.StringIO(res.stdout)))
+    assert row["shd_cpdag"] == "0" and row["shd_skeleton"] == "0" and row["participant"] == ""
+
+
+def test_local_notears_report_gives_one_row_per_participant(tmp_path, truth):
+    g = read_graph(truth)
+    W2 = g.W.copy()
+    i, j = np.argwhere(W2 != 0)[0]
+    W2[i, j] = 0.0  # participant 2 misses one edge
+    report = _local_report(tmp_path / "report.json", [g.W, W2, np.zeros_like(g.W)], g.names)
+    res = run(report, "--truth", truth, "--json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["participant"] for r in rows] == [1, 2, 3]
+    assert [r["shd"] for r in rows] == [0, 1, 18]
+    assert rows[1]["estimate"] == f"{report} [participant 2]"
+    assert "[participant 2]" in res.stderr  # the label is not eaten as console markup
+    res = run(report, "--truth", truth, "--participant", 2, "--json")
+    assert res.exit_code == 0, res.stderr
+    (only,) = json.loads(res.stdout)
+    assert only["participant"] == 2 and only["shd"] == 1
+
+
+def test_local_notears_report_with_an_unknown_participant_is_exit_3(tmp_path, truth):
+    g = read_graph(truth)
+    report = _local_report(tmp_path / "report.json", [g.W], g.names)
+    res = run(report, "--truth", truth, "--participant", 4)
+    assert res.exit_code == 3
+    assert "participant 4" in res.stderr and "--participant" in res.stderr and "Traceback" not in res.stderr
+    res = run(report, "--truth", truth, "--participant", 0)
+    assert res.exit_code == 2
+
+
+def test_read_graph_on_a_local_report_names_the_option(tmp_path, truth):
+    from bnsl_cli.errors import InputDataError
+
+    g = read_graph(truth)
+    report = _local_report(tmp_path / "report.json", [g.W, g.W], g.names)
+    with pytest.raises(InputDataError, match="--participant"):
+        read_graph(report)
+    res = run(truth, "--truth", report)  # as the truth it is ambiguous: an error, not a guess
+    assert res.exit_code == 3 and "local-notears" in res.stderr
+
+
+def test_local_notears_report_on_stdin_is_read_once(tmp_path, truth):
+    g = read_graph(truth)
+    report = _local_report(tmp_path / "report.json", [g.W, np.zeros_like(g.W)], g.names)
+    res = runner.invoke(app, ["evaluate", "-", "--truth", str(truth), "--json"], input=report.read_text())
+    assert res.exit_code == 0, res.stderr
+    assert [r["shd"] for r in json.loads(res.stdout)] == [0, 18]
+    res = runner.invoke(app, ["evaluate", "-", "--truth", str(truth), "--json"], input=truth.read_text())
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)[0]["shd"] == 0

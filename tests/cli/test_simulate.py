@@ -155,7 +155,7 @@ def test_refuses_foreign_non_empty_directory_unless_forced(tmp_path):
         (["--nodes", 5, "--edges", 4, "--samples", 1], "samples"),
         (["--nodes", 5, "--edges", 4, "--weight-range", "2,1"], "weight-range"),
         (["--nodes", 5, "--edges", 4, "--weight-range", "abc"], "weight-range"),
-        (["--nodes", 5, "--edges", 4, "--noise-scale", "0"], "noise scale"),
+        (["--nodes", 5, "--edges", 4, "--noise-scale", "0"], "--noise-scale"),
         (["--nodes", 5, "--edges", 4, "--participants", 0], "participants"),
         (["--nodes", 5, "--edges", 4, "--seed", -1], "seed"),
     ],
@@ -185,3 +185,70 @@ def test_subprocess_error_is_one_line_without_traceback(tmp_path):
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+# Recorded with the code before --noise-scale LOW,HIGH and --column-scale existed (numpy 2.x
+# Generator streams); a single --noise-scale value must keep producing exactly these files.
+GOLDEN = {
+    ("a", "shards/participant-01.csv"): "d05cc3cea3cce8b51480f6460b892f63455e55e1e121d4fab6a5209232be4f95",
+    ("a", "shards/participant-02.csv"): "b1a4238fff8ebeabcaea6967cc0a65d45408daba368a711c534089cb451f5776",
+    ("a", "truth.csv"): "fba3a4229c0c2271a8cc617b3df2540952f1d127ab9c09308977ddd26319ee50",
+    ("a", "truth.dot"): "fccf4308986f0f640fed6fbfd697a9150db5f5ee9ae741ca5de8aba9225080da",
+    ("b", "data.csv"): "f0f977d523580e84d161368b1d60c5f073df80c16cd34d2f04c7ee1873943d54",
+    ("b", "truth.csv"): "d0e9a8224aea23b413ebf3352e29084fc3376a5941dc89a082eacbdc6f0cf589",
+    ("b", "truth.dot"): "6c7663e179343608fd693c1c1afbb1599689570d4805e11e85476b4be6876f35",
+}
+
+
+def test_single_noise_scale_is_byte_identical_to_before(tmp_path):
+    import hashlib
+
+    assert run("-d", 6, "-e", 6, "-p", 2, "-n", 5, "--seed", 7, "--out", tmp_path / "a").exit_code == 0
+    assert run("-d", 5, "-e", 5, "--graph", "sf", "-p", 1, "-n", 4, "--seed", 3, "--noise-scale", "0.5",
+               "--out", tmp_path / "b").exit_code == 0
+    for (run_dir, rel), digest in GOLDEN.items():
+        assert hashlib.sha256((tmp_path / run_dir / rel).read_bytes()).hexdigest() == digest, rel
+    for run_dir in ("a", "b"):
+        manifest = json.loads((tmp_path / run_dir / "manifest.json").read_text())
+        assert isinstance(manifest["options"]["noise_scale"], float)
+        assert "noise_sds" not in manifest["options"] and "column_scale" not in manifest["options"]
+        assert not (tmp_path / run_dir / "truth-scaled.csv").exists()
+
+
+def test_noise_range_and_column_scale_are_recorded_and_truth_scaled_written(tmp_path):
+    out = tmp_path / "s"
+    r = run("-d", 6, "-e", 8, "-p", 2, "-n", 200, "--seed", 3, "--noise-scale", "0.5,2",
+            "--column-scale", "1e-3,1e6", "--weight-range", "0.2,1", "--out", out)
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    opts = m["options"]
+    assert opts["noise_scale"] == [0.5, 2.0] and len(opts["noise_sds"]) == 6
+    assert opts["column_scale"] == [0.001, 1e6] and len(opts["column_factors"]) == 6
+    assert opts["weight_range"] == [0.2, 1.0]
+    assert "truth-scaled.csv" in {f["path"] for f in m["files"]}
+    truth, scaled = read_graph(out / "truth.csv"), read_graph(out / "truth-scaled.csv")
+    s = np.array(opts["column_factors"])
+    assert np.array_equal(truth.W != 0, scaled.W != 0)
+    assert np.allclose(scaled.W, truth.W * s[None, :] / s[:, None])
+    X = read_table(out / "shards" / "participant-01.csv").X
+    assert np.all(np.abs(X).max(axis=0) / s < 50)  # columns carry their factor
+    # a rerun without --column-scale removes the stale truth-scaled.csv
+    assert run("-d", 6, "-e", 8, "-p", 2, "-n", 200, "--seed", 3, "--out", out).exit_code == 0
+    assert not (out / "truth-scaled.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--noise-scale", "2,1"], "--noise-scale"),
+        (["--noise-scale", "a,b"], "--noise-scale"),
+        (["--noise-scale", "-1"], "--noise-scale"),
+        (["--column-scale", "1"], "--column-scale"),
+        (["--column-scale", "0,5"], "--column-scale"),
+    ],
+)
+def test_bad_scale_options_are_usage_errors(tmp_path, args, needle):
+    r = run("-d", 5, "-e", 4, "-p", 1, "-n", 10, *args, "--out", tmp_path / "x")
+    assert r.exit_code == 2
+    assert needle in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "x").exists()

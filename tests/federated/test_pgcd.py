@@ -67,3 +67,18 @@ def test_at_most_t_coordinates_change_and_tolerance_stops_early():
     assert res.changed.sum() <= 7
     done = pgcd(S, np.zeros_like(S), beta, W, rho2, lam, max_steps=100000, tol=1e-9)
     assert done.steps < 100000 and done.max_step < 1e-9
+
+
+def test_default_lambda_keeps_the_total_l1_fixed_over_the_number_of_sites():
+    from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes
+
+    def plan(P, **kw):
+        shapes = Shapes(("a", "b", "c"), tuple(ParticipantShape(f"p{k}", 100) for k in range(P)))
+        return RunPlan.resolve(LearnConfig(**kw), shapes)
+
+    assert plan(8).lam == pytest.approx(0.005)
+    assert plan(200).lam * 200 == pytest.approx(plan(8).lam * 8)
+    assert plan(3, lam=0.02).lam == 0.02  # a given λ is used as given
+    assert plan(200, dp=DPConfig(epsilon=5.0)).lam == pytest.approx(0.01)  # private runs keep theirs
+    assert plan(8).threshold == 0.3 and not plan(8).threshold_given
+    assert plan(8, threshold=0.3).threshold_given

@@ -293,3 +293,142 @@ def test_private_polish_is_accounted_and_the_budget_is_exact(shards):
     assert "polish-second-moments" not in off.report["privacy"]["released_values"]
     assert off.report["privacy"]["plan"]["polish_share"] == 0.0
     assert off.report["privacy"]["epsilon"] == pytest.approx(5.0, rel=1e-9)
+
+
+# -- the score search, the per-node score and edges decided by evidence ------------------------------
+
+
+def _population_gram_sd(W, sd):
+    """Second moments of x = x W + e with noise sds ``sd``: (I − W)⁻ᵀ diag(sd²) (I − W)⁻¹."""
+    A = np.linalg.inv(np.eye(W.shape[0]) - W)
+    return A.T @ np.diag(np.asarray(sd, float) ** 2) @ A
+
+
+def test_family_tables_match_the_direct_residual_variances():
+    from bnsl_cli.federated.polish import _family_table, family_rss
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(500, 7)) @ rng.normal(size=(7, 7))
+    G = X.T @ X / 500
+    S = np.array([1, 4])
+    R, add, part, drop = _family_table(G, 0, S)
+    assert R == pytest.approx(family_rss(G, 0, [1, 4]))
+    for i in (2, 3, 5, 6):
+        assert add[i] == pytest.approx(family_rss(G, 0, [1, 4, i]))
+    assert np.isnan(add[[0, 1, 4]]).all()
+    assert drop == pytest.approx([family_rss(G, 0, [4]), family_rss(G, 0, [1])])
+    # a missing moment makes exactly the pairs that need it unavailable
+    G2 = G.copy()
+    G2[3, 1] = G2[1, 3] = np.nan
+    _, add2, _, _ = _family_table(G2, 0, S)
+    assert np.isnan(add2[3]) and add2[2] == pytest.approx(add[2])
+
+
+def test_bic_prefers_the_per_node_model_only_when_the_variances_differ():
+    from bnsl_cli.federated.polish import bic_of
+
+    W = _collider_and_child()
+    E = W != 0
+    n = 50_000
+    same = _population_gram(W)
+    differ = _population_gram_sd(W, [0.3, 2.0, 1.0, 0.5, 3.0])
+    assert bic_of(same, n, E, "equal") < bic_of(same, n, E, "node")
+    assert bic_of(differ, n, E, "node") < bic_of(differ, n, E, "equal")
+    # and both models score the truth above the truth with a spurious edge
+    extra = E.copy()
+    extra[0, 1] = True
+    for G in (same, differ):
+        for sc in ("equal", "node"):
+            assert bic_of(G, n, E, sc) < bic_of(G, n, extra, sc)
+
+
+def test_per_node_search_recovers_unequal_variance_structure_from_empty():
+    """With noise sds differing 10-fold the per-node score recovers the skeleton and the collider
+    (the Markov equivalence class) from an empty start, and "auto" chooses it."""
+    from bnsl_cli.metrics import structure_metrics as sm
+
+    W = _collider_and_child()
+    G = _population_gram_sd(W, [0.3, 2.0, 1.0, 0.5, 3.0])
+    zero = np.zeros((5, 5))
+    E = polish_graph(G, 100_000, zero, zero, None, additions="all", score="node").W != 0
+    skel = E | E.T
+    assert np.array_equal(skel, (W != 0) | (W != 0).T)
+    assert E[0, 2] and E[1, 2] and E[3, 2]  # the collider's parents, oriented
+    res = polish_graph(G, 100_000, np.zeros((5, 5)), np.zeros((5, 5)), None, additions="all", score="auto")
+    assert "per-node" in res.info["score"] and res.info["bic"]["node"] < res.info["bic"]["equal"]
+    assert sm(res.W, W)["shd"] == 0
+
+
+def test_auto_score_keeps_the_equal_variance_model_on_equal_variances():
+    W = _collider_and_child()
+    G = _population_gram(W)
+    res = polish_graph(G, 100_000, np.zeros((5, 5)), np.zeros((5, 5)), None, additions="all", score="auto")
+    assert res.info["score"].startswith("equal-variance")
+    assert np.array_equal(res.W != 0, W != 0)
+
+
+def test_weak_edges_survive_by_evidence_and_the_threshold_is_an_override():
+    W = _collider_and_child()
+    W[1, 2] = 0.2  # weak but, with n = 100 000, well supported
+    G = _population_gram(W)
+    W_raw = np.zeros((5, 5))  # nothing in the consensus: every edge comes from the score
+    scored = polish_graph(G, 100_000, W_raw, W_raw, None, additions="all")
+    assert np.array_equal(scored.W != 0, W != 0)
+    assert scored.W[1, 2] == pytest.approx(0.2)
+    cut = polish_graph(G, 100_000, W_raw, W_raw, 0.3, additions="all")
+    assert not cut.W[1, 2] and cut.info["dropped_below_threshold"] == 1
+    # candidate-only additions cannot add what the consensus never proposed
+    assert not polish_graph(G, 100_000, W_raw, W_raw, None, additions="consensus").W.any()
+
+
+def test_non_private_stage_requests_every_pair_and_private_only_the_selected():
+    from bnsl_cli.federated.polish import PolishStage
+
+    d = 6
+    W_raw = np.zeros((d, d))
+    W_raw[0, 1] = 0.8
+    full = GramRequest.decode(PolishStage(0.3, 1000).request(W_raw, 3))
+    assert full.pairs.size == d * (d + 1) // 2
+    sel = GramRequest.decode(PolishStage(0.3, 1000, noise=(1.0, 1.5, 2)).request(W_raw, 3))
+    assert sel.pairs.size < full.pairs.size
+    assert PolishStage(0.3, 1000, noise=(1.0, 1.5, 2)).final_threshold == 0.3
+    assert PolishStage(0.3, 1000).final_threshold is None
+
+
+def test_learn_keeps_a_weak_edge_unless_the_threshold_is_given():
+    from bnsl_cli.io.data import Table
+    from bnsl_cli.simulate import simulate_sem
+
+    W = np.zeros((6, 6))
+    W[0, 1], W[1, 2], W[2, 3], W[3, 4], W[0, 5] = 1.0, -0.8, 0.22, 1.2, 0.9
+    X = simulate_sem(W, 16_000, rng=np.random.default_rng(5))
+    tables = [Table(X[k::4], tuple(f"x{j}" for j in range(6)), f"p{k}") for k in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = learn(tables, LearnConfig(seed=0))
+        given = learn(tables, LearnConfig(seed=0, threshold=0.3))
+    assert default.report["polish"]["threshold"] is None
+    assert structure_metrics(default.W, W)["shd"] == 0
+    assert abs(default.W[2, 3]) == pytest.approx(0.22, abs=0.05)
+    assert given.report["polish"]["threshold"] == 0.3
+    assert not given.W[2, 3]
+
+
+def test_extended_bic_keeps_spurious_additions_out_when_every_pair_is_open():
+    """Independent columns: with ~d² pairs open to an addition the plain BIC admits chance edges,
+    the extended BIC (log(n)/2 + log d per edge) almost never does."""
+    from bnsl_cli.federated.polish import ebic_penalty, score_search
+
+    rng = np.random.default_rng(12)
+    n, d = 2000, 60
+    X = rng.normal(size=(n, d))
+    G = X.T @ X / n
+    empty = np.zeros((d, d), dtype=bool)
+    E_bic, _ = score_search(G, n, empty, None, "node")
+    E_ebic, _ = score_search(G, n, empty, None, "node", penalty=ebic_penalty(n, d))
+    assert E_bic.sum() >= 3
+    assert E_ebic.sum() <= 1
+    zero = np.zeros((d, d))
+    assert polish_graph(G, n, zero, zero, None, additions="all").info["penalty_per_edge"] == pytest.approx(
+        ebic_penalty(n, d)
+    )

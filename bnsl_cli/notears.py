@@ -103,10 +103,19 @@ class NotearsSite:
 
     report_B = False
 
-    def __init__(self, pid: int, X: np.ndarray, lam: float):
+    def __init__(self, pid: int, X: np.ndarray, lam: float, standardize: bool = False, blocks=None):
+        from bnsl_cli.federated.moments import pooled_moments_of_blocks, standardized
+
         self.pid = int(pid)
-        Xc = X - X.mean(axis=0, keepdims=True)
-        self._S = (Xc.T @ Xc) / X.shape[0]
+        # pooled rows: the moments of each participant's block, pooled exactly as fed-moments pools
+        # its messages (so the two see bit-for-bit the same matrix)
+        self._S = pooled_moments_of_blocks(X, [X.shape[0]] if blocks is None else blocks)
+        self.sd = np.sqrt(np.maximum(np.diag(self._S), 0.0))
+        if standardize:  # local arithmetic on this site's rows (the correlation matrix)
+            from bnsl_cli.federated.standardize import check_scales
+
+            check_scales(np.zeros_like(self.sd), self.sd, [f"column {j + 1}" for j in range(self.sd.size)])
+            self._S, self.sd = standardized(self._S)
         self.n_rows = int(X.shape[0])
         self.lam = float(lam)
 
@@ -126,6 +135,7 @@ class NotearsSite:
             "compute_s": res.wall_s,
             "solver_issues": res.solver_issues,
             "events": [],
+            "sd": self.sd.tolist(),
         }
 
 

@@ -349,7 +349,8 @@ class PrivacyPlan:
             "rho_polish": sum(r.rho for r in rel if r.kind == K.POLISH),
             "rho_covariance": sum(r.rho for r in rel if r.kind == K.COVARIANCE),
             "gumbel_multiplier": self.multiplier(K.SELECTION),
-            "sigma_multiplier": self.multiplier(K.UPDATE) or self.multiplier(K.COVARIANCE),
+            "sigma_multiplier": self.multiplier(K.UPDATE) or self.multiplier(K.COVARIANCE) or self.multiplier(K.MOMENT_MATRIX),
+            "rho_moment_matrix": sum(r.rho for r in rel if r.kind == K.MOMENT_MATRIX),
             "moment_multiplier": self.multiplier(K.SECOND_MOMENTS),
             "mean_multiplier": self.multiplier(K.COLUMN_MEANS),
             "range_multipliers": {

@@ -141,16 +141,20 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     roles = roles_for(plan.method)
     weak = _weak_participants(plan)  # warned before the rounds, reported after
     report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
-    with single_blas_thread():
-        if plan.standardize:
-            try:
-                stage = PRE_ROUND_STAGES["standardize"]
-            except KeyError:
-                raise BnslError("the plan asks for standardisation, but no standardisation stage is available") from None
-            stage(plan, fleet, report)
+    from bnsl_cli.federated.standardize import after_rounds, floating_point_trap
+
+    with single_blas_thread(), floating_point_trap() as fp:
+        stage = PRE_ROUND_STAGES.get("standardize")
+        if plan.standardize and stage is None:
+            raise BnslError("the plan asks for standardisation, but no standardisation stage is available")
+        pre = (stage(plan, fleet, report) or {}) if stage is not None else {}
         outcome = roles.drive(plan, fleet, progress)
     report.update(outcome.report)
     report.setdefault("warnings", [])
+    if fp["count"]:
+        report["numerics"] = {"floating_point_events": fp["count"], "kinds": sorted(fp["kinds"])}
+    if stage is not None:  # original units, the scale warning (or error), the stage's bytes
+        after_rounds(plan, outcome, report, pre, fp["count"])
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
     if outcome.local is not None:
         for entry in report["local"]:
@@ -270,6 +274,8 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
             "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
             if plan.polish else ""
         )
+    elif plan.method == "fed-moments":
+        mechanism = "one Gaussian release of the clipped moment matrix per participant, then NOTEARS on the pooled moments (post-processing)"
     else:
         mechanism = "one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)"
     privacy.update(

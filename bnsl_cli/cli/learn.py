@@ -14,12 +14,13 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 
 METHOD_HELP = (
     "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
+    "fed-moments (one exchange of second moments, NOTEARS on the pooled moments) | "
     "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone)"
 )
 
 
 #: The choices of --method (the library's METHODS; a test keeps them equal), shown in --help.
-METHOD_CHOICES = ("fed-sparse", "fed-bnsl", "notears", "local-notears")
+METHOD_CHOICES = ("fed-sparse", "fed-bnsl", "fed-moments", "notears", "local-notears")
 
 
 def command(
@@ -47,7 +48,7 @@ def command(
         help="ℓ₁ weight. fed-sparse: per participant, on B_p (the local losses are normalised by the public "
         "total n, so it acts as P·λ in centralized NOTEARS units); default 0.04/P (0.005 with P = 8), "
         "0.01 with --dp; "
-        "fed-bnsl: on W, default 0.03; notears / local-notears: 0.1.",
+        "fed-bnsl: on W, default 0.03; fed-moments / notears / local-notears: 0.1.",
     ),
     threshold: Optional[float] = typer.Option(
         None, "--threshold", envvar="BNSL_THRESHOLD",
@@ -75,6 +76,13 @@ def command(
         help="Fed-sparse: after the rounds, one exchange of the second moments on the pairs the consensus "
         "selects, then a score-based search (edge deletions, reversals, additions) from the consensus DAG. "
         "Under --dp that release takes --polish-share of the budget. --no-polish: the plain consensus.",
+    ),
+    standardize: bool = typer.Option(
+        False, "--standardize",
+        help="Learn on columns scaled to mean 0, sd 1 with the pooled statistics (one exchange of column counts, "
+        "sums and sums of squares before the rounds; under --dp taken from the already released means and second "
+        "moments, no extra budget). Edges do not depend on the columns' units; the threshold applies to the "
+        "standardised weights; weights are reported in original units, W[i,j] = W_std[i,j]·sd_j/sd_i.",
     ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
@@ -158,7 +166,7 @@ def command(
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
-        workers=workers, snap=snap, polish=polish, acyclicity=acyclicity,
+        workers=workers, snap=snap, polish=polish, acyclicity=acyclicity, standardize=standardize,
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data

@@ -24,6 +24,11 @@ class Conversion(str, Enum):
 class Method(str, Enum):
     fed_sparse = "fed-sparse"
     fed_bnsl = "fed-bnsl"
+    fed_moments = "fed-moments"
+
+
+#: Methods whose main release is one noisy matrix per participant (covariance / moment matrix).
+_ONE_MATRIX = ("fed-bnsl", "fed-moments")
 
 
 _DELTA_HELP = (
@@ -110,7 +115,8 @@ def command(
     ),
     method: Method = typer.Option(
         Method.fed_sparse, "--method",
-        help="fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X.",
+        help="fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
+        "fed-moments: one Gaussian release of the (scaled) moment matrix.",
     ),
     releases_file: Optional[Path] = typer.Option(
         None, "--releases", metavar="FILE", show_default=False,
@@ -176,7 +182,7 @@ def command(
         )
     elif max_rho or (meth == Method.fed_sparse.value and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
-    elif meth == Method.fed_bnsl.value:
+    elif meth in _ONE_MATRIX:
         result = _calibrate(meth, epsilon, delta_value, None, None, "", nodes, selection_share, moment_share,
                             mean_share, public_means, conv, value_bound, 0.0)
     else:
@@ -322,7 +328,7 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
 
     dp = DPConfig(epsilon=epsilon, delta=delta, selection_share=a, conversion=conv, public_means=public_means,
                   value_bound=value_bound, polish_share=s_pol)
-    if meth == Method.fed_bnsl.value:
+    if meth in _ONE_MATRIX:
         pv = resolve_privacy(meth, dp, delta=delta, rounds=1, steps=1, polish=False, d=nodes)
     else:
         pv = resolve_privacy(meth, dp, delta=delta, rounds=k, steps=t, polish=s_pol > 0, d=nodes,
@@ -338,13 +344,13 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
         events=_events(pv.releases, delta, conv),
     )
     assumptions = _base_assumptions(conv)
-    if meth == Method.fed_bnsl.value:
+    if meth in _ONE_MATRIX:
         assumptions.update({
             "releases": "one-off releases, then X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
             "sensitivity": "sqrt(2) C_x**2 (replace-one)",
             "budget split": f"column means {pv.mean_share:g}, second moments {pv.moment_share:g} of rho*, covariance the rest",
         })
-        title = "DP-Fed-BNSL noise plan"
+        title = "DP fed-moments noise plan" if meth == "fed-moments" else "DP-Fed-BNSL noise plan"
     else:
         assumptions.update({
             "rounds K": f"{k}",
@@ -380,7 +386,8 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
         ]
     else:
         rows += [
-            ("rho covariance", summary["rho_covariance"], ""),
+            ("rho covariance" if meth == "fed-bnsl" else "rho moment matrix",
+             summary["rho_covariance"] + summary.get("rho_moment_matrix", 0.0), ""),
             ("sigma multiplier", summary["sigma_multiplier"], "sigma / Delta = 1/sqrt(2 rho_cov)"),
         ]
     rows += _release_rows(pv.releases)
@@ -455,8 +462,8 @@ def _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given):
         if not value_bound_given:
             out.append(PlannedRelease(before, GAUSSIAN, mult * ratio, 1))
         out.append(PlannedRelease(kind, GAUSSIAN, mult, 1))
-    if meth == Method.fed_bnsl.value:
-        out.append(PlannedRelease(K.COVARIANCE, GAUSSIAN, s, 1))
+    if meth in _ONE_MATRIX:
+        out.append(PlannedRelease(K.MOMENT_MATRIX if meth == "fed-moments" else K.COVARIANCE, GAUSSIAN, s, 1))
     else:
         out.append(PlannedRelease(K.SELECTION, EXPONENTIAL, g, k * t))
         out.append(PlannedRelease(K.UPDATE, GAUSSIAN, s, k * t))
@@ -478,13 +485,13 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
             raise PrivacyBudgetError(f"the {name} noise multiplier must be a finite number > 0, got {v!r}")
     validate_delta(delta)
     assumptions = _base_assumptions(conv)
-    if meth == Method.fed_bnsl.value:
+    if meth in _ONE_MATRIX:
         if g is not None:
-            raise fail("fed-bnsl makes no coordinate selections; drop --gumbel-multiplier", 2)
+            raise fail(f"{meth} makes no coordinate selections; drop --gumbel-multiplier", 2)
         if pol is not None:
-            raise fail("fed-bnsl has no polish release; drop --polish-multiplier", 2)
+            raise fail(f"{meth} has no polish release; drop --polish-multiplier", 2)
         if s is None:
-            raise fail("spend mode for fed-bnsl needs --sigma-multiplier (the covariance's)", 2)
+            raise fail(f"spend mode for {meth} needs --sigma-multiplier (the covariance's / moment matrix's)", 2)
         k = t = None
         t_source = ""
     else:
@@ -509,6 +516,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
         "rho_means": by.get(K.RANGE_RAW, 0.0) + by.get(K.COLUMN_MEANS, 0.0),
         "rho_polish": by.get(K.POLISH, 0.0),
         "rho_covariance": by.get(K.COVARIANCE, 0.0),
+        "rho_moment_matrix": by.get(K.MOMENT_MATRIX, 0.0),
         "releases": [rel.to_dict() for rel in releases],
         "neighbouring_relation": assumptions["neighbouring relation"],
         "events": _events(releases, delta, conv),
@@ -530,7 +538,8 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
         ("delta", delta, ""),
         ("epsilon", eps, f"{conv} conversion"),
     ]
-    title = "DP-Fed-BNSL budget spent" if meth == Method.fed_bnsl.value else "DP-Fed-Sparse-BNSL budget spent"
+    title = {"fed-bnsl": "DP-Fed-BNSL budget spent", "fed-moments": "DP fed-moments budget spent"}.get(
+        meth, "DP-Fed-Sparse-BNSL budget spent")
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 
 

@@ -350,10 +350,13 @@ class DPSparseParticipant(_PrivateHolder):
         polish_multiplier: Optional[float] = None,
         polish_clip: float = POLISH_CLIP,
         label: Optional[str] = None,
+        preprocessed: Optional[tuple] = None,
     ):
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
+        centre, v_hat, events, notes = preprocessed or private_preprocessing(
+            X, one_offs, value_bound, rng, label or f"participant {pid + 1}"
+        )
         super().__init__(pid, X, n_total, lam, centre=centre)
         self._record(events)
         self.notes = notes
@@ -372,13 +375,13 @@ class DPSparseParticipant(_PrivateHolder):
         self.grads = ClippedGradients(self._Xc, precision)
 
     @classmethod
-    def from_plan(cls, plan, pid: int, X: np.ndarray, rng: np.random.Generator) -> "DPSparseParticipant":
+    def from_plan(cls, plan, pid: int, X: np.ndarray, rng: np.random.Generator, preprocessed=None) -> "DPSparseParticipant":
         pv = plan.privacy
         return cls(
             pid, X, plan.n_total, plan.lam, plan.steps, one_offs=_one_off_multipliers(pv), value_bound=pv.value_bound,
             gumbel_multiplier=pv.multiplier(ReleaseKind.SELECTION), sigma_multiplier=pv.multiplier(ReleaseKind.UPDATE),
             rng=rng, clip=pv.clip, clip_levels=pv.clip_levels, polish_multiplier=pv.multiplier(ReleaseKind.POLISH),
-            label=plan.participants[pid].label,
+            label=plan.participants[pid].label, preprocessed=preprocessed,
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
@@ -425,10 +428,13 @@ class DPDenseParticipant(_PrivateHolder):
         rng: np.random.Generator,
         clip: float = 1.5,
         label: Optional[str] = None,
+        preprocessed: Optional[tuple] = None,
     ):
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
+        centre, v_hat, events, notes = preprocessed or private_preprocessing(
+            X, one_offs, value_bound, rng, label or f"participant {pid + 1}"
+        )
         super().__init__(pid, X, n_total, 0.0, centre=centre)
         self._record(events)
         self.notes = notes
@@ -438,12 +444,12 @@ class DPDenseParticipant(_PrivateHolder):
         self._S = S / float(n_total)
 
     @classmethod
-    def from_plan(cls, plan, pid: int, X: np.ndarray, rng: np.random.Generator) -> "DPDenseParticipant":
+    def from_plan(cls, plan, pid: int, X: np.ndarray, rng: np.random.Generator, preprocessed=None) -> "DPDenseParticipant":
         pv = plan.privacy
         return cls(
             pid, X, plan.n_total, one_offs=_one_off_multipliers(pv), value_bound=pv.value_bound,
             sigma_multiplier=pv.multiplier(ReleaseKind.COVARIANCE), rng=rng, clip=pv.clip,
-            label=plan.participants[pid].label,
+            label=plan.participants[pid].label, preprocessed=preprocessed,
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:

@@ -70,6 +70,9 @@ class _Failure:
 def _worker(conn, participants) -> None:
     import signal
 
+    import numpy as np
+
+    np.seterr(over="ignore", invalid="ignore", divide="ignore")  # no numpy warning reaches the user's terminal
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle: one line, no traceback here
     try:
         while True:

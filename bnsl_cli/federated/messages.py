@@ -37,6 +37,11 @@ __all__ = [
     "message_kind",
     "encode_matrix",
     "decode_matrix",
+    "StatsRequest",
+    "StatsReply",
+    "StandardizeBroadcast",
+    "MomentRequest",
+    "MomentReply",
 ]
 
 HEADER = struct.Struct("<BBIIII")
@@ -314,3 +319,140 @@ class GramReply:
         rnd, sender, d, count = _header(data, _KIND_GRAM_REPLY, "second-moment reply")
         values = np.frombuffer(data, dtype="<f8", count=count, offset=HEADER.size).copy()
         return cls(rnd, sender, d, values)
+
+
+# -- the pre-round column statistics (--standardize, the scale check) and fed-moments ------------
+# (kinds 20–24; appended so the numbers of the other kinds never change)
+
+_KIND_STATS_REQUEST = 20
+_KIND_STATS_REPLY = 21
+_KIND_STANDARDIZE = 22
+_KIND_MOMENT_REQUEST = 23
+_KIND_MOMENT_REPLY = 24
+
+
+def _vectors(data: bytes, off: int, sizes) -> list:
+    out = []
+    for k in sizes:
+        out.append(np.frombuffer(data, dtype="<f8", count=k, offset=off).copy())
+        off += 8 * k
+    return out
+
+
+@dataclass(frozen=True)
+class StatsRequest:
+    """Server → participant (once, before the rounds): send your column statistics. Header only."""
+
+    round: int
+    d: int
+
+    kind = _KIND_STATS_REQUEST
+
+    def encode(self) -> bytes:
+        return HEADER.pack(_KIND_STATS_REQUEST, _VERSION, self.round, 0, self.d, 0)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "StatsRequest":
+        rnd, _, d, _ = _header(data, _KIND_STATS_REQUEST, "column-statistics request")
+        return cls(rnd, d)
+
+
+@dataclass(frozen=True)
+class StatsReply:
+    """Participant → server: its row count (header ``count``, public), the column sums ``Σ x_j`` and the
+    sums of squares about its own mean ``Σ (x_j − x̄_j)²`` (float64 each). Under DP both are
+    post-processing of the participant's released column means and second moments (``n_p·ĉ`` and
+    ``n_p·v̂``)."""
+
+    round: int
+    sender: int
+    d: int
+    rows: int
+    sums: np.ndarray
+    sumsq: np.ndarray
+
+    kind = _KIND_STATS_REPLY
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(_KIND_STATS_REPLY, _VERSION, self.round, self.sender, self.d, self.rows)
+        return head + np.asarray(self.sums, "<f8").tobytes() + np.asarray(self.sumsq, "<f8").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "StatsReply":
+        rnd, sender, d, rows = _header(data, _KIND_STATS_REPLY, "column-statistics reply")
+        sums, sumsq = _vectors(data, HEADER.size, (d, d))
+        return cls(rnd, sender, d, rows, sums, sumsq)
+
+
+@dataclass(frozen=True)
+class StandardizeBroadcast:
+    """Server → participant: the pooled column means and standard deviations; every participant
+    then works on ``(x − mean) / sd``. ``count`` = 1 when standardising, 0 for "keep the raw
+    columns" (the payload is then empty)."""
+
+    round: int
+    d: int
+    mean: Optional[np.ndarray]
+    sd: Optional[np.ndarray]
+
+    kind = _KIND_STANDARDIZE
+
+    def encode(self) -> bytes:
+        on = self.mean is not None
+        head = HEADER.pack(_KIND_STANDARDIZE, _VERSION, self.round, 0, self.d, int(on))
+        if not on:
+            return head
+        return head + np.asarray(self.mean, "<f8").tobytes() + np.asarray(self.sd, "<f8").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "StandardizeBroadcast":
+        rnd, _, d, on = _header(data, _KIND_STANDARDIZE, "standardisation broadcast")
+        if not on:
+            return cls(rnd, d, None, None)
+        mean, sd = _vectors(data, HEADER.size, (d, d))
+        return cls(rnd, d, mean, sd)
+
+
+@dataclass(frozen=True)
+class MomentRequest:
+    """Server → participant (fed-moments, once): send your moments. Header only."""
+
+    round: int
+    d: int
+
+    kind = _KIND_MOMENT_REQUEST
+
+    def encode(self) -> bytes:
+        return HEADER.pack(_KIND_MOMENT_REQUEST, _VERSION, self.round, 0, self.d, 0)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "MomentRequest":
+        rnd, _, d, _ = _header(data, _KIND_MOMENT_REQUEST, "moment request")
+        return cls(rnd, d)
+
+
+@dataclass(frozen=True)
+class MomentReply:
+    """Participant → server (fed-moments): its row count (header ``count``), column sums ``Σ x``
+    (d float64) and the upper triangle (row-major, diagonal included: d(d+1)/2 float64) of its
+    second-moment matrix ``Σ (x − c)(x − c)ᵀ`` about its centre ``c = sums / rows``. Under DP the
+    centre is its released column means and the matrix a noisy clipped release."""
+
+    round: int
+    sender: int
+    d: int
+    rows: int
+    sums: np.ndarray
+    upper: np.ndarray
+
+    kind = _KIND_MOMENT_REPLY
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(_KIND_MOMENT_REPLY, _VERSION, self.round, self.sender, self.d, self.rows)
+        return head + np.asarray(self.sums, "<f8").tobytes() + np.asarray(self.upper, "<f8").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "MomentReply":
+        rnd, sender, d, rows = _header(data, _KIND_MOMENT_REPLY, "moment reply")
+        sums, upper = _vectors(data, HEADER.size, (d, d * (d + 1) // 2))
+        return cls(rnd, sender, d, rows, sums, upper)

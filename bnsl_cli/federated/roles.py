@@ -23,6 +23,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bnsl_cli.errors import OptionError
+from bnsl_cli.federated.standardize import standardize_stage, with_stats
 
 __all__ = ["MethodRoles", "Outcome", "METHODS", "PRE_ROUND_STAGES", "roles_for", "make_participant"]
 
@@ -63,21 +64,21 @@ class MethodRoles:
 # -- site side ---------------------------------------------------------------------------------
 
 
-def _fed_sparse_participant(plan, pid: int, X: np.ndarray, rng):
+def _fed_sparse_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None):
     if plan.private:
         from bnsl_cli.federated.dp_participant import DPSparseParticipant
 
-        return DPSparseParticipant.from_plan(plan, pid, X, rng)
+        return DPSparseParticipant.from_plan(plan, pid, X, rng, preprocessed=preprocessed)
     from bnsl_cli.federated.participant import SparseParticipant
 
     return SparseParticipant(pid, X, plan.n_total, plan.lam, plan.steps, plan.tol)
 
 
-def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng):
+def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None):
     if plan.private:
         from bnsl_cli.federated.dp_participant import DPDenseParticipant
 
-        return DPDenseParticipant.from_plan(plan, pid, X, rng)
+        return DPDenseParticipant.from_plan(plan, pid, X, rng, preprocessed=preprocessed)
     from bnsl_cli.federated.participant import DenseParticipant
 
     return DenseParticipant(pid, X, plan.n_total)
@@ -86,7 +87,8 @@ def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng):
 def _notears_participant(plan, pid: int, X: np.ndarray, rng):
     from bnsl_cli.notears import NotearsSite
 
-    return NotearsSite(pid, X, plan.lam)
+    blocks = plan.rows if (roles_for(plan.method).pooled and sum(plan.rows) == X.shape[0]) else None
+    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize, blocks=blocks)
 
 
 # -- coordinator side ---------------------------------------------------------------------------
@@ -121,16 +123,40 @@ def _dp_fed_bnsl_builder(*, mean_share, moment_share, value_bound_given, **_):
     )
 
 
+def _fed_moments_participant(plan, pid: int, X: np.ndarray, rng):
+    from bnsl_cli.federated.moments import make_moment_site
+
+    return make_moment_site(plan, pid, X, rng)
+
+
+def _drive_moments(plan, fleet, progress):
+    from bnsl_cli.federated.moments import drive_moments
+
+    return drive_moments(plan, fleet, progress)
+
+
+def _dp_fed_moments_builder(*, mean_share, moment_share, value_bound_given, **_):
+    from bnsl_cli.federated.moments import dp_fed_moments_releases
+
+    return lambda rho_star: dp_fed_moments_releases(
+        rho_star, mean_share=mean_share, moment_share=moment_share, value_bound_given=value_bound_given
+    )
+
+
 #: Default λ per method. For the federated methods the local losses are normalised by the public
 #: total n, so Fed-Sparse-BNSL's per-participant λ acts as P·λ in centralized NOTEARS units.
 _REGISTRY: dict[str, MethodRoles] = {
     "fed-sparse": MethodRoles(
-        "fed-sparse", _fed_sparse_participant, _drive_admm, default_lambda=0.005, dp_lambda=0.01, private=True,
+        "fed-sparse", with_stats(_fed_sparse_participant), _drive_admm, default_lambda=0.005, dp_lambda=0.01, private=True,
         polishable=True, release_builder=_dp_pgcd_builder, label="Fed-Sparse-BNSL: ADMM + PGCD",
     ),
     "fed-bnsl": MethodRoles(
-        "fed-bnsl", _fed_bnsl_participant, _drive_admm, default_lambda=0.03, private=True,
+        "fed-bnsl", with_stats(_fed_bnsl_participant), _drive_admm, default_lambda=0.03, private=True,
         release_builder=_dp_fed_bnsl_builder, label="Fed-BNSL (Ng & Zhang 2022)",
+    ),
+    "fed-moments": MethodRoles(
+        "fed-moments", _fed_moments_participant, _drive_moments, default_lambda=0.1, private=True,
+        release_builder=_dp_fed_moments_builder, label="NOTEARS on pooled second moments (one exchange)",
     ),
     "notears": MethodRoles(
         "notears", _notears_participant, _drive_notears, default_lambda=0.1, pooled=True, federated=False,
@@ -145,7 +171,7 @@ _REGISTRY: dict[str, MethodRoles] = {
 METHODS = tuple(_REGISTRY)
 
 #: Coordinator-side stages run before the rounds, keyed by the plan option that turns them on.
-PRE_ROUND_STAGES: dict[str, Callable] = {}
+PRE_ROUND_STAGES: dict[str, Callable] = {"standardize": standardize_stage}
 
 
 def roles_for(method: str) -> MethodRoles:

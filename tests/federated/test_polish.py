@@ -259,7 +259,8 @@ def test_learn_reports_the_polish_and_counts_its_bytes(shards):
     assert c_on["polish"]["bytes_down"] == 4 * (HEADER.size + 4 * pol["pairs"])
     assert c_on["polish"]["bytes_up"] == 4 * (HEADER.size + 8 * pol["pairs"])
     assert c_on["bytes_total"] == c_on["bytes_up"] + c_on["bytes_down"]
-    assert sum(r["bytes_up"] for r in c_on["per_round"]) == c_on["bytes_up"]
+    # the rounds plus the pre-round column-statistics exchange (scale check / --standardize)
+    assert sum(r["bytes_up"] for r in c_on["per_round"]) + c_on["standardize"]["bytes_up"] == c_on["bytes_up"]
     assert c_off["polish"] == {"bytes_up": 0, "bytes_down": 0}
     assert off.report["polish"] == {"applied": False, "reason": "--no-polish"}
     # the same ADMM rounds, then the polish: the consensus is untouched

@@ -117,7 +117,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     # every DATA frame a site sent is in its transcript, with its size and hash
     recs = [json.loads(line) for line in (tmp_path / "t2.jsonl").read_text().splitlines()]
     data = [r for r in recs if r["event"] == "sent" and r["frame"] == "DATA"]
-    assert len(data) == rep["rounds"] + 1  # the rounds and the polish's second moments
+    assert len(data) == rep["rounds"] + 2  # the column statistics, the rounds and the polish's second moments
     assert sum(r["bytes"] - 2 for r in data) == rep["communication"]["per_participant"][1]["bytes_up"]
     assert recs[-1] == {**recs[-1], "event": "end", "status": "ok"}
 

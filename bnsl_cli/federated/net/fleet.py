@@ -49,6 +49,10 @@ _HELLO_KEYS = {"site": str, "columns": list, "rows": int}
 # protocol message kinds (messages.py) and what answers them
 _BROADCAST, _SPARSE, _DENSE, _GRAM_REQ, _GRAM_REPLY = 1, 2, 3, 4, 5
 _ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
+# column statistics / standardisation / fed-moments (messages.py kinds 20–24); the standardisation
+# broadcast needs no reply
+_STATS_REQ, _STATS_REPLY, _STANDARDIZE, _MOMENT_REQ, _MOMENT_REPLY = 20, 21, 22, 23, 24
+_ANSWERS.update({_STATS_REQ: (_STATS_REPLY,), _MOMENT_REQ: (_MOMENT_REPLY,)})
 
 
 def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[str]:
@@ -56,7 +60,7 @@ def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[
     if len(request) < HEADER.size:
         return None
     r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
-    stop = r_kind == _BROADCAST and request[HEADER.size + 1] == 1
+    stop = (r_kind == _BROADCAST and request[HEADER.size + 1] == 1) or r_kind == _STANDARDIZE
     if reply is None:
         return None if stop else "sent no reply to a request that needs one"
     if stop:
@@ -87,6 +91,10 @@ def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[
                 return "sent a sparse update naming an entry outside the d × d matrix"
         elif count != d * d or body != 8 * d * d:
             return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
+    elif kind == _STATS_REPLY and body != 16 * d:
+        return f"sent column statistics of {body} payload bytes for d = {d} (malformed)"
+    elif kind == _MOMENT_REPLY and body != 8 * d + 4 * d * (d + 1):
+        return f"sent a moment matrix of {body} payload bytes for d = {d} (malformed)"
     elif kind == _GRAM_REPLY:
         if count != r_count or body != 8 * count:
             return f"sent {count} second moments ({body} bytes) for {r_count} requested (malformed)"

@@ -1,0 +1,353 @@
+"""``--standardize`` and the column-scale check: one exchange of column statistics before the rounds.
+
+Before round 1 every federated participant (fed-sparse, fed-bnsl) sends its row count ``n_p``, its
+column sums ``Σ x_j`` and its sums of squares about its own mean ``Σ (x_j − x̄_pj)²``
+(:class:`~bnsl_cli.federated.messages.StatsReply`). The coordinator pools them exactly
+(``μ = Σ_p sums_p / n``, ``n σ² = Σ_p [m2_p + n_p (x̄_p − μ)²]``, the parallel-variance formula, no
+cancellation on columns far from 0) and, with ``--standardize``, broadcasts ``(μ, σ)``
+(:class:`~bnsl_cli.federated.messages.StandardizeBroadcast`); every participant then learns on
+``(x − μ) / σ``. Without ``--standardize`` the same statistics only feed the column-scale check: when
+the pooled standard deviations differ by more than :data:`SCALE_WARN_RATIO`, ``learn`` warns once,
+naming the option. The coordinator sees these statistics only, never rows.
+
+Under ``--dp`` no extra budget is spent: the statistics are post-processing of the one-off releases
+every private participant already makes (column means ``ĉ_p`` and centred second moments ``v̂_p``,
+:func:`~bnsl_cli.federated.dp_participant.private_preprocessing`): ``sums = n_p ĉ_p``,
+``m2 = n_p v̂_p``. The participant then keeps those releases in standardised units
+(``(ĉ_p − μ)/σ``, ``v̂_p/σ²``), so nothing is released twice. (With ``--public-means`` the centre is
+the declared 0.)
+
+``notears`` / ``local-notears`` standardise locally (the site's own rows, no message);
+``fed-moments`` standardises the pooled moment matrix at the coordinator (no extra message; under
+DP from the already released matrix).
+
+Weights are learned and thresholded on the standardised scale (so the edge set does not depend on
+the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j / σ_i`` (edge i → j).
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from bnsl_cli.errors import InputDataError
+from bnsl_cli.federated.messages import (
+    StandardizeBroadcast,
+    StatsReply,
+    StatsRequest,
+    message_kind,
+)
+
+__all__ = [
+    "SCALE_WARN_RATIO",
+    "ScaleWarning",
+    "column_stats",
+    "pool_stats",
+    "scale_ratio",
+    "check_scales",
+    "scale_warning",
+    "to_original_units",
+    "StatsSite",
+    "with_stats",
+    "standardize_stage",
+    "after_rounds",
+    "floating_point_trap",
+    "STATS_METHODS",
+]
+
+#: Columns whose standard deviations differ by more than this factor trigger the warning.
+SCALE_WARN_RATIO = 100.0
+#: Methods whose participants answer the column-statistics exchange.
+STATS_METHODS = ("fed-sparse", "fed-bnsl")
+
+
+class ScaleWarning(UserWarning):
+    """The columns are on very different scales and ``--standardize`` was not given."""
+
+
+def column_stats(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(n, Σ x_j, Σ (x_j − x̄_j)²)`` of one participant's rows."""
+    X = np.asarray(X, dtype=float)
+    n = X.shape[0]
+    sums = X.sum(axis=0)
+    dev = X - sums[None, :] / n
+    return n, sums, np.einsum("ij,ij->j", dev, dev)
+
+
+def pool_stats(rows: Sequence[int], sums: Sequence[np.ndarray], m2: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled ``(mean, sd)`` (population sd, divisor n) of participants' statistics."""
+    rows = np.asarray(rows, dtype=float)
+    S = np.vstack(sums)
+    M = np.vstack(m2)
+    n = rows.sum()
+    mean = S.sum(axis=0) / n
+    own = S / rows[:, None]
+    var = (M.sum(axis=0) + (rows[:, None] * (own - mean[None, :]) ** 2).sum(axis=0)) / n
+    return mean, np.sqrt(np.maximum(var, 0.0))
+
+
+def scale_ratio(sd: np.ndarray) -> float:
+    """``max σ / min σ`` over the columns (inf when a column is constant)."""
+    sd = np.asarray(sd, dtype=float)
+    lo = float(sd.min())
+    return float("inf") if lo <= 0 else float(sd.max()) / lo
+
+
+def check_scales(mean: np.ndarray, sd: np.ndarray, names: Sequence[str], where: str = "--standardize") -> None:
+    """Raise :class:`InputDataError` when a column cannot be standardised (constant or non-finite)."""
+    bad = np.flatnonzero(~(np.isfinite(sd) & np.isfinite(mean)) | ~(sd > 0))
+    if bad.size:
+        cols = ", ".join(repr(str(names[j])) for j in bad[:5]) + (" …" if bad.size > 5 else "")
+        raise InputDataError(
+            f"{where}: column(s) {cols} have no spread (standard deviation 0 or not finite) over the pooled rows; "
+            "drop them from the shards"
+        )
+
+
+def scale_warning(sd: np.ndarray, names: Sequence[str]) -> Optional[str]:
+    """The one-line warning when the columns' spreads differ by more than :data:`SCALE_WARN_RATIO`."""
+    sd = np.asarray(sd, dtype=float)
+    ok = np.isfinite(sd) & (sd > 0)
+    if ok.sum() < 2:
+        return None
+    s = sd[ok]
+    ratio = float(s.max() / s.min())
+    if not ratio > SCALE_WARN_RATIO:
+        return None
+    idx = np.flatnonzero(ok)
+    hi, lo = names[idx[int(np.argmax(s))]], names[idx[int(np.argmin(s))]]
+    return (
+        f"the columns' spreads differ {ratio:.3g}-fold ({hi!s} sd {s.max():.3g}, {lo!s} sd {s.min():.3g}); "
+        "the graph depends on their units — rerun with --standardize"
+    )
+
+
+def to_original_units(W: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """``W_orig[i, j] = W_std[i, j] · σ_j / σ_i`` (edge i → j)."""
+    sd = np.asarray(sd, dtype=float)
+    return np.asarray(W, dtype=float) * (sd[None, :] / sd[:, None])
+
+
+# ----------------------------------------------------------------------------------------------
+# the site side
+# ----------------------------------------------------------------------------------------------
+
+
+class StatsSite:
+    """A federated participant wrapped for the column-statistics exchange.
+
+    Answers :class:`StatsRequest` with its statistics and :class:`StandardizeBroadcast` by building
+    the method's participant on its standardised rows; every other message goes to that participant.
+    Without ``--standardize`` the participant is built at once on the raw rows (identical to an
+    unwrapped one). ``build(plan, pid, X, rng, preprocessed)`` is the method's factory."""
+
+    def __init__(self, plan, pid: int, X: np.ndarray, rng, build: Callable):
+        self.pid = int(pid)
+        self._plan = plan
+        self._rng = rng
+        self._build = build
+        self._report_B = False
+        self.inner = None
+        X = np.asarray(X, dtype=float)
+        n = X.shape[0]
+        self._pre = None
+        if plan.private:
+            from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_preprocessing
+
+            pv = plan.privacy
+            self._pre = private_preprocessing(X, _one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
+            centre, v_hat = self._pre[0], self._pre[1]
+            self._stats = (n, n * np.asarray(centre, float), n * np.asarray(v_hat, float))
+        else:
+            self._stats = column_stats(X)
+        if plan.standardize:
+            self._X = X
+        else:
+            self._X = None
+            self._make(X, self._pre)
+
+    # the plan's ``personal`` flag is set on the wrapper; the participant holds it
+    @property
+    def report_B(self) -> bool:
+        return self._report_B
+
+    @report_B.setter
+    def report_B(self, value: bool) -> None:
+        self._report_B = bool(value)
+        if self.inner is not None:
+            self.inner.report_B = self._report_B
+
+    def _make(self, X: np.ndarray, pre) -> None:
+        self.inner = self._build(self._plan, self.pid, X, self._rng, pre)
+        self.inner.report_B = self._report_B
+
+    def handle(self, data: bytes) -> Optional[bytes]:
+        kind = message_kind(data)
+        if kind == StatsRequest.kind:
+            req = StatsRequest.decode(data)
+            n, sums, m2 = self._stats
+            return StatsReply(req.round, self.pid, len(sums), n, sums, m2).encode()
+        if kind == StandardizeBroadcast.kind:
+            msg = StandardizeBroadcast.decode(data)
+            if self.inner is not None:
+                raise ValueError(f"participant {self.pid + 1}: a standardisation broadcast after the rounds began")
+            if msg.mean is None or not (np.all(np.isfinite(msg.mean)) and np.all(msg.sd > 0) and np.all(np.isfinite(msg.sd))):
+                raise ValueError(f"participant {self.pid + 1}: the standardisation broadcast is not usable")
+            X = (self._X - msg.mean[None, :]) / msg.sd[None, :]
+            pre = self._pre
+            if pre is not None:
+                centre, v_hat, events, notes = pre
+                notes = dict(notes)
+                notes["centring"] = str(notes.get("centring", "")) + "; standardised with the pooled statistics"
+                pre = ((np.asarray(centre) - msg.mean) / msg.sd, np.asarray(v_hat) / msg.sd**2, events, notes)
+            self._X = None
+            self._make(X, pre)
+            return None
+        if self.inner is None:
+            raise ValueError(f"participant {self.pid + 1}: a round message before the standardisation broadcast")
+        return self.inner.handle(data)
+
+    def events(self) -> list:
+        """The privacy events so far: the participant's (whose ledger starts with the one-off
+        releases this wrapper made), or those one-off releases before it is built."""
+        if self.inner is not None and callable(getattr(self.inner, "events", None)):
+            return self.inner.events()
+        return [] if self._pre is None else list(self._pre[2])
+
+    def summary(self) -> dict:
+        if self.inner is None:
+            raise ValueError(f"participant {self.pid + 1}: never standardised")
+        return self.inner.summary()
+
+
+def with_stats(build: Callable) -> Callable:
+    """The method's participant factory ``build(plan, pid, X, rng, preprocessed)`` wrapped in :class:`StatsSite`."""
+
+    def make(plan, pid: int, X: np.ndarray, rng):
+        return StatsSite(plan, pid, X, rng, build)
+
+    make.__doc__ = build.__doc__
+    return make
+
+
+# ----------------------------------------------------------------------------------------------
+# the coordinator side
+# ----------------------------------------------------------------------------------------------
+
+
+def standardize_stage(plan, fleet, report: dict) -> dict:
+    """Before the rounds (federated methods answering the exchange): collect the statistics, pool
+    them, broadcast them with ``--standardize``, else check the scales. Returns the stage's record
+    (also ``report["standardize"]``)."""
+    if plan.method not in STATS_METHODS:
+        return {}
+    req = StatsRequest(0, plan.d).encode()
+    raw = fleet.exchange(req)
+    replies = [StatsReply.decode(r) for r in raw]
+    per_up = [len(r) for r in raw]
+    per_down = [len(req)] * len(raw)
+    up, down = sum(per_up), sum(per_down)
+    mean, sd = pool_stats([r.rows for r in replies], [r.sums for r in replies], [r.sumsq for r in replies])
+    rec = {
+        "applied": bool(plan.standardize),
+        "source": (
+            "post-processing of the released column means and second moments (no extra privacy cost)"
+            if plan.private else "exact pooled column statistics"
+        ),
+        "bytes_up": up,
+        "bytes_down": down,
+        "per_participant_up": per_up,
+        "per_participant_down": per_down,
+        "mean": mean.tolist(),
+        "sd": sd.tolist(),
+    }
+    if plan.standardize:
+        check_scales(mean, sd, plan.names)
+        msg = StandardizeBroadcast(0, plan.d, mean, sd).encode()
+        fleet.exchange(msg)
+        rec["bytes_down"] += len(msg) * len(replies)
+        rec["per_participant_down"] = [b + len(msg) for b in per_down]
+    report["standardize"] = rec
+    return rec
+
+
+@contextmanager
+def floating_point_trap():
+    """Count numpy floating-point overflows / invalid operations instead of letting numpy warn
+    (the count is in the yielded dict's ``"count"``). Code that expects them (``h(W)`` of a huge
+    ``W``) keeps its own ``errstate``."""
+    rec = {"count": 0, "kinds": set()}
+
+    def call(kind, flag):  # noqa: ARG001
+        rec["count"] += 1
+        rec["kinds"].add(str(kind))
+
+    with np.errstate(over="call", invalid="call", divide="call", call=call):
+        yield rec
+
+
+def after_rounds(plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> None:
+    """After the driver: weights back in original units (with ``--standardize``), the scale warning
+    (without), the stage's bytes in the communication totals. ``rec`` is the stage's record (empty
+    for methods without the exchange; ``notears``/``local-notears`` sites and ``fed-moments`` put
+    their own ``sd`` in their summaries / report)."""
+    import warnings as _w
+
+    sds = _sources(plan, outcome, report, rec)
+    if rec:
+        comm = report.setdefault("communication", {})
+        comm["standardize"] = {"bytes_up": rec["bytes_up"], "bytes_down": rec["bytes_down"]}
+        for key in ("bytes_up", "bytes_down"):
+            comm[key] = int(comm.get(key, 0)) + rec[key]
+        comm["bytes_total"] = int(comm.get("bytes_up", 0)) + int(comm.get("bytes_down", 0))
+        for entry in comm.get("per_participant") or []:
+            k = entry["participant"] - 1
+            entry["bytes_up"] = int(entry["bytes_up"]) + rec["per_participant_up"][k]
+            entry["bytes_down"] = int(entry["bytes_down"]) + rec["per_participant_down"][k]
+    if not sds:
+        return
+    if plan.standardize:
+        if outcome.local is not None:
+            outcome.local = [to_original_units(W, sd) for W, sd in zip(outcome.local, sds)]
+            for entry, W in zip(report.get("local", []), outcome.local):
+                entry["W"] = W
+        else:
+            outcome.W = to_original_units(outcome.W, sds[0])
+            if outcome.W_raw is not None:
+                outcome.W_raw = to_original_units(outcome.W_raw, sds[0])
+        std = report.setdefault("standardize", {"applied": True})
+        std["applied"] = True
+        std["weights"] = (
+            "learned and thresholded on standardised columns; reported in original units: "
+            "W[i, j] = W_std[i, j] · sd_j / sd_i"
+        )
+        if outcome.local is not None:
+            std["sd"] = [list(map(float, sd)) for sd in sds]
+        else:
+            std.setdefault("sd", list(map(float, sds[0])))
+        return
+    msgs = sorted({m for m in (scale_warning(sd, plan.names) for sd in sds) if m})
+    graphs = outcome.local if outcome.local is not None else [outcome.W]
+    if msgs and (fp_events or all(not np.any(G) for G in graphs)):
+        from bnsl_cli.errors import NoDagError
+
+        what = "the optimisation overflowed" if fp_events else "no edge survived"
+        raise NoDagError(f"{msgs[0].split('; ')[0]} and {what}, so the graph is not meaningful; rerun with --standardize")
+    for m in msgs[:1]:  # once
+        _w.warn(m, ScaleWarning, stacklevel=3)
+        report.setdefault("warnings", []).append(m)
+
+
+def _sources(plan, outcome, report, rec) -> list:
+    if rec.get("sd") is not None:
+        return [np.asarray(rec["sd"], float)]
+    if plan.method == "fed-moments":
+        sd = (report.get("standardize") or {}).get("sd")
+        return [] if sd is None else [np.asarray(sd, float)]
+    out = [s.get("sd") for s in outcome.summaries]
+    if not out or any(sd is None for sd in out):
+        return []
+    return [np.asarray(sd, float) for sd in out]

@@ -1,0 +1,151 @@
+"""--method fed-moments: exact equality with pooled NOTEARS, the messages, the DP release in the ledger."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.federated.messages import HEADER, MomentReply, MomentRequest
+from bnsl_cli.federated.moments import (
+    MomentSite,
+    centred_moments,
+    from_upper_triangle,
+    pool_moments,
+    pooled_moments_of_blocks,
+    upper_triangle,
+)
+from bnsl_cli.io.data import Table
+from bnsl_cli.plan import DPConfig, LearnConfig
+from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.run import learn
+from tests._sim import simulated_tables
+
+
+@pytest.fixture(scope="module")
+def shards():
+    return simulated_tables(8, 4, 400, 3)
+
+
+def _quiet(tables, cfg):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return learn(tables, cfg)
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_fed_moments_is_exactly_pooled_notears(shards, standardize):
+    _, tables = shards
+    a = _quiet(tables, LearnConfig(method="notears", standardize=standardize))
+    b = _quiet(tables, LearnConfig(method="fed-moments", standardize=standardize))
+    assert (a.W != 0).sum() > 0
+    # bit-for-bit: the same pooled matrix (same blocks, same arithmetic), the same solver
+    assert np.array_equal(a.W_raw, b.W_raw)
+    assert np.array_equal(a.W, b.W)
+
+
+def test_exact_equality_with_uneven_shards_and_worker_processes():
+    rng = np.random.default_rng(5)
+    sim, tables = simulated_tables(6, 3, 300, 11)
+    # uneven shards with shifted columns
+    X = np.vstack([t.X for t in tables]) + rng.normal(0, 50, size=6)
+    cuts = [0, 111, 500, 900]
+    uneven = [Table(X[cuts[k]:cuts[k + 1]], tables[0].names, f"p{k}") for k in range(3)]
+    a = _quiet(uneven, LearnConfig(method="notears"))
+    b = _quiet(uneven, LearnConfig(method="fed-moments", workers=2))
+    assert np.array_equal(a.W_raw, b.W_raw)
+
+
+def test_pooled_moments_equal_the_pooled_covariance():
+    rng = np.random.default_rng(0)
+    blocks = [rng.normal(m, s, size=(n, 5)) for m, s, n in ((1e6, 1.0, 50), (-3.0, 2.0, 70), (1e6 + 5, 0.5, 31))]
+    X = np.vstack(blocks)
+    S = pooled_moments_of_blocks(X, [50, 70, 31])
+    np.testing.assert_allclose(S, np.cov(X.T, bias=True), rtol=1e-9, atol=1e-6)
+    parts = [centred_moments(B) for B in blocks]
+    S2, mu = pool_moments([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
+    assert np.array_equal(S, S2)
+    np.testing.assert_allclose(mu, X.mean(axis=0), rtol=1e-12)
+    M = parts[0][2]
+    assert np.array_equal(from_upper_triangle(upper_triangle(M), 5), M)
+
+
+def test_messages_round_trip_and_sizes():
+    rng = np.random.default_rng(1)
+    d = 7
+    req = MomentRequest(0, d)
+    assert len(req.encode()) == HEADER.size and MomentRequest.decode(req.encode()) == req
+    sums, up = rng.normal(size=d), rng.normal(size=d * (d + 1) // 2)
+    rep = MomentReply(0, 3, d, 123, sums, up)
+    data = rep.encode()
+    assert len(data) == HEADER.size + 8 * d + 8 * d * (d + 1) // 2
+    back = MomentReply.decode(data)
+    assert back.rows == 123 and back.sender == 3
+    assert np.array_equal(back.sums, sums) and np.array_equal(back.upper, up)
+    with pytest.raises(ValueError):
+        MomentRequest.decode(data)
+
+
+def test_communication_is_one_exchange(shards):
+    _, tables = shards
+    d, P = 8, 4
+    r = _quiet(tables, LearnConfig(method="fed-moments"))
+    c = r.report["communication"]
+    assert c["bytes_up"] == P * (HEADER.size + 8 * d + 8 * d * (d + 1) // 2)
+    assert c["bytes_down"] == P * HEADER.size
+    assert c["bytes_total"] == c["bytes_up"] + c["bytes_down"]
+
+
+def test_dp_fed_moments_ledger(shards):
+    _, tables = shards
+    eps = 4.0
+    r = _quiet(tables, LearnConfig(method="fed-moments", dp=DPConfig(epsilon=eps), seed=7))
+    pv = r.report["privacy"]
+    assert r.report["method"] == "fed-moments (dp)"
+    assert math.isclose(pv["epsilon"], eps, rel_tol=1e-9) and pv["epsilon"] <= eps * (1 + 1e-12)
+    plan = pv["plan"]
+    mult = plan["sigma_multiplier"]
+    planned = {rel["release"]: rel for rel in plan["releases"]}
+    assert set(planned) == {
+        "value-range (raw)", "column-means", "value-range (centred)", "second-moments", "moment-matrix"
+    }
+    assert planned["moment-matrix"]["noise_multiplier"] == mult
+    d = 8
+    clip = 1.5
+    for part in pv["participants"]:
+        kinds = [ev["release"] for ev in part["events"]]
+        assert sorted(kinds) == sorted(planned)
+        mm = next(ev for ev in part["events"] if ev["release"] == ReleaseKind.MOMENT_MATRIX.value)
+        # rows scaled by the released spreads, clipped to c·√d: sensitivity √2·(c√d)²
+        assert math.isclose(mm["sensitivity"], math.sqrt(2.0) * clip**2 * d, rel_tol=1e-12)
+        assert math.isclose(mm["noise_scale"], mult * mm["sensitivity"], rel_tol=1e-12)
+        assert math.isclose(mm["rho_each"], 0.5 / mult**2, rel_tol=1e-12)
+        assert mm["count"] == 1
+        assert math.isclose(sum(ev["rho"] for ev in part["events"]), plan["rho_planned"], rel_tol=1e-9)
+    assert "moment matrix" in pv["mechanism"]
+
+
+def test_dp_site_sends_its_moments_once_and_needs_a_noise_source(shards):
+    from bnsl_cli.plan import RunPlan, Shapes
+
+    _, tables = shards
+    plan = RunPlan.resolve(LearnConfig(method="fed-moments", dp=DPConfig(epsilon=8)), Shapes.of_tables(tables))
+    with pytest.raises(PrivacyBudgetError):
+        MomentSite(0, tables[0].X, privacy=plan.privacy, rng=None)
+    site = MomentSite(0, tables[0].X, privacy=plan.privacy, rng=np.random.default_rng(0))
+    req = MomentRequest(0, 8).encode()
+    reply = MomentReply.decode(site.handle(req))
+    M = from_upper_triangle(reply.upper, 8)
+    assert np.all(np.isfinite(M)) and np.all(np.diag(M) > 0)  # noisy (not projected) release, rescaled
+    with pytest.raises(PrivacyBudgetError):
+        site.handle(req)
+
+
+def test_dp_fed_moments_recovers_most_edges():
+    sim, tables = simulated_tables(10, 4, 5000, 2)
+    r = _quiet(tables, LearnConfig(method="fed-moments", dp=DPConfig(epsilon=10), seed=1))
+    from bnsl_cli.metrics import structure_metrics
+
+    m = structure_metrics(r.W, sim.W)
+    assert m["shd"] <= 3, m  # ε = 10, 20 000 rows, d = 10

@@ -1,4 +1,4 @@
-"""Synthetic data from random linear structural equation models (ALGORITHMS.md §7).
+"""Synthetic data from random linear structural equation models (docs/method.md, "Synthetic data").
 
 Orientation everywhere: entry ``B[i, j]`` / ``W[i, j]`` of an adjacency matrix is the edge from
 variable ``i`` to variable ``j`` (rows are parents, columns are children).

@@ -30,11 +30,9 @@ __all__ = [
     "acyclicity_of",
     "lbfgs",
     "LbfgsResult",
-    "acyclicity_value",
     "cyclic_blocks",
     "acyclicity_blocks",
     "single_blas_thread",
-    "second_moment",
 ]
 
 
@@ -140,16 +138,6 @@ def acyclicity_blocks(W: np.ndarray, blocks: list[np.ndarray], func=acyclicity) 
         h += hb
         G[sub] = gb
     return h, G
-
-
-def acyclicity_value(W: np.ndarray) -> float:
-    """``h(W)`` only."""
-    return acyclicity(W)[0]
-
-
-def second_moment(X: np.ndarray, n_total: int) -> np.ndarray:
-    """``Xᵀ X / n_total`` (the caller centres ``X`` first)."""
-    return (X.T @ X) / float(n_total)
 
 
 @contextlib.contextmanager

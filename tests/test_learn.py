@@ -202,6 +202,23 @@ def test_report_names_each_participants_file_and_its_sha256_when_known():
     assert "sha256" not in plain["data"]["participants"][0]
 
 
+def test_private_report_leaves_out_the_input_hashes():
+    """A file hash identifies a participant's rows exactly: not part of a private run's report."""
+    from types import SimpleNamespace
+
+    from bnsl_cli.learn import DPConfig
+
+    _, tables = simulated_tables(4, 2, 500, seed=0)
+    hashed = [SimpleNamespace(X=t.X, names=t.names, path=f"site{k}.csv", n=t.n, sha256=f"{k:064x}")
+              for k, t in enumerate(tables)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = learn(hashed, LearnConfig(rounds=2, steps=5, seed=1, dp=DPConfig(epsilon=5.0))).report
+    parts = rep["data"]["participants"]
+    assert [p["file"] for p in parts] == ["site0.csv", "site1.csv"]
+    assert all("sha256" not in p for p in parts)
+
+
 def test_local_notears_in_worker_processes_matches_one_process():
     _, tables = simulated_tables(5, 3, 300, seed=2)
     with warnings.catch_warnings():

@@ -169,11 +169,6 @@ class _ReadProgress:
             self.console.print(f"read {self.done / 1e6:.0f} MB in {dt:.1f} s", highlight=False, markup=False)
 
 
-def env_default(name: str):
-    """Name of the ``BNSL_*`` environment variable for an option (used as ``envvar=``)."""
-    return f"BNSL_{name.upper()}"
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
     from rich.markup import escape
 

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bnsl_cli.errors import OptionError
+from bnsl_cli.privacy.defaults import DP_LAMBDA
 from bnsl_cli.federated.standardize import standardize_stage, with_stats
 
 __all__ = ["MethodRoles", "Outcome", "METHODS", "PRE_ROUND_STAGES", "roles_for", "make_participant"]
@@ -147,7 +148,7 @@ def _dp_fed_moments_builder(*, mean_share, moment_share, value_bound_given, **_)
 #: total n, so Fed-Sparse-BNSL's per-participant λ acts as P·λ in centralized NOTEARS units.
 _REGISTRY: dict[str, MethodRoles] = {
     "fed-sparse": MethodRoles(
-        "fed-sparse", with_stats(_fed_sparse_participant), _drive_admm, default_lambda=0.005, dp_lambda=0.01, private=True,
+        "fed-sparse", with_stats(_fed_sparse_participant), _drive_admm, default_lambda=0.005, dp_lambda=DP_LAMBDA, private=True,
         polishable=True, release_builder=_dp_pgcd_builder, label="Fed-Sparse-BNSL: ADMM + PGCD",
     ),
     "fed-bnsl": MethodRoles(

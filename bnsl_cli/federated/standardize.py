@@ -125,6 +125,20 @@ def scale_warning(sd: np.ndarray, names: Sequence[str]) -> Optional[str]:
     )
 
 
+#: Standardised values are rounded to multiples of 2^-QUANTUM_BITS (6e-8, far below any sampling
+#: error). Rescaling a column changes the standardised values only in their last bits (about 1e-16
+#: relative), and the ADMM path can amplify such differences near ties (an edge orientation flipped
+#: at d = 8); after the rounding the participants' inputs are identical except for a value that lies
+#: within rounding error of a multiple of the quantum (probability about 1e-9 per value).
+QUANTUM_BITS = 24
+
+
+def quantise(Z: np.ndarray) -> np.ndarray:
+    """``Z`` rounded to the nearest multiple of ``2**-QUANTUM_BITS`` (exact in float64)."""
+    q = float(2 ** QUANTUM_BITS)
+    return np.round(Z * q) / q
+
+
 def to_original_units(W: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """``W_orig[i, j] = W_std[i, j] · σ_j / σ_i`` (edge i → j)."""
     sd = np.asarray(sd, dtype=float)
@@ -196,7 +210,7 @@ class StatsSite:
                 raise ValueError(f"participant {self.pid + 1}: a standardisation broadcast after the rounds began")
             if msg.mean is None or not (np.all(np.isfinite(msg.mean)) and np.all(msg.sd > 0) and np.all(np.isfinite(msg.sd))):
                 raise ValueError(f"participant {self.pid + 1}: the standardisation broadcast is not usable")
-            X = (self._X - msg.mean[None, :]) / msg.sd[None, :]
+            X = quantise((self._X - msg.mean[None, :]) / msg.sd[None, :])
             pre = self._pre
             if pre is not None:
                 centre, v_hat, events, notes = pre

@@ -145,6 +145,11 @@ class LearnConfig:
         _at_least("--snap", self.snap, 0.0)
         if self.acyclicity not in ("expm", "logdet"):
             raise OptionError(f"--acyclicity: unknown function {self.acyclicity!r}; choose expm or logdet")
+        if self.acyclicity == "logdet" and self.method != "fed-sparse":
+            raise OptionError(
+                f"--acyclicity logdet works with --method fed-sparse only ({self.method} uses NOTEARS' expm "
+                "function); drop the option"
+            )
         if self.lam is not None:
             _at_least("--lambda", self.lam, 0.0)
         for name, v in (("--rho1", self.rho1), ("--rho2", self.rho2), ("rho_max", self.rho_max)):

@@ -153,10 +153,13 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
         outcome = roles.drive(plan, fleet, progress)
     report.update(outcome.report)
     report.setdefault("warnings", [])
-    if fp["count"]:
-        report["numerics"] = {"floating_point_events": fp["count"], "kinds": sorted(fp["kinds"])}
+    # the count includes in-process participants' arithmetic on their rows: a private run neither
+    # reports it nor lets it decide anything (it is not an accounted release)
+    fp_seen = 0 if plan.private else fp["count"]
+    if fp_seen:
+        report["numerics"] = {"floating_point_events": fp_seen, "kinds": sorted(fp["kinds"])}
     if stage is not None:  # original units, the scale warning (or error), the stage's bytes
-        after_rounds(plan, outcome, report, pre, fp["count"])
+        after_rounds(plan, outcome, report, pre, fp_seen)
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
     if outcome.local is not None:
         for entry in report["local"]:

@@ -73,9 +73,10 @@ def command(
     ),
     polish: bool = typer.Option(
         True, "--polish/--no-polish",
-        help="Fed-sparse: after the rounds, one exchange of the second moments on the pairs the consensus "
-        "selects, then a score-based search (edge deletions, reversals, additions) from the consensus DAG. "
-        "Under --dp that release takes --polish-share of the budget. --no-polish: the plain consensus.",
+        help="Fed-sparse: after the rounds, one exchange of second moments (every pair; under --dp only the "
+        "pairs the consensus selects), then a score-based search (edge deletions, reversals, additions) from "
+        "the consensus DAG. Under --dp that release takes --polish-share of the budget. --no-polish: the "
+        "plain consensus.",
     ),
     standardize: bool = typer.Option(
         False, "--standardize",

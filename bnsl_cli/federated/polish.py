@@ -2,27 +2,32 @@
 
 The ADMM consensus of an acyclicity-constrained least-squares problem can settle in a local
 optimum where a node and its child exchange roles (a collider's parents attach to its child,
-with reversed and compensating extra edges). A few greedy moves of a score-based search fix that.
+with reversed and compensating extra edges). A greedy score-based search from the consensus
+DAG fixes that.
 
-1. The coordinator picks the node pairs it needs from the consensus alone (post-processing):
-   the edges of the thresholded DAG ``E0`` and the *candidate* pairs ``|W_raw| > candidate`` in
-   either direction define each node's neighbourhood ``N_j``; it requests the second moments on
-   ``F_j × F_j`` with ``F_j = {j} ∪ N_j`` for every ``j`` (a :class:`GramRequest`).
+1. The coordinator sends one :class:`GramRequest`. Non-private runs ask for every pair
+   (``d(d+1)/2`` second moments) and may add an edge on any pair. Private runs ask only for the
+   pairs the consensus selects (post-processing): the edges of the thresholded DAG ``E0`` and the
+   candidate pairs ``|W_raw| > candidate`` define each node's neighbourhood ``N_j``, and the
+   request covers ``F_j × F_j`` with ``F_j = {j} ∪ N_j``.
 2. Each participant answers with its share ``Σ_rows x_a x_b / n`` of the pooled second moments on
    those pairs (non-private: exact; private: clipped products with Gaussian noise, an accounted
    release — see :mod:`bnsl_cli.federated.dp_participant`). Summed, they are the pooled ones.
-3. The coordinator hill-climbs from ``E0`` over edge deletions, reversals and additions of candidate
-   edges that keep the graph acyclic, on the equal-variance Gaussian score (the least-squares loss
-   the ADMM minimises, with a BIC penalty):
+3. The coordinator hill-climbs (:func:`score_search`) over edge deletions, reversals and
+   additions that keep the graph acyclic, on a Gaussian score with an extended-BIC penalty
+   ``(log(n)/2 + log d)`` per edge: the equal-variance score
+   ``n·d/2 · log Σ_j RSS_j(pa_j)`` (the least-squares loss the ADMM minimises) or the per-node score
+   ``Σ_j n/2 · log(RSS_j(pa_j)/n)`` (unequal noise variances); ``auto`` (non-private default) runs
+   the equal-variance search, then the per-node search from that result and from the consensus,
+   and keeps the model with the lower BIC. ``RSS_j(S) = G_jj − G_jS G_SS⁻¹ G_Sj``.
+   Then it fits the least-squares weights of every family. When ``--threshold`` is not given the
+   score alone decides the edges; a given threshold drops edges with ``|w| ≤ threshold`` after
+   the search (and the private polish always applies it).
 
-       score(E) = n·d/2 · log Σ_j RSS_j(pa_j) + log(n)/2 · |E|,   RSS_j(S) = G_jj − G_jS G_SS⁻¹ G_Sj
-
-   taking the best improving move until none improves; then it fits the least-squares weights of
-   every family, drops edges with ``|w| ≤ threshold`` and refits.
-
-Private runs (noisy moments, whose noise std per entry is public): an edge is added only when its
-partial second moment exceeds 3 noise stds, and after the search edges whose partial second moment
-is within 3 noise stds are dropped, weakest first — the BIC penalty alone is far below the noise.
+Private runs (noisy moments, whose noise std per entry is public) use the equal-variance score on
+candidate edges: an edge is added only when its partial second moment exceeds 3 noise stds, and
+after the search edges whose partial second moment is within 3 noise stds are dropped, weakest
+first — the BIC penalty alone is far below the noise.
 
 Only the consensus, the pair list and the summed moments are used; the rows stay with the
 participants. ``W[i, j]`` is the edge ``i → j``.

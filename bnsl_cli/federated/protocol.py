@@ -252,7 +252,7 @@ def drive_admm(plan, fleet, progress=None):
         first = issues[0]
         where = ", ".join(f"{k} {first[k]}" for k in ("round", "status", "message") if k in first)
         text = (
-            f"{len(issues)} L-BFGS-B solve(s) of the coordinator's W-step did not converge"
+            f"{len(issues)} L-BFGS solve(s) of the coordinator's W-step did not converge"
             + (f" (first: {where})" if where else "")
             + "; the consensus may be inaccurate. Raise --rounds or lower --rho2-growth"
         )

@@ -137,3 +137,13 @@ def test_the_cli_passes_acyclicity_to_the_coordinator_and_rejects_unknown_names(
     assert ok.exit_code == 0, ok.output
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["options"]["acyclicity"] == "logdet"
+
+
+@pytest.mark.parametrize("method", ["fed-bnsl", "fed-moments", "notears", "local-notears"])
+def test_logdet_is_refused_where_the_method_does_not_use_it(method):
+    from bnsl_cli.errors import OptionError
+    from bnsl_cli.plan import LearnConfig
+
+    with pytest.raises(OptionError, match="--acyclicity logdet works with --method fed-sparse only"):
+        LearnConfig(method=method, acyclicity="logdet").check()
+    LearnConfig(method="fed-sparse", acyclicity="logdet").check()

@@ -93,9 +93,14 @@ def pooled_moments_of_blocks(X: np.ndarray, rows) -> np.ndarray:
 
 
 def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(D⁻¹ S D⁻¹, sd)`` with ``sd = √diag S`` (the correlation matrix)."""
+    """``(D⁻¹ S D⁻¹, sd)`` with ``sd = √diag S`` (the correlation matrix), its entries rounded to
+    multiples of ``2**-24`` (:func:`~bnsl_cli.federated.standardize.quantise`): a change of a column's
+    units moves them only in their last bits, which NOTEARS' solver could otherwise amplify into a
+    different graph."""
+    from bnsl_cli.federated.standardize import quantise
+
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
-    return S / np.outer(sd, sd), sd
+    return quantise(S / np.outer(sd, sd)), sd
 
 
 def pool_moments(rows, sums, mats) -> tuple[np.ndarray, np.ndarray]:

@@ -75,16 +75,18 @@ def private_preprocessing(X: np.ndarray, multipliers: dict, value_bound: Optiona
     given = value_bound is not None
     events = []
     notes = {}
-    if ReleaseKind.COLUMN_MEANS in multipliers:
+
+    def bound(values: np.ndarray, kind: ReleaseKind, quantile: float, what: str) -> np.ndarray:
+        """The public ``value_bound``, or a noisy range histogram's bound (a recorded release)."""
         if given:
-            b_raw = np.full(d, float(value_bound))
-        else:
-            b_raw, ev = release_range(
-                X, np.zeros(d), multipliers[ReleaseKind.RANGE_RAW], rng, quantile=RAW_QUANTILE,
-                release=ReleaseKind.RANGE_RAW,
-            )
-            events.append(ev)
-            _need_bound(label, b_raw, "value range")
+            return np.full(d, float(value_bound))
+        b, ev = release_range(values, np.zeros(d), multipliers[kind], rng, quantile=quantile, release=kind)
+        events.append(ev)
+        _need_bound(label, b, what)
+        return b
+
+    if ReleaseKind.COLUMN_MEANS in multipliers:
+        b_raw = bound(X, ReleaseKind.RANGE_RAW, RAW_QUANTILE, "value range")
         centre, ev = release_means(X, b_raw, multipliers[ReleaseKind.COLUMN_MEANS], rng)
         events.append(ev)
         notes["centring"] = "released column means (Gaussian mechanism on clipped values)"
@@ -92,15 +94,7 @@ def private_preprocessing(X: np.ndarray, multipliers: dict, value_bound: Optiona
         centre = np.zeros(d)
         notes["centring"] = "declared public: data taken as centred (--public-means); no release"
     Xc = X - centre[None, :]
-    if given:
-        b_c = np.full(d, float(value_bound))
-    else:
-        b_c, ev = release_range(
-            Xc, np.zeros(d), multipliers[ReleaseKind.RANGE_CENTRED], rng, quantile=CENTRED_QUANTILE,
-            release=ReleaseKind.RANGE_CENTRED,
-        )
-        events.append(ev)
-        _need_bound(label, b_c, "spread of the centred values")
+    b_c = bound(Xc, ReleaseKind.RANGE_CENTRED, CENTRED_QUANTILE, "spread of the centred values")
     v_hat, ev = release_second_moments(Xc, b_c, multipliers[ReleaseKind.SECOND_MOMENTS], rng)
     events.append(ev)
     return centre, v_hat, events, notes

@@ -313,6 +313,13 @@ def _one_off_multipliers(privacy) -> dict:
 class _PrivateHolder(Participant):
     uses_exact_moments = False  # private participants never form the exact second-moment matrix
 
+    def _start_ledger(self, pid, X, one_offs, value_bound, rng, label, preprocessed):
+        """This participant's own ledger, and its one-off releases (or ones already made, e.g. by the
+        standardisation stage): ``(centre, v_hat, events, notes)``; the caller records ``events``."""
+        self.ledger = PrivacyLedger()
+        self.ledger.add_participant(pid)
+        return preprocessed or private_preprocessing(X, one_offs, value_bound, rng, label or f"participant {pid + 1}")
+
     def _record(self, events) -> None:
         for ev in events:
             self.ledger.record(self.pid, ev)
@@ -346,11 +353,7 @@ class DPSparseParticipant(_PrivateHolder):
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
     ):
-        self.ledger = PrivacyLedger()
-        self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = preprocessed or private_preprocessing(
-            X, one_offs, value_bound, rng, label or f"participant {pid + 1}"
-        )
+        centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
         super().__init__(pid, X, n_total, lam, centre=centre)
         self._record(events)
         self.notes = notes
@@ -424,11 +427,7 @@ class DPDenseParticipant(_PrivateHolder):
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
     ):
-        self.ledger = PrivacyLedger()
-        self.ledger.add_participant(pid)
-        centre, v_hat, events, notes = preprocessed or private_preprocessing(
-            X, one_offs, value_bound, rng, label or f"participant {pid + 1}"
-        )
+        centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
         super().__init__(pid, X, n_total, 0.0, centre=centre)
         self._record(events)
         self.notes = notes

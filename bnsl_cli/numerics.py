@@ -32,22 +32,59 @@ __all__ = [
     "LbfgsResult",
     "cyclic_blocks",
     "acyclicity_blocks",
+    "BlockAcyclicity",
     "single_blas_thread",
 ]
 
 
-def acyclicity(W: np.ndarray) -> tuple[float, np.ndarray]:
-    """Return ``(h(W), ∇h(W))``. When ``exp`` overflows, ``h`` is ``+inf`` (gradient zeros), silently."""
-    A = W * W
+def _expm_core(A: np.ndarray):
+    """``(h, E)`` with ``E = exp(A)`` and ``h = tr E − d`` (``∇h(W) = 2 Eᵀ ∘ W``); ``(inf, None)``
+    when ``exp`` overflows."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             E = scipy.linalg.expm(A)
         except (ValueError, OverflowError, np.linalg.LinAlgError):
-            return float("inf"), np.zeros_like(W)
+            return float("inf"), None
     if not np.isfinite(E).all():
+        return float("inf"), None
+    return float(np.trace(E)) - A.shape[0], E
+
+
+def _logdet_core(A: np.ndarray, s: float):
+    """``(h, Z)`` with ``Z = (sI − A)⁻¹`` and ``h = −log det(sI − A) + d log s`` (``∇h(W) = 2 Zᵀ ∘ W``);
+    ``(inf, None)`` outside the domain. ``A`` is overwritten.
+
+    The domain test: a Z-matrix is a non-singular M-matrix exactly when it is invertible with an
+    entrywise non-negative inverse — the inverse that the gradient needs anyway. One LU
+    factorisation serves the value (its diagonal) and the inverse (``getri`` on the same factors)."""
+    d = A.shape[0]
+    M = np.negative(A, out=A)
+    M.flat[:: d + 1] += s
+    lu, piv, info = _getrf(M, overwrite_a=True)
+    if info != 0:
+        return float("inf"), None
+    diag = np.diagonal(lu)
+    # det = (−1)^(row swaps) Π diag; a non-singular M-matrix has det > 0
+    swaps = int(np.count_nonzero(piv != np.arange(d)))
+    negative = (swaps + int(np.count_nonzero(diag < 0))) % 2
+    if negative or not np.all(np.isfinite(diag)):
+        return float("inf"), None
+    h = d * np.log(s) - float(np.sum(np.log(np.abs(diag))))  # before getri overwrites lu
+    inv, info = _getri(lu, piv, overwrite_lu=True)
+    if info != 0:
+        return float("inf"), None
+    lo, hi = float(inv.min()), float(inv.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < -1e-10 * max(hi, -lo):
+        return float("inf"), None
+    return max(h, 0.0), inv
+
+
+def acyclicity(W: np.ndarray) -> tuple[float, np.ndarray]:
+    """Return ``(h(W), ∇h(W))``. When ``exp`` overflows, ``h`` is ``+inf`` (gradient zeros), silently."""
+    h, E = _expm_core(W * W)
+    if E is None:
         return float("inf"), np.zeros_like(W)
-    h = float(np.trace(E)) - W.shape[0]
     return h, E.T * (2.0 * W)
 
 
@@ -61,25 +98,10 @@ def logdet_acyclicity(W: np.ndarray, s: float = 1.0) -> tuple[float, np.ndarray]
     d = W.shape[0]
     if d == 0:
         return 0.0, np.zeros_like(W)
-    M = -(W * W)
-    M[np.diag_indices(d)] += s
-    lu, piv, info = _getrf(M, overwrite_a=True)
-    if info != 0:
+    h, Z = _logdet_core(W * W, s)
+    if Z is None:
         return float("inf"), np.zeros_like(W)
-    diag = np.diag(lu)
-    # det = (−1)^(row swaps) Π diag; a non-singular M-matrix has det > 0
-    swaps = int(np.count_nonzero(piv != np.arange(d)))
-    negative = (swaps + int(np.count_nonzero(diag < 0))) % 2
-    if negative or not np.all(np.isfinite(diag)):
-        return float("inf"), np.zeros_like(W)
-    h = d * np.log(s) - float(np.sum(np.log(np.abs(diag))))  # before getri overwrites lu
-    inv, info = _getri(lu, piv, overwrite_lu=True)
-    if info != 0 or not np.all(np.isfinite(inv)):
-        return float("inf"), np.zeros_like(W)
-    scale = float(np.max(np.abs(inv)))
-    if np.any(inv < -1e-10 * scale):
-        return float("inf"), np.zeros_like(W)
-    return max(h, 0.0), 2.0 * inv.T * W
+    return h, 2.0 * Z.T * W
 
 
 def _getrf(a, overwrite_a=False):
@@ -138,6 +160,74 @@ def acyclicity_blocks(W: np.ndarray, blocks: list[np.ndarray], func=acyclicity) 
         h += hb
         G[sub] = gb
     return h, G
+
+
+class BlockAcyclicity:
+    """``w -> (h, ∇h)`` for the entries ``w`` of a ``d × d`` matrix at the flat indices ``idx``
+    (``a·d + b`` is the edge ``a → b``; every other entry is 0), evaluated on the strongly connected
+    components of the pattern ``idx`` (:func:`cyclic_blocks`) without forming ``d × d`` arrays.
+
+    ``kind`` is ``"expm"`` or ``"logdet"`` (with ``s``). Per evaluation and block ``C`` of size
+    ``n``: one dense ``n × n`` ``exp`` (or one LU and inverse), and the gradient read off at the
+    block's entries only: ``∂h/∂W_ab = 2 W_ab Z_ba`` with ``Z = exp(A_CC)`` or ``(sI − A_CC)⁻¹``.
+    Entries outside every block lie on no cycle: their gradient is 0. ``blocks`` lists the block
+    sizes, largest first."""
+
+    def __init__(self, d: int, idx: np.ndarray, kind: str = "expm", s: float = 1.0):
+        import scipy.sparse
+        import scipy.sparse.csgraph
+
+        if kind not in ACYCLICITY:
+            raise ValueError(f"unknown acyclicity function {kind!r}; choose one of {', '.join(ACYCLICITY)}")
+        idx = np.asarray(idx, dtype=np.int64)
+        self.d, self.size, self.kind, self.s = int(d), int(idx.size), kind, float(s)
+        rows, cols = idx // d, idx % d
+        self._parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        if idx.size == 0:
+            self.blocks: list[int] = []
+            return
+        P = scipy.sparse.csr_matrix((np.ones(idx.size, dtype=np.int8), (rows, cols)), shape=(d, d))
+        n_comp, labels = scipy.sparse.csgraph.connected_components(P, directed=True, connection="strong")
+        sizes = np.bincount(labels, minlength=n_comp)
+        inside = (labels[rows] == labels[cols]) & (sizes[labels[rows]] > 1)
+        pos = np.flatnonzero(inside)
+        comp = labels[rows[pos]]
+        # local node numbers within each component
+        order = np.argsort(labels, kind="stable")
+        local = np.empty(d, dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        local[order] = np.arange(d) - starts[labels[order]]
+        by_comp = np.argsort(comp, kind="stable")
+        pos, comp = pos[by_comp], comp[by_comp]
+        cuts = np.flatnonzero(np.diff(comp)) + 1
+        for part in np.split(np.arange(pos.size), cuts):
+            if not part.size:
+                continue
+            c = int(comp[part[0]])
+            n = int(sizes[c])
+            p = pos[part]
+            r, q = local[rows[p]], local[cols[p]]
+            self._parts.append((n, p, r * n + q, q * n + r))
+        self._parts.sort(key=lambda t: -t[0])
+        self.blocks = [t[0] for t in self._parts]
+
+    def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(h, ∇h)`` at the entries ``w`` (``(inf, zeros)`` outside the domain)."""
+        g = np.zeros(self.size)
+        h = 0.0
+        for n, p, loc, loc_t in self._parts:
+            wp = w[p]
+            A = np.zeros((n, n))
+            A.flat[loc] = wp * wp
+            if self.kind == "logdet":
+                hb, Z = _logdet_core(A, self.s)
+            else:
+                hb, Z = _expm_core(A)
+            if Z is None:
+                return float("inf"), np.zeros(self.size)
+            h += hb
+            g[p] = 2.0 * Z.flat[loc_t] * wp
+        return h, g
 
 
 @contextlib.contextmanager

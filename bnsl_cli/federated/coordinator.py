@@ -25,7 +25,7 @@ import numpy as np
 import scipy.optimize
 
 from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
-from bnsl_cli.numerics import ACYCLICITY, acyclicity_blocks, acyclicity_of, cyclic_blocks, lbfgs
+from bnsl_cli.numerics import ACYCLICITY, BlockAcyclicity, acyclicity_of, lbfgs
 
 __all__ = ["PenaltySchedule", "Coordinator"]
 
@@ -104,6 +104,7 @@ class Coordinator:
         self.server_s = 0.0
         self.lbfgs_evals = 0  # evaluations of the W-step objective (= evaluations of h)
         self.link = SupportState()  # encoder state of the broadcast channel (same for every participant)
+        self.last_blocks: list[int] = []  # sizes of the cyclic blocks of the last W-step's support
 
     # -- messages ------------------------------------------------------------------------
     def broadcast(self, stop: bool = False) -> bytes:
@@ -136,7 +137,8 @@ class Coordinator:
             W = self._w_step_support()
         if self.snap > 0:
             W[np.abs(W) < self.snap] = 0.0
-        h = acyclicity_blocks(W, cyclic_blocks(W != 0), self._h)[0]
+        nz = np.flatnonzero(W)
+        h = BlockAcyclicity(self.d, nz, self.acyclicity, self.logdet_s)(W.ravel()[nz])[0]
         if not np.isfinite(h):
             h = float("inf")
         rho1_used, rho2_used = self.rho1, self.rho2
@@ -185,20 +187,18 @@ class Coordinator:
         beta_sum = betas.sum(axis=0)
         const = float(np.sum(betas * Bs))
         alpha, rho1, rho2 = self.alpha, self.rho1, self.rho2
-        Wfull = np.zeros(d * d)
         # h and ∇h only involve the strongly connected components of the support graph
-        blocks = cyclic_blocks(support)
-        func = self._h
+        h_of = BlockAcyclicity(d, idx, self.acyclicity, self.logdet_s)
+        self.last_blocks = h_of.blocks
 
         def fun(w):
-            Wfull[idx] = w
-            h, gh = acyclicity_blocks(Wfull.reshape(d, d), blocks, func)
+            h, gh = h_of(w)
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(w)
             diff = Bs - w[None, :]
             with np.errstate(over="ignore", invalid="ignore"):  # ρ₁h² may overflow: +inf, the step backs off
                 obj = alpha * h + 0.5 * rho1 * h * h + const - float(beta_sum @ w) + 0.5 * rho2 * float(np.sum(diff * diff))
-                grad = (alpha + rho1 * h) * gh.ravel()[idx] - beta_sum - rho2 * diff.sum(axis=0)
+                grad = (alpha + rho1 * h) * gh - beta_sum - rho2 * diff.sum(axis=0)
             if not np.isfinite(obj):
                 return np.inf, np.zeros_like(w)
             return obj, grad

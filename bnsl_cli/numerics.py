@@ -80,6 +80,62 @@ def _logdet_core(A: np.ndarray, s: float):
     return max(h, 0.0), inv
 
 
+#: Blocks of at least this many nodes: the log-det gradient from the triangular inverses of the
+#: LU factors at the needed entries (:func:`_logdet_selected`) instead of the full inverse (``getri``).
+SELECTED_FROM = 256
+
+
+def _logdet_selected(A: np.ndarray, s: float, rows: np.ndarray, cols: np.ndarray):
+    """``(h, z)`` with ``h = −log det(sI − A) + n log s`` and ``z[k] = Z[rows[k], cols[k]]``,
+    ``Z = (sI − A)⁻¹``; ``(inf, None)`` outside the domain. ``A`` is overwritten.
+
+    With ``sI − A = P L U`` (``getrf``): ``Z = U⁻¹ L⁻¹ Pᵀ``; both triangular inverses (``trtri``,
+    ⅓ n³ flops each) and one dot product of length n per requested entry, instead of ``getri``'s
+    full inverse (measured about 2.5× slower than the LU itself on an 864-node block). The domain
+    test without the full inverse: a Z-matrix ``M`` is a non-singular M-matrix exactly when
+    ``x = M⁻¹ 1`` is positive (``x > 0`` with ``Mx > 0`` makes a Z-matrix a non-singular
+    M-matrix; conversely ``M⁻¹ ≥ 0`` with a positive diagonal gives ``x > 0``)."""
+    from scipy.linalg import lapack
+
+    n = A.shape[0]
+    M = np.negative(A, out=A)
+    M.flat[:: n + 1] += s
+    lu, piv, info = lapack.dgetrf(M, overwrite_a=True)
+    if info != 0:
+        return float("inf"), None
+    diag = np.diagonal(lu)
+    swaps = int(np.count_nonzero(piv != np.arange(n)))
+    negative = (swaps + int(np.count_nonzero(diag < 0))) % 2
+    if negative or not np.all(np.isfinite(diag)):
+        return float("inf"), None
+    h = n * np.log(s) - float(np.sum(np.log(np.abs(diag))))
+    x, info = lapack.dgetrs(lu, piv, np.ones(n))
+    if info != 0 or not np.all(x > 0) or not np.all(np.isfinite(x)):
+        return float("inf"), None
+    U_inv, info_u = lapack.dtrtri(lu, lower=0)
+    L_inv, info_l = lapack.dtrtri(lu, lower=1, unitdiag=1)
+    if info_u != 0 or info_l != 0:
+        return float("inf"), None
+    U_inv = np.triu(U_inv)
+    L_inv = np.tril(L_inv, -1)
+    L_inv.flat[:: n + 1] = 1.0
+    # getrf's row interchanges as a permutation: row k of PᵀM is row perm[k] of M
+    perm = np.arange(n)
+    for k, j in enumerate(piv.tolist()):
+        if j != k:
+            perm[k], perm[j] = perm[j], perm[k]
+    inv_perm = np.empty(n, dtype=np.int64)
+    inv_perm[perm] = np.arange(n)
+    # Z[r, c] = U⁻¹[r, :] · L⁻¹[:, inv_perm[c]]
+    CT = np.ascontiguousarray(L_inv.T)
+    z = np.empty(rows.size)
+    chunk = max(1, (1 << 21) // max(n, 1))  # ≈ 16 MB of gathered rows at a time
+    for start in range(0, rows.size, chunk):
+        sl = slice(start, start + chunk)
+        z[sl] = np.einsum("ij,ij->i", U_inv[rows[sl]], CT[inv_perm[cols[sl]]])
+    return max(h, 0.0), z
+
+
 def acyclicity(W: np.ndarray) -> tuple[float, np.ndarray]:
     """Return ``(h(W), ∇h(W))``. When ``exp`` overflows, ``h`` is ``+inf`` (gradient zeros), silently."""
     h, E = _expm_core(W * W)
@@ -182,7 +238,7 @@ class BlockAcyclicity:
         idx = np.asarray(idx, dtype=np.int64)
         self.d, self.size, self.kind, self.s = int(d), int(idx.size), kind, float(s)
         rows, cols = idx // d, idx % d
-        self._parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._parts: list[tuple] = []
         if idx.size == 0:
             self.blocks: list[int] = []
             return
@@ -207,7 +263,7 @@ class BlockAcyclicity:
             n = int(sizes[c])
             p = pos[part]
             r, q = local[rows[p]], local[cols[p]]
-            self._parts.append((n, p, r * n + q, q * n + r))
+            self._parts.append((n, p, r * n + q, q * n + r, q, r))
         self._parts.sort(key=lambda t: -t[0])
         self.blocks = [t[0] for t in self._parts]
 
@@ -215,10 +271,18 @@ class BlockAcyclicity:
         """``(h, ∇h)`` at the entries ``w`` (``(inf, zeros)`` outside the domain)."""
         g = np.zeros(self.size)
         h = 0.0
-        for n, p, loc, loc_t in self._parts:
+        for n, p, loc, loc_t, q, r in self._parts:
             wp = w[p]
             A = np.zeros((n, n))
             A.flat[loc] = wp * wp
+            if self.kind == "logdet" and n >= SELECTED_FROM:
+                # ∂h/∂W_ab = 2 W_ab Z_ba: the entries (b, a) = (q, r) of Z only
+                hb, z = _logdet_selected(A, self.s, q, r)
+                if z is None:
+                    return float("inf"), np.zeros(self.size)
+                h += hb
+                g[p] = 2.0 * z * wp
+                continue
             if self.kind == "logdet":
                 hb, Z = _logdet_core(A, self.s)
             else:

@@ -143,3 +143,102 @@ def test_lbfgs_solves_an_ill_conditioned_quadratic():
     b = rng.normal(size=30)
     res = lbfgs(lambda x: (0.5 * x @ A @ x - b @ x, A @ x - b), np.zeros(30), ftol=1e-15, gtol=1e-9, maxiter=5000)
     np.testing.assert_allclose(res.x, np.linalg.solve(A, b), rtol=1e-4, atol=1e-6)
+
+
+# -- the W-step's block evaluator -----------------------------------------------------------------
+
+from bnsl_cli.numerics import BlockAcyclicity, _logdet_core, _logdet_selected  # noqa: E402
+
+
+def _sparse_cyclic(d, seed, density, scale):
+    rng = np.random.default_rng(seed)
+    W = scale * rng.normal(size=(d, d)) * (rng.random((d, d)) < density)
+    np.fill_diagonal(W, 0)
+    return W
+
+
+@pytest.mark.parametrize("kind", ["expm", "logdet"])
+@pytest.mark.parametrize("seed", range(3))
+def test_block_evaluator_matches_the_dense_functions_on_a_wider_pattern(kind, seed):
+    d = 40
+    W = _sparse_cyclic(d, seed, 0.06, 0.5)
+    rng = np.random.default_rng(100 + seed)
+    pattern = (W != 0) | (rng.random((d, d)) < 0.03)
+    np.fill_diagonal(pattern, False)
+    idx = np.flatnonzero(pattern)
+    ev = BlockAcyclicity(d, idx, kind)
+    h, g = ev(W.ravel()[idx])
+    h_ref, g_ref = acyclicity_of(kind)(W)
+    assert np.isfinite(h_ref) and h_ref > 0
+    assert h == pytest.approx(h_ref, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(g, g_ref.ravel()[idx], atol=1e-10)
+    assert ev.blocks == sorted((len(b) for b in cyclic_blocks(pattern)), reverse=True)
+
+
+def test_block_evaluator_on_an_acyclic_pattern_and_outside_the_domain():
+    d = 6
+    idx = np.flatnonzero(np.triu(np.ones((d, d)), 1))
+    ev = BlockAcyclicity(d, idx, "logdet")
+    assert ev.blocks == []
+    h, g = ev(np.full(idx.size, 3.0))
+    assert h == 0.0 and not g.any()
+    C = np.zeros((3, 3))
+    C[0, 1], C[1, 2], C[2, 0] = 0.9, 0.9, 1.3  # spectral radius of C∘C above 1
+    idx = np.flatnonzero(C)
+    assert BlockAcyclicity(3, idx, "logdet")(C.ravel()[idx])[0] == float("inf")
+    assert np.isfinite(BlockAcyclicity(3, idx, "logdet", s=2.0)(C.ravel()[idx])[0])
+    with pytest.raises(ValueError, match="unknown acyclicity"):
+        BlockAcyclicity(3, idx, "trace")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_selected_logdet_entries_equal_the_full_inverse(seed):
+    n = 150
+    W = _sparse_cyclic(n, seed, 0.03, 0.45)
+    A = W * W
+    A *= 0.8 / np.max(np.abs(np.linalg.eigvals(A)))  # inside the domain, spectral radius 0.8
+    r, c = np.nonzero(W)
+    h_full, Z = _logdet_core(A.copy(), 1.0)
+    h_sel, z = _logdet_selected(A.copy(), 1.0, c, r)
+    assert h_sel == pytest.approx(h_full, rel=1e-12, abs=1e-14)
+    np.testing.assert_allclose(z, Z[c, r], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(Z, np.linalg.inv(np.eye(n) - A), atol=1e-12)
+
+
+def test_selected_logdet_rejects_what_the_full_inverse_test_rejects():
+    # a 4-cycle plus a chord, scaled through the boundary ρ(W∘W) = 1; also a matrix with det > 0
+    # (two eigenvalues of W∘W above s) that is not an M-matrix
+    rng = np.random.default_rng(7)
+    n = 30
+    W = _sparse_cyclic(n, 7, 0.15, 0.3)
+    r, c = np.nonzero(W)
+    rho = np.max(np.abs(np.linalg.eigvals(W * W)))
+    for factor in (0.9, 0.999, 1.001, 1.5, 3.0):
+        A = W * W * (factor / rho)
+        full = _logdet_core(A.copy(), 1.0)[1] is not None
+        sel = _logdet_selected(A.copy(), 1.0, c, r)[1] is not None
+        assert full == sel == (factor < 1)
+    two = np.zeros((4, 4))
+    two[0, 1] = two[1, 0] = two[2, 3] = two[3, 2] = 1.5  # eigenvalues of A: ±2.25 twice: det(I − A) > 0
+    A = two * two
+    assert np.linalg.det(np.eye(4) - A) > 0
+    rr, cc = np.nonzero(two)
+    assert _logdet_core(A.copy(), 1.0)[1] is None
+    assert _logdet_selected(A.copy(), 1.0, cc, rr)[1] is None
+    del rng
+
+
+def test_block_evaluator_uses_the_selected_entries_on_large_blocks():
+    from bnsl_cli import numerics
+
+    d = numerics.SELECTED_FROM + 20
+    W = _sparse_cyclic(d, 3, 4.0 / d, 0.5)
+    W *= np.sqrt(0.7 / np.max(np.abs(np.linalg.eigvals(W * W))))  # spectral radius of W∘W 0.7
+    idx = np.flatnonzero(W)
+    ev = BlockAcyclicity(d, idx, "logdet")
+    assert ev.blocks and ev.blocks[0] >= numerics.SELECTED_FROM
+    h, g = ev(W.ravel()[idx])
+    h_ref, g_ref = logdet_acyclicity(W)
+    assert np.isfinite(h_ref) and h_ref > 0
+    assert h == pytest.approx(h_ref, rel=1e-9)
+    np.testing.assert_allclose(g, g_ref.ravel()[idx], atol=1e-10)

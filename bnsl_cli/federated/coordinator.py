@@ -47,7 +47,8 @@ class Coordinator:
     ``l1`` is the ℓ₁ weight on W (0 for Fed-Sparse-BNSL, λ for Fed-BNSL); ``dense`` makes the
     broadcasts dense (Fed-BNSL). ``acyclicity`` is ``"expm"`` or ``"logdet"`` (with ``logdet_s``,
     the ``s`` of DAGMA's ``−log det(sI − W∘W) + d log s``). ``ftol`` is the W-step's relative
-    tolerance, ``maxiter`` its iteration cap. ``screen`` (default ``snap / 5``; 0 turns it off):
+    tolerance, reached from ``ftol_start`` by the factor ``ftol_decay`` per round (see
+    :meth:`round_ftol`), ``maxiter`` its iteration cap. ``screen`` (default ``snap / 5``; 0 turns it off):
     an entry that is 0 in the current W and whose target ``c_ij = mean_p (B_p + β_p / ρ₂)_ij`` has
     ``|c_ij| < screen`` is held at 0 in the W-step. Its exact optimum lies between 0 and ``c_ij``
     (h only grows with ``|W_ij|``), below the snap, so the snap would zero it anyway; holding it at
@@ -73,6 +74,8 @@ class Coordinator:
         logdet_s: float = 1.0,
         maxiter: int = 500,
         screen: float | None = None,
+        ftol_start: float = 1e-4,
+        ftol_decay: float = 0.8,
     ):
         if acyclicity not in ACYCLICITY:
             raise ValueError(f"acyclicity must be one of {', '.join(ACYCLICITY)}, not {acyclicity!r}")
@@ -88,6 +91,8 @@ class Coordinator:
         self.acyclicity = acyclicity
         self.logdet_s = float(logdet_s)
         self.maxiter = int(maxiter)
+        self.ftol_start = float(ftol_start)
+        self.ftol_decay = float(ftol_decay)
         self.screen = float(self.snap / 5 if screen is None else screen)
         self._h = acyclicity_of(acyclicity, self.logdet_s)
         self.solver_issues: list[dict] = []
@@ -162,6 +167,14 @@ class Coordinator:
             "alpha": self.alpha,
         }
 
+    def round_ftol(self) -> float:
+        """The W-step's relative tolerance in the current round: ``max(ftol, ftol_start · ftol_decay^(k−1))``
+        in round ``k`` (inexact early solves whose errors shrink geometrically, so their sum stays
+        finite; ``ftol_start ≤ ftol`` turns the schedule off)."""
+        if self.ftol_start <= self.ftol:
+            return self.ftol
+        return max(self.ftol, self.ftol_start * self.ftol_decay ** max(self.round - 1, 0))
+
     def _issue(self, message: str, nit: int) -> None:
         self.solver_issues.append({"round": self.round, "message": message, "nit": int(nit)})
 
@@ -204,7 +217,7 @@ class Coordinator:
             return obj, grad
 
         w0 = self.W.ravel()[idx].copy()
-        sol = lbfgs(fun, w0, ftol=self.ftol, gtol=1e-10, maxiter=self.maxiter)
+        sol = lbfgs(fun, w0, ftol=self.round_ftol(), gtol=1e-10, maxiter=self.maxiter)
         self.lbfgs_evals += int(sol.nfev)
         if not sol.success:
             self._issue(sol.message, sol.nit)

@@ -34,7 +34,7 @@ def _objective(c: Coordinator, W: np.ndarray) -> float:
 @pytest.mark.parametrize("kind", ["expm", "logdet"])
 @pytest.mark.parametrize("seed", range(3))
 def test_w_step_reaches_the_minimum_a_reference_solver_finds(kind, seed):
-    c = _coordinator(seed=seed, acyclicity=kind, ftol=1e-12, screen=0)
+    c = _coordinator(seed=seed, acyclicity=kind, ftol=1e-12, ftol_start=0.0, screen=0)
     d = c.d
     W = c._w_step_support()
     assert np.isfinite(_objective(c, W))
@@ -147,3 +147,17 @@ def test_logdet_is_refused_where_the_method_does_not_use_it(method):
     with pytest.raises(OptionError, match="--acyclicity logdet works with --method fed-sparse only"):
         LearnConfig(method=method, acyclicity="logdet").check()
     LearnConfig(method="fed-sparse", acyclicity="logdet").check()
+
+
+def test_the_w_step_tolerance_tightens_geometrically_to_ftol():
+    c = Coordinator(4, 2, ftol=1e-6, ftol_start=1e-4, ftol_decay=0.5)
+    seen = []
+    for k in range(1, 12):
+        c.round = k
+        seen.append(c.round_ftol())
+    assert seen[0] == pytest.approx(1e-4) and seen[1] == pytest.approx(5e-5)
+    assert all(b <= a for a, b in zip(seen, seen[1:]))
+    assert seen[-1] == 1e-6  # floored at ftol (1e-4 · 0.5^10 < 1e-6)
+    off = Coordinator(4, 2, ftol=1e-6, ftol_start=0.0)
+    off.round = 1
+    assert off.round_ftol() == 1e-6

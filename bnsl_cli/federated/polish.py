@@ -135,6 +135,18 @@ def _reaches(children: list, src: int, dst: int) -> bool:
     return False
 
 
+def _descendants(children: list, src: int) -> set:
+    """Every node reachable from ``src`` by a directed path (``src`` included)."""
+    stack, seen = [src], {src}
+    while stack:
+        u = stack.pop()
+        for v in children[u]:
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    return seen
+
+
 @dataclass
 class _Search:
     G: np.ndarray
@@ -238,47 +250,75 @@ def score_search(
     moves: list = []
     node = score == "node"
     half_n, scale = n / 2.0, n * d / 2.0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    inf = np.inf
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         while len(moves) < max_moves:
             T = R.sum()
             logR = np.log(R)
-            # gain of replacing R_j by r (and R_i by r2 for a reversal); negative = better
+            # gain of replacing R_j by r (and R_i by r2 for a reversal); negative = better.
+            # Deletions and reversals only on the edges; additions: a cheap monotone pre-test on
+            # the argument of the log over all pairs, the gain itself on the pairs that pass (the
+            # same values, order and choice as computing every gain on all d² pairs).
+            ei, ej = np.nonzero(E)
             if node:
-                g_add = half_n * (np.log(ADD) - logR[None, :]) + pen
-                g_del = half_n * (np.log(DEL) - logR[None, :]) - pen
-                g_rev = half_n * (np.log(DEL) - logR[None, :] + np.log(ADD.T) - logR[:, None])
+                g_del = half_n * (np.log(DEL[ei, ej]) - logR[ej]) - pen
+                g_rev = half_n * (np.log(DEL[ei, ej]) - logR[ej] + np.log(ADD[ej, ei]) - logR[ei])
             else:
                 base = scale * np.log(T)
-                g_add = scale * np.log(T - R[None, :] + ADD) - base + pen
-                g_del = scale * np.log(T - R[None, :] + DEL) - base - pen
-                g_rev = scale * np.log(T - R[None, :] + DEL - R[:, None] + ADD.T) - base
+                TR = T - R
+                g_del = scale * np.log(TR[ej] + DEL[ei, ej]) - base - pen
+                g_rev = scale * np.log(TR[ej] + DEL[ei, ej] - R[ei] + ADD[ej, ei]) - base
+            g_del[~np.isfinite(g_del)] = inf
+            g_rev[~np.isfinite(g_rev)] = inf
+            tol = -1e-9 * max(1.0, abs(scale * np.log(T)) if not node else abs(half_n * logR.sum()))
+            best = None
+            if g_del.size:
+                k = int(np.argmin(g_del))
+                if g_del[k] < tol:
+                    best = (float(g_del[k]), "delete", int(ei[k]), int(ej[k]))
+            # additions
+            limit = tol if best is None else min(tol, best[0])
             addable = ok_add & ~E & ~E.T
             if gate is not None:
                 addable &= PART**2 > gate
-            g_add = np.where(addable, g_add, np.inf)
-            g_del = np.where(E, g_del, np.inf)
-            g_rev = np.where(E, g_rev, np.inf)
-            g_add[~np.isfinite(g_add)] = np.inf
-            g_rev[~np.isfinite(g_rev)] = np.inf
-            g_del[~np.isfinite(g_del)] = np.inf
-            tol = -1e-9 * max(1.0, abs(scale * np.log(T)) if not node else abs(half_n * logR.sum()))
-            best = None
-            k = int(np.argmin(g_del))
-            if g_del.flat[k] < tol:
-                best = (float(g_del.flat[k]), "delete", k // d, k % d)
-            for kind, g in (("add", g_add), ("reverse", g_rev)):
-                flat = np.flatnonzero(g.ravel() < (tol if best is None else min(tol, best[0])))
-                for k in flat[np.argsort(g.ravel()[flat], kind="stable")]:
-                    i, j = int(k // d), int(k % d)
-                    if kind == "add":
-                        legal = not _reaches(ch, j, i)
-                    else:
-                        ch[i].discard(j)
-                        legal = not _reaches(ch, i, j)
-                        ch[i].add(j)
-                    if legal:
-                        best = (float(g.flat[k]), kind, i, j)
+            if node:
+                # half_n (log ADD_ij − log R_j) + pen < limit  ⇔  ADD_ij < R_j e^{(limit − pen)/half_n}
+                bound = np.exp((limit - pen) / half_n + logR) * (1.0 + 1e-9)
+                pre = addable & (ADD < bound[None, :])
+            else:
+                # scale log(T − R_j + ADD_ij) − base + pen < limit  ⇔  T − R_j + ADD_ij < e^{(limit − pen + base)/scale}
+                X = TR[None, :] + ADD
+                bound = np.exp((limit - pen + base) / scale) * (1.0 + 1e-9)
+                pre = addable & (X < bound)
+            cand = np.flatnonzero(pre)
+            if cand.size:
+                ci, cj = cand // d, cand % d
+                if node:
+                    gv = half_n * (np.log(ADD[ci, cj]) - logR[cj]) + pen
+                else:
+                    gv = scale * np.log(X[ci, cj]) - base + pen
+                gv[~np.isfinite(gv)] = inf
+                keep = np.flatnonzero(gv < limit)
+                descendants: dict = {}
+                for k in keep[np.argsort(gv[keep], kind="stable")]:
+                    i, j = int(ci[k]), int(cj[k])
+                    reach = descendants.get(j)
+                    if reach is None:
+                        reach = descendants[j] = _descendants(ch, j)
+                    if i not in reach:
+                        best = (float(gv[k]), "add", i, j)
                         break
+            # reversals
+            limit = tol if best is None else min(tol, best[0])
+            flat = np.flatnonzero(g_rev < limit)
+            for k in flat[np.argsort(g_rev[flat], kind="stable")]:
+                i, j = int(ei[k]), int(ej[k])
+                ch[i].discard(j)
+                legal = not _reaches(ch, i, j)
+                ch[i].add(j)
+                if legal:
+                    best = (float(g_rev[k]), "reverse", i, j)
+                    break
             if best is None:
                 break
             _, kind, i, j = best

@@ -53,7 +53,10 @@ class Coordinator:
     ``|c_ij| < screen`` is held at 0 in the W-step. Its exact optimum lies between 0 and ``c_ij``
     (h only grows with ``|W_ij|``), below the snap, so the snap would zero it anyway; holding it at
     0 changes the other entries only through its ``O(c_ij²)`` share of h, and it removes the stale
-    dual entries from the strongly connected blocks on which h is evaluated.
+    dual entries from the strongly connected blocks on which h is evaluated. When the screened
+    support still has a cyclic block of ``wide_block`` nodes or more (large d, early rounds: one
+    dense LU and inverse of that block per evaluation of h), the screen level for that round is
+    ``wide_screen`` (default ``snap``): the same argument holds up to the snap itself.
 
     After each :meth:`step`: ``lbfgs_evals`` counts the evaluations of h so far, ``solver_issues``
     lists the W-step solves that stopped without meeting a tolerance (dicts with ``round``,
@@ -76,6 +79,8 @@ class Coordinator:
         screen: float | None = None,
         ftol_start: float = 1e-4,
         ftol_decay: float = 0.8,
+        wide_block: int = 200,
+        wide_screen: float | None = None,
     ):
         if acyclicity not in ACYCLICITY:
             raise ValueError(f"acyclicity must be one of {', '.join(ACYCLICITY)}, not {acyclicity!r}")
@@ -94,9 +99,12 @@ class Coordinator:
         self.ftol_start = float(ftol_start)
         self.ftol_decay = float(ftol_decay)
         self.screen = float(self.snap / 5 if screen is None else screen)
+        self.wide_block = int(wide_block)
+        self.wide_screen = float(self.snap if wide_screen is None else wide_screen)
         self._h = acyclicity_of(acyclicity, self.logdet_s)
         self.solver_issues: list[dict] = []
         self.screened = 0  # W-step variables held at 0 by the screen, summed over the rounds
+        self.wide_rounds = 0  # rounds whose W-step used the wide screen
         self.W = np.zeros((d, d))
         self.B = np.zeros((n_participants, d, d))
         self.beta = np.zeros((n_participants, d, d))
@@ -187,7 +195,14 @@ class Coordinator:
             Bs = self.B.reshape(P, -1)[:, idx]
             betas = self.beta.reshape(P, -1)[:, idx]
             c = Bs.mean(axis=0) + betas.mean(axis=0) / self.rho2
-            keep = (np.abs(c) >= self.screen) | (self.W.ravel()[idx] != 0)
+            absc = np.abs(c)
+            in_w = self.W.ravel()[idx] != 0
+            keep = (absc >= self.screen) | in_w
+            if self.wide_screen > self.screen:
+                blocks = BlockAcyclicity(d, idx[keep], self.acyclicity, self.logdet_s).blocks
+                if blocks and blocks[0] >= self.wide_block:
+                    keep = (absc >= self.wide_screen) | in_w
+                    self.wide_rounds += 1
             self.screened += int(idx.size - np.count_nonzero(keep))
             idx = idx[keep]
             support = np.zeros(d * d, dtype=bool)

@@ -161,3 +161,30 @@ def test_the_w_step_tolerance_tightens_geometrically_to_ftol():
     off = Coordinator(4, 2, ftol=1e-6, ftol_start=0.0)
     off.round = 1
     assert off.round_ftol() == 1e-6
+
+
+def test_the_screen_rises_to_the_snap_only_when_a_cyclic_block_is_wide():
+    # a 12-cycle of weak consensus targets (|c| = 0.03: above snap/5, below the snap) plus one strong
+    # edge: the weak entries form one cyclic block of 12 nodes
+    d, P = 12, 2
+    B = np.zeros((d, d))
+    for i in range(d):
+        B[i, (i + 1) % d] = 0.03
+    B[0, 5] = 0.8
+
+    def run(**kw):
+        c = Coordinator(d, P, snap=0.05, acyclicity="logdet", **kw)
+        c.B = np.stack([B, B])
+        c.alpha, c.rho1, c.rho2 = 0.1, 1.0, 1.0
+        before = c.screened
+        c.round = 1
+        W = c._w_step_support()
+        return c, W, c.screened - before
+
+    wide, W_wide, held_wide = run(wide_block=10)
+    narrow, W_narrow, held_narrow = run(wide_block=13)
+    assert wide.wide_rounds == 1 and narrow.wide_rounds == 0
+    assert held_wide == d and held_narrow == 0  # the twelve weak entries held at 0, or none
+    assert W_wide[0, 5] == pytest.approx(W_narrow[0, 5], abs=1e-3) and W_wide[0, 5] > 0.7
+    assert np.all(np.abs(W_narrow[np.abs(B) == 0.03]) < 0.05)  # their optimum lies below the snap anyway
+    assert not np.any(W_wide[np.abs(B) == 0.03])

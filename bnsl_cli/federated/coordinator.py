@@ -198,7 +198,7 @@ class Coordinator:
             absc = np.abs(c)
             in_w = self.W.ravel()[idx] != 0
             keep = (absc >= self.screen) | in_w
-            if self.wide_screen > self.screen:
+            if self.wide_screen > self.screen and d >= self.wide_block:
                 blocks = BlockAcyclicity(d, idx[keep], self.acyclicity, self.logdet_s).blocks
                 if blocks and blocks[0] >= self.wide_block:
                     keep = (absc >= self.wide_screen) | in_w

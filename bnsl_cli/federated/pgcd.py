@@ -101,11 +101,10 @@ def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e
     t = np.empty(d)
     z = np.empty(d)
     # the candidate of a coordinate: ST_τ(b − g/M) − b = −g/M − clip(b − g/M, −τ, τ)
-    mul, sub, add, maximum, minimum, absolute, argmax = (
-        np.multiply, np.subtract, np.add, np.maximum, np.minimum, np.absolute, np.argmax,
-    )
+    mul, sub, add, maximum, minimum, absolute = np.multiply, np.subtract, np.add, np.maximum, np.minimum, np.absolute
+    col_max_argmax, z_argmax = col_max.argmax, z.argmax  # the methods: no dispatch wrapper per call
     for _ in range(max_steps):
-        n = int(argmax(col_max))
+        n = int(col_max_argmax())
         if col_max[n] <= stop_score:
             break
         m = int(col_arg[n])
@@ -128,7 +127,7 @@ def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e
         new[n] = 0.0
         absolute(new, out=z)
         mul(z, sqrt_m, out=z)
-        k = int(argmax(z))
+        k = int(z_argmax())
         col_arg[n] = k
         col_max[n] = z[k]
     B_new = Bt.T.copy()

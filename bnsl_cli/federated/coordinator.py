@@ -56,7 +56,8 @@ class Coordinator:
     dual entries from the strongly connected blocks on which h is evaluated. When the screened
     support still has a cyclic block of ``wide_block`` nodes or more (large d, early rounds: one
     dense LU and inverse of that block per evaluation of h), the screen level for that round is
-    ``wide_screen`` (default ``snap``): the same argument holds up to the snap itself.
+    ``wide_screen`` (default ``snap``): the same argument holds up to the snap itself (not with
+    ``screen=0``: a screen turned off stays off).
 
     After each :meth:`step`: ``lbfgs_evals`` counts the evaluations of h so far, ``solver_issues``
     lists the W-step solves that stopped without meeting a tolerance (dicts with ``round``,
@@ -198,7 +199,7 @@ class Coordinator:
             absc = np.abs(c)
             in_w = self.W.ravel()[idx] != 0
             keep = (absc >= self.screen) | in_w
-            if self.wide_screen > self.screen and d >= self.wide_block:
+            if 0 < self.screen < self.wide_screen and d >= self.wide_block:
                 blocks = BlockAcyclicity(d, idx[keep], self.acyclicity, self.logdet_s).blocks
                 if blocks and blocks[0] >= self.wide_block:
                     keep = (absc >= self.wide_screen) | in_w

@@ -188,3 +188,16 @@ def test_the_screen_rises_to_the_snap_only_when_a_cyclic_block_is_wide():
     assert W_wide[0, 5] == pytest.approx(W_narrow[0, 5], abs=1e-3) and W_wide[0, 5] > 0.7
     assert np.all(np.abs(W_narrow[np.abs(B) == 0.03]) < 0.05)  # their optimum lies below the snap anyway
     assert not np.any(W_wide[np.abs(B) == 0.03])
+
+
+def test_a_screen_turned_off_stays_off_on_wide_blocks():
+    d, P = 12, 2
+    B = np.zeros((d, d))
+    for i in range(d):
+        B[i, (i + 1) % d] = 0.03
+    c = Coordinator(d, P, snap=0.05, screen=0.0, wide_block=2)
+    c.B = np.stack([B, B])
+    c.alpha, c.rho1, c.rho2 = 0.1, 1.0, 1.0
+    c.round = 1
+    c._w_step_support()
+    assert c.wide_rounds == 0 and c.screened == 0

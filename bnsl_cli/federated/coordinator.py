@@ -206,9 +206,6 @@ class Coordinator:
                     self.wide_rounds += 1
             self.screened += int(idx.size - np.count_nonzero(keep))
             idx = idx[keep]
-            support = np.zeros(d * d, dtype=bool)
-            support[idx] = True
-            support = support.reshape(d, d)
         if idx.size == 0:
             return np.zeros((d, d))
         Bs = self.B.reshape(P, -1)[:, idx]

@@ -10,7 +10,10 @@ Two acyclicity functions, both zero exactly when the weighted graph ``W`` (``W[i
   inverse instead of a Padé approximant with squarings.
 
 Both equal ``Σ_k c_k tr(A^k)`` over closed walks (``1/k!`` and ``1/(k s^k)``), so both split over
-the strongly connected components of W's support (:func:`cyclic_blocks`).
+the strongly connected components of W's support (:func:`cyclic_blocks`). The W-step evaluates them
+through :class:`BlockAcyclicity` on its variables only; on log-det blocks of :data:`SELECTED_FROM`
+nodes or more it reads the gradient entries off the triangular inverses of the LU factors instead
+of forming the full inverse.
 """
 
 from __future__ import annotations

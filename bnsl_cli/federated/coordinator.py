@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
 
 from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
 from bnsl_cli.numerics import ACYCLICITY, acyclicity_blocks, acyclicity_of, cyclic_blocks, lbfgs
@@ -213,6 +212,8 @@ class Coordinator:
         return W.reshape(d, d)
 
     def _w_step_l1(self) -> np.ndarray:
+        import scipy.optimize  # only fed-bnsl needs it: a module-level import cost every run ~0.25 s
+
         d = self.d
         beta_sum = self.beta.sum(axis=0)
         const = float(np.sum(self.beta * self.B))

@@ -166,3 +166,22 @@ def test_one_subcommand_app_shows_the_same_help_and_errors(name):
         a = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         b = CliRunner().invoke(single, args, env={"COLUMNS": "200"})
         assert (a.exit_code, a.stdout, a.stderr) == (b.exit_code, b.stdout, b.stderr), args
+
+
+def test_learn_on_a_small_input_imports_neither_pandas_nor_scipy_optimize(tmp_path):
+    """The start-up budget of ``bnsl learn`` (issue 13): a small input is read without pandas and
+    fed-sparse never needs scipy.optimize (only fed-bnsl's W-step does)."""
+    shards = ROOT / "examples" / "tiny" / "shards"
+    code = (
+        "import sys\n"
+        "from bnsl_cli.cli.app import main\n"
+        "try:\n"
+        f"    main(['learn', {str(shards)!r}, '--out', {str(tmp_path / 'out')!r}, '-q', '--rounds', '5'])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print(','.join(m for m in ('pandas', 'scipy.optimize', 'networkx', 'pydot', 'bnsl_cli.cli.simulate') if m in sys.modules))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "", out.stdout
+    assert (tmp_path / "out" / "report.json").exists()

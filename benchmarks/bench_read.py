@@ -1,6 +1,10 @@
 """Reading speed and memory of ``bnsl_cli.io.data.read_shards`` against plain ``pandas.read_csv``,
 and the start-up time of ``bnsl --help``.
 
+Two timings per reader: ``warm`` with numpy and pandas imported before the clock starts (the
+parser's own speed), and ``cold`` with only numpy imported (what a ``bnsl learn`` process pays: an
+input of at most 32 MB is parsed by numpy and never imports pandas, about 0.25 s).
+
 Each measurement runs in a fresh Python process (so peak RSS is that reader's alone), several times;
 the table shows medians. Data: simulated float columns written like ``bnsl simulate`` writes them
 (shortest round-trip repr), in ``--dir`` (default: a temporary directory).
@@ -27,8 +31,10 @@ import numpy as np
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-which, paths = sys.argv[1], sys.argv[2:]
-import numpy, pandas  # imports are not reading time
+which, cold, paths = sys.argv[1], sys.argv[2] == "cold", sys.argv[3:]
+import numpy  # not reading time
+if not cold:
+    import pandas  # not reading time either ("warm")
 t0 = time.perf_counter()
 if which == "bnsl":
     from bnsl_cli.io.data import read_shards
@@ -97,17 +103,17 @@ def main() -> None:
     base = run_child(BASELINE)["rss"]
     print(f"python: {sys.version.split()[0]}, threads: OMP={os.environ.get('OMP_NUM_THREADS')}, "
           f"interpreter + numpy + pandas baseline RSS {base / 1e6:.0f} MB, {args.reps} repetitions (medians)")
-    print(f"{'case':<18} {'MB':>7} {'float64 MB':>10} {'reader':<7} {'s':>7} {'MB/s':>7} {'peak RSS MB':>11} {'limit MB':>9}")
+    print(f"{'case':<18} {'MB':>7} {'float64 MB':>10} {'reader':<12} {'s':>7} {'MB/s':>7} {'peak RSS MB':>11} {'limit MB':>9}")
     for label, files, rows, d in cases:
         paths = [str(p) for p in write_shards(args.dir, files, rows, d)]
         mb = sum(os.path.getsize(p) for p in paths) / 1e6
-        for which in ("bnsl", "pandas"):
-            res = [run_child(CHILD, which, *paths) for _ in range(args.reps)]
+        for which, mode in (("bnsl", "warm"), ("pandas", "warm"), ("bnsl", "cold"), ("pandas", "cold")):
+            res = [run_child(CHILD, which, mode, *paths) for _ in range(args.reps)]
             wall = statistics.median(r["wall"] for r in res)
             rss = statistics.median(r["rss"] for r in res)
             data = res[0]["cells"] * 8 / 1e6
             limit = 1.5 * data + 150
-            print(f"{label:<18} {mb:7.1f} {data:10.1f} {which:<7} {wall:7.3f} {mb / wall:7.0f} {rss / 1e6:11.0f} {limit:9.0f}")
+            print(f"{label:<18} {mb:7.1f} {data:10.1f} {which + ' ' + mode:<12} {wall:7.3f} {mb / wall:7.0f} {rss / 1e6:11.0f} {limit:9.0f}")
     print(f"bnsl --help: {help_time(max(args.reps, 5)):.3f} s (median of {max(args.reps, 5)})")
     if tmp is not None:
         tmp.cleanup()

@@ -144,9 +144,12 @@ def encode_matrix(
     options = []
     if allow_sparse:
         options.append((support.size * _PAIR.itemsize, 0))
-        if state is not None:
-            added = np.setdiff1d(support, state.support, assume_unique=True)
-            removed = np.setdiff1d(state.support, support, assume_unique=True)
+        if state is not None:  # sorted flat indices entering / leaving the support (masks: no sorting)
+            before = np.zeros(flat.size, dtype=bool)
+            before[state.support] = True
+            now = flat != 0
+            added = np.flatnonzero(now & ~before)
+            removed = np.flatnonzero(before & ~now)
             options.append((8 + 4 * (added.size + removed.size) + 8 * support.size, 2))
     options.append((8 * d * d, 1))
     _, fmt = min(options)
@@ -179,7 +182,11 @@ def decode_matrix(
         off += 4 * n_add
         removed = np.frombuffer(buf[off : off + 4 * n_rem], dtype="<i4").astype(np.int64)
         off += 4 * n_rem
-        support = np.union1d(np.setdiff1d(state.support, removed, assume_unique=True), added)
+        mask = np.zeros(d * d, dtype=bool)  # (old support − removed) ∪ added, sorted, without sorting
+        mask[state.support] = True
+        mask[removed] = False
+        mask[added] = True
+        support = np.flatnonzero(mask)
         if support.size != count:
             raise ValueError("support-delta message does not match the receiver's support")
         A = np.zeros(d * d)

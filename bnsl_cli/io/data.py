@@ -16,7 +16,14 @@ How a file is read (one pass over its bytes, memory about one float64 copy of th
 - validation is vectorised per chunk (finite values; the parser rejects text cells, missing values
   and rows with extra fields); only a file that fails — or whose bytes hold a token the fast path
   cannot judge (``_``, ``true``/``false`` words) — is read again by the slow, strict checker, which
-  names the line and column of the first bad cell.
+  names the line and column of the first bad cell;
+- a small input (at most ``_SMALL_INPUT`` bytes over all files of one call, uncompressed, no text
+  columns) is parsed by numpy's C ``loadtxt`` instead: slower per byte than pandas' parser, but
+  importing pandas costs more than parsing that much text. It only takes a file whose every byte
+  is ASCII and every value finite, with the header's number of fields on every row; anything else
+  (blank lines with spaces, a bad cell, …) goes the pandas way above, so what is accepted and every
+  message are those of the pandas path. Both parsers round correctly: the same text gives the
+  same float64 values.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ STDIN = "-"
 ReadProgress = Callable[[int, Optional[int]], None]
 
 _BLOCK = 1 << 20  # bytes per read of the underlying file
+#: Inputs up to this size (all files of one call) are parsed by numpy (see the module docstring).
+_SMALL_INPUT = 32 << 20
 _CHUNK_BYTES = 8 << 20  # about this much text per parsed chunk of rows
 #: Bytes that never occur in a valid number but do in words some pandas versions read as numbers
 #: (``1_000``; ``True``/``False``): a file holding one is judged by the strict checker. Single
@@ -335,6 +344,19 @@ def _find_bad_cell(
     path: Path, text: str, names: Sequence[str], skip: Sequence[str] = (), sep: str = ","
 ) -> InputDataError | None:
     """Find the first cell that is not a finite number and describe it (None if all are)."""
+    try:
+        return _find_bad_cell_rows(path, text, names, skip, sep)
+    except csv.Error:  # a carriage return alone inside a line (old Mac line ends)
+        return _lone_cr(path)
+
+
+def _lone_cr(path: Path) -> InputDataError:
+    return InputDataError(
+        f"{_display(path)}: a carriage return (\\r) without a newline; save the file with \\n or \\r\\n line ends"
+    )
+
+
+def _find_bad_cell_rows(path, text, names, skip, sep) -> InputDataError | None:
     body = text.lstrip("\r\n")
     skipped = text[: len(text) - len(body)].count("\n")  # leading blank lines keep their numbers
     reader = csv.reader(io.StringIO(body), delimiter=sep)
@@ -439,6 +461,12 @@ def read_table(
         sep = resolve_sep(path, sep)
     except ValueError as exc:
         raise InputDataError(str(exc)) from None
+    return _read_table(path, sep, keep, min_rows, check_constant, columns, progress, data, None)
+
+
+def _read_table(path, sep, keep, min_rows, check_constant, columns, progress, data, total) -> Table:
+    """:func:`read_table` with ``sep`` resolved; ``total`` is the size of every input of the call
+    (``None``: this file's), which decides whether numpy may parse it."""
     total_cb = None
     if progress is not None:
         done = [0]
@@ -451,20 +479,43 @@ def read_table(
     src = _Source(path, total_cb, data)
     if progress is not None:
         size_known[0] = src.size
+    size = src.size if total is None else total
+    small = size is not None and size <= _SMALL_INPUT and not src.gzipped and not keep
     try:
-        return _read(src, path, sep, list(keep or []), min_rows, check_constant, columns)
+        return _read(src, path, sep, list(keep or []), min_rows, check_constant, columns, small)
     finally:
         src.close()
 
 
-def _read(src, path, sep, keep, min_rows, check_constant, columns) -> Table:
-    import pandas as pd
+def _parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
+    """The ``n × d`` float64 values of ``body`` (the text after the header) parsed by numpy, or
+    ``None`` when numpy's parse cannot stand for the pandas path's: bytes outside ASCII, a row of
+    another length, a cell numpy rejects, a non-finite value, a line of spaces, no data rows."""
+    if not body.isascii():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # e.g. "input contained no data"
+            X = np.loadtxt(
+                io.BytesIO(body), delimiter=sep, quotechar='"', comments=None, dtype=np.float64,
+                ndmin=2, encoding="ascii",
+            )
+    except (ValueError, UserWarning):
+        return None
+    if X.ndim != 2 or X.shape[1] != d or X.shape[0] == 0 or not np.isfinite(X).all():
+        return None
+    return X
 
+
+def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False) -> Table:
     shown = _display(path)
     line, header_line, rest = src.header()
     if not line.strip():
         raise InputDataError(f"{shown}: file is empty")
-    header = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
+    try:
+        header = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
+    except csv.Error:
+        raise _lone_cr(path) from None
     check_columns(header, path, header_line, sep)
     for k in keep:
         if k not in header:
@@ -505,11 +556,24 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns) -> Table:
         if fields is not None and len(fields) != d_all:
             raise slow(f"row {header_line + 1} has {len(fields)} fields, the header has {d_all}")
 
+    feed = src
+    if small:
+        body = src.read()  # the rest of the file: hashed and reported to progress as it is read
+        parsed = None if src.suspect else _parse_small(body, sep, d_all)
+        if parsed is not None:
+            rows.X, rows.n = (parsed if identity else parsed[:, num_idx]), parsed.shape[0]
+            if not rows.X.flags.owndata or not rows.X.flags.c_contiguous:
+                rows.X = np.ascontiguousarray(rows.X).copy()
+            return _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts)
+        feed = io.BytesIO(body)  # the pandas way, on the same bytes
+
+    import pandas as pd
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
             reader = pd.read_csv(
-                src,
+                feed,
                 sep=sep,
                 header=None,
                 names=list(range(d_all)),
@@ -536,6 +600,10 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns) -> Table:
         raise slow("not a text file (UTF-8 expected)") from None
     except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning, csv.Error):
         raise slow("could not parse the file as numeric CSV") from None
+    return _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts)
+
+
+def _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts) -> Table:
     src.drain()
     if src.suspect:  # a token the fast path cannot judge: the strict checker decides
         bad = _find_bad_cell(path, src.all_text(), header, keep, sep)
@@ -626,7 +694,7 @@ def read_shards(
             cb = (lambda b, _t, base=base: progress(base + b, total))  # noqa: E731
         ref = tables[0].names if tables else None
         try:
-            t = read_table(p, min_rows=min_rows, check_constant=False, sep=sep, columns=ref, progress=cb)
+            t = _read_table(p, _sep_of(p, sep), None, min_rows, False, ref, cb, None, total)
         except ShardMismatchError as exc:
             raise ShardMismatchError(str(exc).replace("columns differ (", f"columns differ from {_display(tables[0].path)} (", 1)) from None
         tables.append(t)
@@ -636,6 +704,13 @@ def read_shards(
             pass
     _check_constant_columns(tables)
     return tables
+
+
+def _sep_of(path: Path, sep: Optional[str]) -> str:
+    try:
+        return resolve_sep(path, sep)
+    except ValueError as exc:
+        raise InputDataError(str(exc)) from None
 
 
 def _check_constant_columns(tables: Sequence[Table]) -> None:

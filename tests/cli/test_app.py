@@ -128,3 +128,60 @@ def test_read_progress_lines_for_large_inputs_only():
     assert lines[0] == f"reading {total / 1e6:.0f} MB …" and lines[-1].startswith(f"read {total / 1e6:.0f} MB in ")
     assert len(lines) == 2
     assert common.read_progress(quiet=True) is None
+
+
+def test_main_builds_only_the_named_subcommand():
+    """``main`` imports the module of the subcommand it runs, not the other eight, nor typer's
+    rich_utils (patched when it is imported: usage errors stay one line under CliRunner too)."""
+    code = (
+        "from bnsl_cli.cli.app import main\n"
+        "import contextlib, io, sys\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(['--debug', 'privacy-budget', '--epsilon', '5', '--samples', '5000', '--json'])\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, None), e.code\n"
+        "mods = ('simulate', 'split', 'learn', 'evaluate', 'refit', 'serve', 'join', 'certs', 'privacy_budget')\n"
+        "print(','.join(m for m in mods if 'bnsl_cli.cli.' + m in sys.modules))\n"
+        "print('typer.rich_utils' in sys.modules)\n"
+        "from typer.testing import CliRunner\n"
+        "from bnsl_cli.cli.app import app\n"
+        "res = CliRunner().invoke(app, ['learn', '--bogus'])\n"
+        "print(res.exit_code, len([ln for ln in res.stderr.splitlines() if ln.strip()]), 'typer.rich_utils' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    loaded, rich_utils, usage = out.stdout.strip().splitlines()
+    assert loaded == "privacy_budget"
+    assert rich_utils == "False"
+    assert usage == "2 1 True"  # rich_utils was imported by typer and is patched: one line
+
+
+@pytest.mark.parametrize("name", ["learn", "simulate", "privacy-budget", "certs"])
+def test_one_subcommand_app_shows_the_same_help_and_errors(name):
+    from bnsl_cli.cli.app import build_app
+
+    single = build_app({name})
+    for args in ([name, "--help"], [name, "--bogus-option"]):
+        a = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        b = CliRunner().invoke(single, args, env={"COLUMNS": "200"})
+        assert (a.exit_code, a.stdout, a.stderr) == (b.exit_code, b.stdout, b.stderr), args
+
+
+def test_learn_on_a_small_input_imports_neither_pandas_nor_scipy_optimize(tmp_path):
+    """The start-up budget of ``bnsl learn`` (issue 13): a small input is read without pandas and
+    fed-sparse never needs scipy.optimize (only fed-bnsl's W-step does)."""
+    shards = ROOT / "examples" / "tiny" / "shards"
+    code = (
+        "import sys\n"
+        "from bnsl_cli.cli.app import main\n"
+        "try:\n"
+        f"    main(['learn', {str(shards)!r}, '--out', {str(tmp_path / 'out')!r}, '-q', '--rounds', '5'])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code in (0, None), e.code\n"
+        "print(','.join(m for m in ('pandas', 'scipy.optimize', 'networkx', 'pydot', 'bnsl_cli.cli.simulate') if m in sys.modules))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "", out.stdout
+    assert (tmp_path / "out" / "report.json").exists()

@@ -104,3 +104,18 @@ def test_decoders_check_the_version_byte():
             decode(bytes(bad))
         with pytest.raises(ValueError):
             decode(data[:5])
+
+
+@given(st.integers(2, 25), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 10_000)), min_size=1, max_size=6))
+@settings(max_examples=40, deadline=None)
+def test_support_delta_sequences_of_random_supports_are_lossless(d, steps):
+    """Supports that grow, shrink and are replaced between broadcasts: every decode is exact and
+    both ends hold the same support (the set arithmetic of the delta format, done with masks)."""
+    enc, dec = SupportState(), SupportState()
+    for r, (density, seed) in enumerate(steps):
+        A = _sparse_matrix(d, density, seed)
+        data = ConsensusBroadcast(r, d, A, 1.0).encode(enc)
+        enc.advance(A)
+        assert np.array_equal(ConsensusBroadcast.decode(data, dec).W, A)
+        assert np.array_equal(dec.support, enc.support)
+        assert np.array_equal(enc.support, np.flatnonzero(A.ravel()))

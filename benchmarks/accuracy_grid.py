@@ -85,9 +85,16 @@ def graph_args(graph: str, d: int) -> list[str]:
 COLUMN_SCALE = "1e-3,1e6"
 
 
+#: Variants that name the coordinator's acyclicity function explicitly (learn --acyclicity V):
+#: fed-sparse only (the other methods have no choice of h).
+H_VARIANTS = ("expm", "logdet")
+H_METHODS = ("fed-sparse",)
+
+
 def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cell:
-    """``variant``: "" (defaults), "std" (learn --standardize) or "cs-std" (columns rescaled by
-    ``--column-scale COLUMN_SCALE`` and learn --standardize)."""
+    """``variant``: "" (defaults), "std" (learn --standardize), "cs-std" (columns rescaled by
+    ``--column-scale COLUMN_SCALE`` and learn --standardize), or "expm" / "logdet" (learn
+    --acyclicity V; fed-sparse only)."""
     dp = eps is not None
     run = method + (f"-dp{eps:g}" if dp else "") + (f"-{variant}" if variant else "")
     cid = f"{graph}/d{d}/{noise}-{weights}/P{P}/s{seed}/{run}"
@@ -106,6 +113,8 @@ def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cel
         learn += ["--dp", "--epsilon", f"{eps:g}"]
     if variant in ("std", "cs-std"):
         learn += ["--standardize"]
+    if variant in H_VARIANTS:
+        learn += ["--acyclicity", variant]
     return Cell(cid, params, tuple(sim), tuple(learn))
 
 
@@ -132,6 +141,21 @@ def quick_cells() -> list[Cell]:
             graphs, dims, methods, variants = QUICK_SCALE
             for g, d, m, v in itertools.product(graphs, dims, methods, variants):
                 out.append(make_cell(g, d, "eq", "def", 8, s, m, None, v))
+    return out
+
+
+def h_twins(cells: list[Cell], functions) -> list[Cell]:
+    """``cells`` with, after each fed-sparse cell run with defaults, its twins that name the
+    acyclicity function (variants ``functions``, e.g. ("expm", "logdet")): both live side by side
+    in one root and one table."""
+    out = []
+    for c in cells:
+        out.append(c)
+        p = c.params
+        if p["method"] in H_METHODS and not p.get("variant"):
+            for f in functions:
+                out.append(make_cell(p["graph"], p["d"], p["noise"], p["weights"], p["P"], p["seed"], p["method"],
+                                     p["epsilon"], f))
     return out
 
 
@@ -262,7 +286,10 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
                 if pairs:
                     res[key] = (all(same), f"same graph as unscaled --standardize on {sum(same)}/{len(same)} seeds")
             continue
-        if g["variant"]:
+        # the acyclicity twins (variant expm / logdet) are checked like the default cells, against
+        # pooled NOTEARS and, under DP, against the non-private run of the same function
+        hv = g["variant"] if g["variant"] in H_VARIANTS else ""
+        if g["variant"] and not hv:
             continue
         pooled = other(g, "notears")
         if g["method"] == "fed-sparse" and g["epsilon"] is None and pooled:
@@ -271,7 +298,7 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
                 lim = 1.25 * statistics.fmean(b) + 2
                 res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f}, target ≤ 1.25×pooled+2 = {lim:.1f}")
         if g["method"] == "fed-sparse" and g["epsilon"] == 10.0:
-            base = other(g, "fed-sparse")
+            base = other(g, "fed-sparse", None, hv)
             if base:
                 seeds, a, b = common(g, base)
                 if seeds:
@@ -310,12 +337,13 @@ def markdown(groups, tgt, skipped_methods, incomplete, expected=None, command_pr
         mark = "–" if t is None else (("met: " if t[0] else "**missed**: ") + t[1])
         byts = _mean(g["bytes"])
         eps = "–" if g["epsilon"] is None else f"{g['epsilon']:g}"
+        regen = f"{command_prefix}" + (f" --acyclicity {g['variant']}" if g["variant"] in H_VARIANTS else "")
         lines.append(
             f"| {g['graph']} | {g['d']} | {g['noise']} | {g['weights']} | {g['P']} | {g['method']} "
             f"| {eps} | {g['variant'] or '–'} | {len(g['seeds'])} "
             f"| {_ms(g['shd'])} | {_ms(g['shd_cpdag'])} | {_ms(g['shd_skeleton'])} | {_ms(g['tpr'], 2)} "
             f"| {_ms(g['fdr'], 2)} | {_ms(g['skeleton_recall'], 2)} | {_ms(g['seconds'])} "
-            f"| {'–' if not byts else f'{byts / 1e6:.2f} MB'} | {mark} | `{command_prefix} --only '{key}'` |"
+            f"| {'–' if not byts else f'{byts / 1e6:.2f} MB'} | {mark} | `{regen} --only '{key}'` |"
         )
     met = sum(1 for v in tgt.values() if v[0])
     notes = [f"Targets checked: {len(tgt)} groups, {met} met, {len(tgt) - met} missed."]
@@ -385,6 +413,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the documented d ≤ 50, 3-seed subset")
     ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
                     help="only cells whose id matches this glob (repeatable), e.g. 'ER2/d20/*/fed-sparse'")
+    ap.add_argument("--acyclicity", default="", metavar="LIST",
+                    help="also run every fed-sparse cell with learn --acyclicity V for V in LIST (e.g. expm,logdet); "
+                    "variant V in the table and the cell id")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/accuracy_grid"), help="cells root folder")
     ap.add_argument("--print-commands", action="store_true", help="print one shell line per cell and exit")
     ap.add_argument("--collect", type=Path, metavar="DIR", help="only merge the cells under DIR into the table")
@@ -407,11 +438,15 @@ def main(argv=None) -> int:
             sys.stderr.close()
         return 0
 
-    cells = quick_cells() if args.quick else full_cells()
+    functions = [f for f in args.acyclicity.split(",") if f]
+    bad = [f for f in functions if f not in H_VARIANTS]
+    if bad:
+        ap.error(f"--acyclicity: unknown function(s) {', '.join(bad)}; choose from {', '.join(H_VARIANTS)}")
+    cells = h_twins(quick_cells() if args.quick else full_cells(), functions)
     if args.only:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
         if not cells:  # --only may name a cell outside --quick
-            cells = [c for c in full_cells() if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
+            cells = [c for c in h_twins(full_cells(), functions) if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
     methods, private = available_methods()
     std = has_standardize()
     why = [unavailable(c, methods, private, std) for c in cells]

@@ -395,6 +395,60 @@ def provenance(rows) -> str:
     )
 
 
+def acyclicity_comparison(groups: list[dict], tgt: dict) -> str:
+    """Markdown: every group that has both acyclicity twins (variants expm and logdet), SHD per
+    seed side by side, the paired difference δ = logdet − expm (mean ± standard error), rule R1
+    (mean δ ≤ max(1, se)) and R2 (the target status does not flip from met to missed); see
+    benchmarks/RESULTS.md. Empty when no group has both twins."""
+    by = {tuple(g[k] for k in GROUP_KEYS): g for g in groups}
+    lines = [
+        "| graph | d | noise | weights | P | ε | SHD expm (per seed) | SHD logdet (per seed) | mean δ ± se | R1 "
+        "| target expm → logdet | R2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    n = r1 = r2 = 0
+    deltas_all, by_mode = [], {}
+    for g in groups:
+        if g["variant"] != "logdet":
+            continue
+        e = by.get(tuple(g[k] for k in GROUP_KEYS[:-1]) + ("expm",))
+        if e is None:
+            continue
+        seeds = sorted(set(g["seeds"]) & set(e["seeds"]))
+        if not seeds:
+            continue
+        a = [e["shd"][e["seeds"].index(s)] for s in seeds]
+        b = [g["shd"][g["seeds"].index(s)] for s in seeds]
+        delta = [y - x for x, y in zip(a, b)]
+        md = statistics.fmean(delta)
+        se = statistics.stdev(delta) / math.sqrt(len(delta)) if len(delta) > 1 else 0.0
+        ok1 = md <= max(1.0, se)
+        te, tl = tgt.get(_group_id(e)), tgt.get(_group_id(g))
+        ok2 = not (te and tl and te[0] and not tl[0])
+        status = "–" if te is None and tl is None else (
+            f"{'met' if te and te[0] else 'missed'} → {'met' if tl and tl[0] else 'missed'}")
+        n, r1, r2 = n + 1, r1 + ok1, r2 + ok2
+        deltas_all += delta
+        by_mode.setdefault("DP" if g["epsilon"] is not None else "non-private", []).append((ok1 and ok2, delta))
+        eps = "–" if g["epsilon"] is None else f"{g['epsilon']:g}"
+        lines.append(
+            f"| {g['graph']} | {g['d']} | {g['noise']} | {g['weights']} | {g['P']} | {eps} | {' '.join(map(str, a))} "
+            f"| {' '.join(map(str, b))} | {md:+.2f} ± {se:.2f} | {'holds' if ok1 else '**fails**'} | {status} "
+            f"| {'holds' if ok2 else '**fails**'} |"
+        )
+    if not n:
+        return ""
+    notes = [f"{n} groups with both functions: R1 holds in {r1}, R2 in {r2}; over all {len(deltas_all)} paired "
+             f"cells mean δ = {statistics.fmean(deltas_all):+.2f} (logdet lower in "
+             f"{sum(x < 0 for x in deltas_all)}, equal in {sum(x == 0 for x in deltas_all)}, higher in "
+             f"{sum(x > 0 for x in deltas_all)})."]
+    for mode, res in sorted(by_mode.items()):
+        ds = [x for _, dl in res for x in dl]
+        notes.append(f"{mode}: {sum(ok for ok, _ in res)}/{len(res)} groups pass R1 and R2; mean δ "
+                     f"{statistics.fmean(ds):+.2f} over {len(ds)} cells.")
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {x}" for x in notes) + "\n"
+
+
 def report(root: Path, args, expected=None, skipped=()) -> str:
     rows, incomplete = collect(root)
     groups = summarise(rows)
@@ -402,6 +456,10 @@ def report(root: Path, args, expected=None, skipped=()) -> str:
     md = provenance(rows) + markdown(groups, tgt, set(skipped), incomplete, expected)
     write_csv(root / "accuracy_grid.csv", rows)
     (root / "accuracy_grid.md").write_text(md, encoding="utf-8")
+    cmp_md = acyclicity_comparison(groups, tgt)
+    if cmp_md:
+        (root / "accuracy_grid_acyclicity.md").write_text(cmp_md, encoding="utf-8")
+        md += "\n### expm against logdet\n\n" + cmp_md
     if args.results_md:
         intro = args.results_intro.read_text(encoding="utf-8") if args.results_intro else ""
         replace_section(Path(args.results_md), "Accuracy grid", intro + md)

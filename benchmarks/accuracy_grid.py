@@ -27,6 +27,9 @@ Usage:
   python benchmarks/accuracy_grid.py --quick --print-commands > cells.txt   # one shell line per cell
   python benchmarks/accuracy_grid.py --collect DIR --results-md benchmarks/RESULTS.md
   python benchmarks/accuracy_grid.py --only 'ER2/d20/eq-def/P8/*/fed-sparse'   # regenerate cells
+  python benchmarks/accuracy_grid.py --quick --acyclicity expm,logdet --only '*-expm' --only '*-logdet'
+      # every fed-sparse cell with both acyclicity functions (variants expm / logdet); --collect then
+      # adds the paired comparison (rules R1/R2 of benchmarks/RESULTS.md, "Acyclicity default")
 
 A method `bnsl learn` does not offer (yet) is skipped and named in the table's notes, never faked.
 """

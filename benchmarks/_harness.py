@@ -112,7 +112,7 @@ def _child(conn, d, seed, method, epsilon, extra, participants, samples, read, c
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         m = structure_metrics(res.W, W_true)
         comm = res.report.get("communication") or {"bytes_up": 0, "bytes_down": 0, "bytes_total": 0}
-        tag = "".join(f" {k}={v}" for k, v in ({"acyclicity": extra["acyclicity"]} if "acyclicity" in extra else {}).items())
+        tag = f" acyclicity={extra['acyclicity']}" if "acyclicity" in extra else ""
         tag += "".join(f" {k}={v}" for k, v in coord.items())
         conn.send(
             {

@@ -151,6 +151,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bnsl", default="bnsl", help="with --print-commands: the bnsl command in the lines (default: bnsl)")
     ap.add_argument("--python", default=sys.executable,
                     help="with --print-commands: the Python that measures each learn (default: this one)")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also print the rows of the benchmarks/RESULTS.md performance table (with load and commit)")
     ap.add_argument("--collect", type=Path, metavar="DIR", help="print the table of the cells under DIR and exit")
     args = ap.parse_args(argv)
     if args.collect is not None:
@@ -158,7 +160,8 @@ def main(argv=None) -> int:
         if not rows:
             print(f"no complete cell under {args.collect}", file=sys.stderr)
             return 1
-        finish(rows, f"bnsl learn benchmark, collected from {args.collect} ({len(rows)} cells)", args.csv)
+        finish(rows, f"bnsl learn benchmark, collected from {args.collect} ({len(rows)} cells)", args.csv,
+               "–" if args.markdown else None)
         if incomplete:
             print(f"\n{len(incomplete)} cell folder(s) without a result: {', '.join(incomplete)}")
         return 0
@@ -200,6 +203,7 @@ def main(argv=None) -> int:
     print(f"# {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
           f"BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}", file=sys.stderr)
     rows = []
+    load0 = os.getloadavg()[0]
     for d, method, eps, coord in plan:
         for seed in range(seeds):
             r = run_one(d, seed, method, eps, participants=args.participants, samples=_samples(d, args.samples),
@@ -209,14 +213,59 @@ def main(argv=None) -> int:
                   f"{r['h_evals']} h evals, participants {r['participants_s']:.2f}s, polish {r['polish_s']:.2f}s) "
                   f"{r['peak_mb']:.0f} MB rounds={r['rounds']} shd={r['shd']} tpr={r['tpr']:.3f} "
                   f"total={r['total_mb']:.3f}MB issues={r['solver_issues']}", file=sys.stderr, flush=True)
-    finish(rows, f"bnsl learn benchmark (ER1, P = {args.participants}, one BLAS thread)", args.csv)
+    load1 = os.getloadavg()[0]
+    load = f"{min(load0, load1):.1f}–{max(load0, load1):.1f}"
+    finish(rows, f"bnsl learn benchmark (ER1, P = {args.participants}, one BLAS thread; load average {load})",
+           args.csv, load if args.markdown else None)
     return 0
 
 
-def finish(rows: list[dict], title: str, csv_path) -> None:
-    """Print the table and the ratios measured in this run; write ``csv_path``."""
+def _commit() -> str:
+    """The short git commit of the bnsl_cli that ran (``+`` when its files differ from it), or "?"."""
+    import subprocess
+
+    import bnsl_cli
+
+    where = Path(bnsl_cli.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def markdown_rows(summary: list[dict], load: str, when: str) -> str:
+    """The rows of benchmarks/RESULTS.md's ``## Performance`` table (d | h | seeds | wall | peak RSS |
+    participants | coordinator | polish | rounds | h evals | MB total | SHD | TPR | load | commit, measured)."""
+    out = []
+    for r in sorted(summary, key=lambda r: (r["d"], r["method"])):
+        method = r["method"]
+        h = method.split("acyclicity=", 1)[1].split()[0] if "acyclicity=" in method else "default"
+        rest = method.replace(f" acyclicity={h}", "")
+        if rest.startswith("fed-sparse") and not rest.startswith("fed-sparse-"):
+            rest = rest[len("fed-sparse"):].strip()  # the table is about fed-sparse: name only the rest
+        label = f"{h} ({rest})" if rest else h
+        out.append(
+            f"| {r['d']} | {label} | {r['seeds']} | {r['time_s']:.2f} | {r['peak_mb']:.0f} | {r['participants_s']:.2f} "
+            f"| {r['coordinator_s']:.2f} | {r['polish_s']:.2f} | {r['rounds']:.1f} | {r['h_evals']:.0f} "
+            f"| {r['total_mb']:.2f} | {r['shd']:.2f} | {r['tpr']:.3f} | {load} | `{_commit()}`, {when} |"
+        )
+    return "\n".join(out)
+
+
+def finish(rows: list[dict], title: str, csv_path, markdown: str | None = None) -> None:
+    """Print the table and the ratios measured in this run; write ``csv_path``; with ``markdown``
+    (the load figure) also the RESULTS.md rows."""
     summary = summarise(rows)
     print_table(summary, title)
+    if markdown is not None:
+        import time
+
+        print("\nrows for benchmarks/RESULTS.md (## Performance)")
+        print(markdown_rows(summary, markdown, time.strftime("%H:%M UTC", time.gmtime())))
     by = {(s["d"], s["method"]): s for s in summary}
     print("\nratios measured in this run")
     for d in sorted({s["d"] for s in summary}):

@@ -227,3 +227,17 @@ def test_bench_learn_print_commands_options(tmp_path, bench_mod):
     for bad in (("--screen", "0,0.01"), ("--read",)):
         r = run(*bad)
         assert r.returncode == 2 and r.stdout == ""
+
+
+def test_bench_learn_markdown_rows_follow_the_results_table(bench_mod):
+    row = dict(d=200, method="fed-sparse acyclicity=logdet", seeds=2, time_s=11.44, peak_mb=226.6, participants_s=4.9,
+               coordinator_s=6.04, polish_s=0.14, rounds=64.0, h_evals=5148.0, total_mb=12.345, shd=0.5, tpr=0.9975)
+    other = dict(row, d=20, method="fed-sparse acyclicity=expm dp ε=10")
+    text = bench_mod.markdown_rows([row, other], "0.6–0.7", "05:55 UTC").splitlines()
+    assert text[0].startswith("| 20 | expm (dp ε=10) | 2 | 11.44 | 227 |")
+    cells = [c.strip() for c in text[1].split("|")[1:-1]]
+    assert cells[:14] == ["200", "logdet", "2", "11.44", "227", "4.90", "6.04", "0.14", "64.0", "5148", "12.35", "0.50",
+                          "0.998", "0.6–0.7"]
+    assert cells[14].endswith("05:55 UTC") and len(cells) == 15
+    header = next(ln for ln in (BENCH / "RESULTS.md").read_text().splitlines() if ln.startswith("| d | h | seeds |"))
+    assert len(header.split("|")) - 2 == len(cells)  # same columns as the RESULTS.md table

@@ -425,7 +425,7 @@ def acyclicity_comparison(groups: list[dict], tgt: dict) -> str:
         delta = [y - x for x, y in zip(a, b)]
         md = statistics.fmean(delta)
         se = statistics.stdev(delta) / math.sqrt(len(delta)) if len(delta) > 1 else 0.0
-        ok1 = md <= max(1.0, se)
+        ok1 = md <= max(1.0, se) + 1e-9  # a single differing seed gives mean = se exactly
         te, tl = tgt.get(_group_id(e)), tgt.get(_group_id(g))
         ok2 = not (te and tl and te[0] and not tl[0])
         status = "–" if te is None and tl is None else (

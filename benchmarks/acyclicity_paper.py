@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         delta = [b - a for a, b in zip(e, g)]
         md = statistics.fmean(delta)
         se = statistics.stdev(delta) / math.sqrt(len(delta)) if len(delta) > 1 else 0.0
-        ok = md <= max(1.0, se)
+        ok = md <= max(1.0, se) + 1e-9  # a single differing seed gives mean = se exactly
         tpr = [statistics.fmean(by[a][s]["tpr"] for s in seeds) for a in FUNCTIONS]
         print(f"| {name} | {len(seeds)} | {' '.join(map(str, e))} | {' '.join(map(str, g))} | {np.mean(e):.2f} "
               f"| {np.mean(g):.2f} | {md:+.2f} ± {se:.2f} | {tpr[0]:.3f} / {tpr[1]:.3f} | {'holds' if ok else 'FAILS'} |")

@@ -241,3 +241,23 @@ def test_bench_learn_markdown_rows_follow_the_results_table(bench_mod):
     assert cells[14].endswith("05:55 UTC") and len(cells) == 15
     header = next(ln for ln in (BENCH / "RESULTS.md").read_text().splitlines() if ln.startswith("| d | h | seeds |"))
     assert len(header.split("|")) - 2 == len(cells)  # same columns as the RESULTS.md table
+
+
+def test_grid_acyclicity_comparison_rules(cells_mod):
+    _, grid = cells_mod
+
+    def group(variant, shd, eps=None, graph="G"):
+        return dict(graph=graph, d=20, noise="eq", weights="def", P=8, method="fed-sparse", epsilon=eps,
+                    variant=variant, seeds=list(range(1, len(shd) + 1)), shd=shd)
+
+    groups = [group("expm", [15, 0, 13, 0, 0]), group("logdet", [23, 0, 13, 0, 0]),  # one seed: mean δ = se
+              group("expm", [26, 31, 35], 1.0), group("logdet", [33, 38, 40], 1.0),  # every seed worse
+              group("expm", [5, 5, 5], graph="H"), group("logdet", [6, 6, 6], graph="H")]  # +1: within the slack
+    tgt = {"G/d20/eq-def/P8/s*/fed-sparse-expm": (True, ""), "G/d20/eq-def/P8/s*/fed-sparse-logdet": (False, "")}
+    md = grid.acyclicity_comparison(groups, tgt)
+    rows = {ln.split("|")[1].strip() + ln.split("|")[6].strip(): ln for ln in md.splitlines() if ln.startswith("| G") or ln.startswith("| H")}
+    assert "+1.60 ± 1.60 | holds | met → missed | **fails** |" in rows["G–"]
+    assert "+6.33 ± 0.67 | **fails** |" in rows["G1"]
+    assert "+1.00 ± 0.00 | holds |" in rows["H–"]
+    assert "non-private: 1/2 groups pass R1 and R2" in md and "DP: 0/1 groups" in md
+    assert grid.acyclicity_comparison([group("expm", [1, 2])], {}) == ""

@@ -14,6 +14,9 @@ here (:func:`run_lines`), under GNU parallel, or as a Slurm array job (``example
    (``bnsl simulate`` regenerates them byte for byte from the manifest's seed) and only then moves
    ``evaluation.json`` into place, so a folder with ``evaluation.json`` is complete.
 
+With ``measure=`` (benchmarks of time and memory, ``bench_learn.py``) ``bnsl learn`` runs under a
+small Python wrapper that writes ``CELL/resources.json``: the process's wall seconds and peak RSS.
+
 stderr of every command goes to ``CELL/log.txt``; a failed command leaves ``CELL/failed`` with the
 exit code and no ``evaluation.json``. :func:`collect` reads every complete folder under a root.
 """
@@ -62,16 +65,35 @@ def _q(path) -> str:
     return shlex.quote(str(path))
 
 
-def shell_line(cell: Cell, root: str | Path, bnsl: str = "bnsl") -> str:
-    """The self-contained shell line of ``cell`` with its folder under ``root`` (see the module doc)."""
+#: Run by ``python -c`` around ``bnsl learn`` when a line measures resources (``measure=``): runs
+#: argv[2:], then writes argv[1] (JSON: the command's wall seconds, the peak resident set size of
+#: the largest process it ran — the maximum over waited-for descendants, ``RUSAGE_CHILDREN`` — in
+#: kB, and its exit code) and exits with that code. Python's ``resource`` module, so the line needs
+#: no GNU time.
+MEASURE = (
+    "import json, resource, subprocess, sys, time; t = time.perf_counter(); rc = subprocess.call(sys.argv[2:]); "
+    "w = time.perf_counter() - t; ru = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "open(sys.argv[1], 'w').write(json.dumps({'wall_s': w, 'peak_rss_kb': ru.ru_maxrss, 'exit': rc}) + chr(10)); "
+    "sys.exit(rc)"
+)
+
+
+def shell_line(cell: Cell, root: str | Path, bnsl: str = "bnsl", measure: Optional[str] = None) -> str:
+    """The self-contained shell line of ``cell`` with its folder under ``root`` (see the module doc).
+
+    ``measure``: a Python interpreter (e.g. ``sys.executable``); when given, ``bnsl learn`` runs
+    under it with :data:`MEASURE` and the folder gets ``resources.json`` (wall seconds and peak RSS
+    of the whole ``bnsl learn`` process, reading and imports included)."""
     D = '"$D"'
     desc = _q(json.dumps(cell.describe(), sort_keys=True))
     sim = " ".join(map(shlex.quote, cell.simulate))
     learn = " ".join(map(shlex.quote, cell.learn))
     ev = "".join(" " + shlex.quote(a) for a in cell.evaluate)
+    # `env` runs a bnsl given as "VAR=value … command" as well as a plain command
+    wrap = f"{measure} -c {_q(MEASURE)} {D}/resources.json env " if measure else ""
     steps = [
         f"{bnsl} simulate {sim} --force --out {D}/data",
-        f"{bnsl} learn {D}/data/shards {learn} --quiet --force --out {D}/run",
+        f"{wrap}{bnsl} learn {D}/data/shards {learn} --quiet --force --out {D}/run",
         f"{bnsl} evaluate {D}/run/report.json --truth {D}/data/truth.csv{ev} --json > {D}/evaluation.part",
         f"(cd {D}/data && sha256sum truth.csv shards/*.csv) > {D}/inputs.sha256",
         f"rm -rf {D}/data/shards",
@@ -81,7 +103,7 @@ def shell_line(cell: Cell, root: str | Path, bnsl: str = "bnsl") -> str:
     return (
         f"export {CELL_ENV}; D={_q(str(root).rstrip('/') + '/' + cell.id)}; C={desc}; "
         f"if printf '%s\\n' \"$C\" | cmp -s - {D}/cell.json && test -s {D}/evaluation.json; then :; else "
-        f"mkdir -p {D} && rm -f {D}/evaluation.json {D}/failed && printf '%s\\n' \"$C\" > {D}/cell.json && "
+        f"mkdir -p {D} && rm -f {D}/evaluation.json {D}/failed {D}/resources.json && printf '%s\\n' \"$C\" > {D}/cell.json && "
         f"{{ {body}; }} 2> {D}/log.txt || {{ rc=$?; echo \"exit $rc\" > {D}/failed; exit $rc; }}; fi"
     )
 
@@ -185,11 +207,12 @@ def default_bnsl() -> str:
     return f"{shlex.quote(sys.executable)} -m bnsl_cli"
 
 
-def print_lines(cells: Iterable[Cell], root: str | Path, bnsl: str = "bnsl", file=None) -> int:
+def print_lines(cells: Iterable[Cell], root: str | Path, bnsl: str = "bnsl", file=None,
+                measure: Optional[str] = None) -> int:
     n = 0
     try:
         for c in cells:
-            print(shell_line(c, root, bnsl), file=file or sys.stdout)
+            print(shell_line(c, root, bnsl, measure), file=file or sys.stdout)
             n += 1
         (file or sys.stdout).flush()
     except BrokenPipeError:  # `| head`: stop quietly

@@ -92,6 +92,10 @@ def _time_split(report: dict, read_s: float) -> dict:
 def _child(conn, d, seed, method, epsilon, extra, participants, samples, read, coord):
     try:
         warnings.simplefilter("ignore")
+        if "acyclicity" in coord and method.startswith("fed-sparse"):
+            # a run-plan option for fed-sparse (so the report names it); other methods: below
+            coord = dict(coord)
+            extra = {**extra, "acyclicity": coord.pop("acyclicity")}
         _coordinator_options(coord)
         W_true, tables = make_data(d, seed, participants, samples)
         read_s = 0.0
@@ -108,7 +112,8 @@ def _child(conn, d, seed, method, epsilon, extra, participants, samples, read, c
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         m = structure_metrics(res.W, W_true)
         comm = res.report.get("communication") or {"bytes_up": 0, "bytes_down": 0, "bytes_total": 0}
-        tag = "".join(f" {k}={v}" for k, v in coord.items())
+        tag = f" acyclicity={extra['acyclicity']}" if "acyclicity" in extra else ""
+        tag += "".join(f" {k}={v}" for k, v in coord.items())
         conn.send(
             {
                 "d": d, "seed": seed, "method": label + tag + (f" dp ε={epsilon:g}" if dp else ""),

@@ -27,6 +27,9 @@ Usage:
   python benchmarks/accuracy_grid.py --quick --print-commands > cells.txt   # one shell line per cell
   python benchmarks/accuracy_grid.py --collect DIR --results-md benchmarks/RESULTS.md
   python benchmarks/accuracy_grid.py --only 'ER2/d20/eq-def/P8/*/fed-sparse'   # regenerate cells
+  python benchmarks/accuracy_grid.py --quick --acyclicity expm,logdet --only '*-expm' --only '*-logdet'
+      # every fed-sparse cell with both acyclicity functions (variants expm / logdet); --collect then
+      # adds the paired comparison (rules R1/R2 of benchmarks/RESULTS.md, "Acyclicity default")
 
 A method `bnsl learn` does not offer (yet) is skipped and named in the table's notes, never faked.
 """
@@ -85,9 +88,16 @@ def graph_args(graph: str, d: int) -> list[str]:
 COLUMN_SCALE = "1e-3,1e6"
 
 
+#: Variants that name the coordinator's acyclicity function explicitly (learn --acyclicity V):
+#: fed-sparse only (the other methods have no choice of h).
+H_VARIANTS = ("expm", "logdet")
+H_METHODS = ("fed-sparse",)
+
+
 def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cell:
-    """``variant``: "" (defaults), "std" (learn --standardize) or "cs-std" (columns rescaled by
-    ``--column-scale COLUMN_SCALE`` and learn --standardize)."""
+    """``variant``: "" (defaults), "std" (learn --standardize), "cs-std" (columns rescaled by
+    ``--column-scale COLUMN_SCALE`` and learn --standardize), or "expm" / "logdet" (learn
+    --acyclicity V; fed-sparse only)."""
     dp = eps is not None
     run = method + (f"-dp{eps:g}" if dp else "") + (f"-{variant}" if variant else "")
     cid = f"{graph}/d{d}/{noise}-{weights}/P{P}/s{seed}/{run}"
@@ -106,6 +116,8 @@ def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cel
         learn += ["--dp", "--epsilon", f"{eps:g}"]
     if variant in ("std", "cs-std"):
         learn += ["--standardize"]
+    if variant in H_VARIANTS:
+        learn += ["--acyclicity", variant]
     return Cell(cid, params, tuple(sim), tuple(learn))
 
 
@@ -132,6 +144,21 @@ def quick_cells() -> list[Cell]:
             graphs, dims, methods, variants = QUICK_SCALE
             for g, d, m, v in itertools.product(graphs, dims, methods, variants):
                 out.append(make_cell(g, d, "eq", "def", 8, s, m, None, v))
+    return out
+
+
+def h_twins(cells: list[Cell], functions) -> list[Cell]:
+    """``cells`` with, after each fed-sparse cell run with defaults, its twins that name the
+    acyclicity function (variants ``functions``, e.g. ("expm", "logdet")): both live side by side
+    in one root and one table."""
+    out = []
+    for c in cells:
+        out.append(c)
+        p = c.params
+        if p["method"] in H_METHODS and not p.get("variant"):
+            for f in functions:
+                out.append(make_cell(p["graph"], p["d"], p["noise"], p["weights"], p["P"], p["seed"], p["method"],
+                                     p["epsilon"], f))
     return out
 
 
@@ -262,7 +289,10 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
                 if pairs:
                     res[key] = (all(same), f"same graph as unscaled --standardize on {sum(same)}/{len(same)} seeds")
             continue
-        if g["variant"]:
+        # the acyclicity twins (variant expm / logdet) are checked like the default cells, against
+        # pooled NOTEARS and, under DP, against the non-private run of the same function
+        hv = g["variant"] if g["variant"] in H_VARIANTS else ""
+        if g["variant"] and not hv:
             continue
         pooled = other(g, "notears")
         if g["method"] == "fed-sparse" and g["epsilon"] is None and pooled:
@@ -271,7 +301,7 @@ def targets(groups: list[dict], edge_sets: dict) -> dict:
                 lim = 1.25 * statistics.fmean(b) + 2
                 res[key] = (statistics.fmean(a) <= lim, f"SHD {statistics.fmean(a):.1f}, target ≤ 1.25×pooled+2 = {lim:.1f}")
         if g["method"] == "fed-sparse" and g["epsilon"] == 10.0:
-            base = other(g, "fed-sparse")
+            base = other(g, "fed-sparse", None, hv)
             if base:
                 seeds, a, b = common(g, base)
                 if seeds:
@@ -310,12 +340,13 @@ def markdown(groups, tgt, skipped_methods, incomplete, expected=None, command_pr
         mark = "–" if t is None else (("met: " if t[0] else "**missed**: ") + t[1])
         byts = _mean(g["bytes"])
         eps = "–" if g["epsilon"] is None else f"{g['epsilon']:g}"
+        regen = f"{command_prefix}" + (f" --acyclicity {g['variant']}" if g["variant"] in H_VARIANTS else "")
         lines.append(
             f"| {g['graph']} | {g['d']} | {g['noise']} | {g['weights']} | {g['P']} | {g['method']} "
             f"| {eps} | {g['variant'] or '–'} | {len(g['seeds'])} "
             f"| {_ms(g['shd'])} | {_ms(g['shd_cpdag'])} | {_ms(g['shd_skeleton'])} | {_ms(g['tpr'], 2)} "
             f"| {_ms(g['fdr'], 2)} | {_ms(g['skeleton_recall'], 2)} | {_ms(g['seconds'])} "
-            f"| {'–' if not byts else f'{byts / 1e6:.2f} MB'} | {mark} | `{command_prefix} --only '{key}'` |"
+            f"| {'–' if not byts else f'{byts / 1e6:.2f} MB'} | {mark} | `{regen} --only '{key}'` |"
         )
     met = sum(1 for v in tgt.values() if v[0])
     notes = [f"Targets checked: {len(tgt)} groups, {met} met, {len(tgt) - met} missed."]
@@ -367,6 +398,60 @@ def provenance(rows) -> str:
     )
 
 
+def acyclicity_comparison(groups: list[dict], tgt: dict) -> str:
+    """Markdown: every group that has both acyclicity twins (variants expm and logdet), SHD per
+    seed side by side, the paired difference δ = logdet − expm (mean ± standard error), rule R1
+    (mean δ ≤ max(1, se)) and R2 (the target status does not flip from met to missed); see
+    benchmarks/RESULTS.md. Empty when no group has both twins."""
+    by = {tuple(g[k] for k in GROUP_KEYS): g for g in groups}
+    lines = [
+        "| graph | d | noise | weights | P | ε | SHD expm (per seed) | SHD logdet (per seed) | mean δ ± se | R1 "
+        "| target expm → logdet | R2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    n = r1 = r2 = 0
+    deltas_all, by_mode = [], {}
+    for g in groups:
+        if g["variant"] != "logdet":
+            continue
+        e = by.get(tuple(g[k] for k in GROUP_KEYS[:-1]) + ("expm",))
+        if e is None:
+            continue
+        seeds = sorted(set(g["seeds"]) & set(e["seeds"]))
+        if not seeds:
+            continue
+        a = [e["shd"][e["seeds"].index(s)] for s in seeds]
+        b = [g["shd"][g["seeds"].index(s)] for s in seeds]
+        delta = [y - x for x, y in zip(a, b)]
+        md = statistics.fmean(delta)
+        se = statistics.stdev(delta) / math.sqrt(len(delta)) if len(delta) > 1 else 0.0
+        ok1 = md <= max(1.0, se) + 1e-9  # a single differing seed gives mean = se exactly
+        te, tl = tgt.get(_group_id(e)), tgt.get(_group_id(g))
+        ok2 = not (te and tl and te[0] and not tl[0])
+        status = "–" if te is None and tl is None else (
+            f"{'met' if te and te[0] else 'missed'} → {'met' if tl and tl[0] else 'missed'}")
+        n, r1, r2 = n + 1, r1 + ok1, r2 + ok2
+        deltas_all += delta
+        by_mode.setdefault("DP" if g["epsilon"] is not None else "non-private", []).append((ok1 and ok2, delta))
+        eps = "–" if g["epsilon"] is None else f"{g['epsilon']:g}"
+        lines.append(
+            f"| {g['graph']} | {g['d']} | {g['noise']} | {g['weights']} | {g['P']} | {eps} | {' '.join(map(str, a))} "
+            f"| {' '.join(map(str, b))} | {md:+.2f} ± {se:.2f} | {'holds' if ok1 else '**fails**'} | {status} "
+            f"| {'holds' if ok2 else '**fails**'} |"
+        )
+    if not n:
+        return ""
+    notes = [f"{n} groups with both functions: R1 holds in {r1}, R2 in {r2}; over all {len(deltas_all)} paired "
+             f"cells mean δ = {statistics.fmean(deltas_all):+.2f} (logdet lower in "
+             f"{sum(x < 0 for x in deltas_all)}, equal in {sum(x == 0 for x in deltas_all)}, higher in "
+             f"{sum(x > 0 for x in deltas_all)})."]
+    for mode, res in sorted(by_mode.items()):
+        ds = [x for _, dl in res for x in dl]
+        notes.append(f"{mode}: {sum(ok for ok, _ in res)}/{len(res)} groups pass R1 and R2; mean δ "
+                     f"{statistics.fmean(ds):+.2f} over {len(ds)} cells.")
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {x}" for x in notes) + "\n"
+
+
 def report(root: Path, args, expected=None, skipped=()) -> str:
     rows, incomplete = collect(root)
     groups = summarise(rows)
@@ -374,6 +459,10 @@ def report(root: Path, args, expected=None, skipped=()) -> str:
     md = provenance(rows) + markdown(groups, tgt, set(skipped), incomplete, expected)
     write_csv(root / "accuracy_grid.csv", rows)
     (root / "accuracy_grid.md").write_text(md, encoding="utf-8")
+    cmp_md = acyclicity_comparison(groups, tgt)
+    if cmp_md:
+        (root / "accuracy_grid_acyclicity.md").write_text(cmp_md, encoding="utf-8")
+        md += "\n### expm against logdet\n\n" + cmp_md
     if args.results_md:
         intro = args.results_intro.read_text(encoding="utf-8") if args.results_intro else ""
         replace_section(Path(args.results_md), "Accuracy grid", intro + md)
@@ -385,6 +474,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the documented d ≤ 50, 3-seed subset")
     ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
                     help="only cells whose id matches this glob (repeatable), e.g. 'ER2/d20/*/fed-sparse'")
+    ap.add_argument("--acyclicity", default="", metavar="LIST",
+                    help="also run every fed-sparse cell with learn --acyclicity V for V in LIST (e.g. expm,logdet); "
+                    "variant V in the table and the cell id")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/accuracy_grid"), help="cells root folder")
     ap.add_argument("--print-commands", action="store_true", help="print one shell line per cell and exit")
     ap.add_argument("--collect", type=Path, metavar="DIR", help="only merge the cells under DIR into the table")
@@ -407,11 +499,15 @@ def main(argv=None) -> int:
             sys.stderr.close()
         return 0
 
-    cells = quick_cells() if args.quick else full_cells()
+    functions = [f for f in args.acyclicity.split(",") if f]
+    bad = [f for f in functions if f not in H_VARIANTS]
+    if bad:
+        ap.error(f"--acyclicity: unknown function(s) {', '.join(bad)}; choose from {', '.join(H_VARIANTS)}")
+    cells = h_twins(quick_cells() if args.quick else full_cells(), functions)
     if args.only:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
         if not cells:  # --only may name a cell outside --quick
-            cells = [c for c in full_cells() if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
+            cells = [c for c in h_twins(full_cells(), functions) if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
     methods, private = available_methods()
     std = has_standardize()
     why = [unavailable(c, methods, private, std) for c in cells]

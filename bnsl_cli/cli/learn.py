@@ -67,9 +67,10 @@ def command(
         "(a sparser consensus; 0 turns it off). Keep it well below --threshold.",
     ),
     acyclicity: str = typer.Option(
-        "expm", "--acyclicity", envvar="BNSL_ACYCLICITY",
-        help="fed-sparse / fed-bnsl: the coordinator's acyclicity function h(W): expm (NOTEARS, "
-        "tr exp(W∘W) − d) or logdet (DAGMA, −log det(I − W∘W)); logdet is cheaper per evaluation.",
+        "auto", "--acyclicity", envvar="BNSL_ACYCLICITY",
+        help="Fed-sparse: the coordinator's acyclicity function h(W): expm (NOTEARS, tr exp(W∘W) − d) or "
+        "logdet (DAGMA, −log det(I − W∘W); cheaper per evaluation, fed-sparse only). auto: logdet for "
+        "non-private fed-sparse, expm under --dp and for the other methods (the report shows the choice).",
     ),
     polish: bool = typer.Option(
         True, "--polish/--no-polish",

@@ -35,9 +35,14 @@ def _serve(
     join_timeout: float = typer.Option(600.0, "--join-timeout", help="Seconds to wait for all sites to join."),
     secure_sum: bool = typer.Option(
         False, "--secure-sum",
-        help="Secure aggregation of the summed replies (the polish's second moments): the coordinator learns only "
-        "their sum (pairwise X25519 masks; docs/federation.md). Weights then differ from bnsl learn by the "
-        "fixed-point rounding (~1e-9).",
+        help="Secure aggregation of every summed reply (column statistics, fed-moments, fed-bnsl's B_p, the polish's "
+        "second moments): the coordinator learns only their sums (pairwise X25519 masks; docs/federation.md). "
+        "Weights then differ from bnsl learn by the fixed-point rounding (~1e-9).",
+    ),
+    secure_sum_bits: int = typer.Option(
+        32, "--secure-sum-bits", min=8, max=48,
+        help="Fixed-point fraction bits of --secure-sum: resolution 2^-BITS; each site refuses a value with "
+        "|v| >= 2^(63-BITS)/P (2^31/P at 32). Lower it for columns in large raw units.",
     ),
     port_file: Optional[Path] = typer.Option(
         None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
@@ -95,8 +100,9 @@ def _serve(
             f"waiting for {participants} site(s)"
         )
         hellos = fleet.gather(join_timeout)
-        plan, spec = _plan(cfg, hellos, secure_sum)
+        plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits)
         fleet.secure_sum = spec is not None
+        fleet.scale_bits = secure_sum_bits
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
         log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
@@ -156,7 +162,7 @@ def _config(opts: dict):
     return LearnConfig(**kw, dp=dp, workers=1)
 
 
-def _plan(cfg, hellos, secure_sum: bool):
+def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32):
     """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec."""
     from bnsl_cli.plan import ParticipantShape, RunPlan, Shapes
 
@@ -168,12 +174,10 @@ def _plan(cfg, hellos, secure_sum: bool):
     spec = None
     if secure_sum:
         from bnsl_cli.federated.net.common import FederationError
-        from bnsl_cli.federated.secure_sum import SCALE_BITS
-
         keys = [h.get("x25519") for h in hellos]
         if not all(isinstance(k, str) and len(k) == 64 for k in keys):
             raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
-        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": SCALE_BITS}
+        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": int(scale_bits)}
     return plan, spec
 
 

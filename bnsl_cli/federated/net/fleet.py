@@ -153,6 +153,7 @@ class NetworkFleet:
         #: the plan's fixed-point scale
         self.secure_sum = False
         self.scale_bits = 32
+        self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)
         self.sites: list[SiteInfo] = []
@@ -361,6 +362,7 @@ class NetworkFleet:
         return len(self.sites)
 
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
+        self._stopped = len(msg) > HEADER.size + 1 and msg[0] == _BROADCAST and msg[HEADER.size + 1] == 1
         raw = F.data(msg)
         for s in self.sites:
             s.send(raw)
@@ -392,6 +394,9 @@ class NetworkFleet:
 
     def finish(self) -> list[dict]:
         """The sites' end-of-run SUMMARY bodies, in site order (after the stop broadcast)."""
+        if not self._stopped:  # no stop broadcast (fed-moments): ask for the summaries
+            for s in self.sites:
+                s.send(F.control(F.FINISH, {}))
         deadline = time.monotonic() + self.timeout
         out = []
         for s in self.sites:

@@ -86,6 +86,11 @@ def _masked(masker, reply: bytes) -> bytes:
     return reply[:start] + y.astype("<u8").tobytes()
 
 
+def _is_stop(request: bytes) -> bool:
+    """Whether ``request`` is the consensus broadcast that ends the rounds (kind 1, stop flag set)."""
+    return len(request) > HEADER.size + 1 and request[0] == 1 and request[HEADER.size + 1] == 1
+
+
 def run_site(
     target: str,
     hello: dict,
@@ -217,6 +222,10 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                     outq.put(None)
                     return {"plan": plan, "summary": summary}
                 raise FederationError(f"the coordinator sent {frame.name} after the run (out of order)")
+            if frame.kind == F.FINISH:  # the exchanges are over without a stop broadcast (fed-moments)
+                summary = summarize(participant)
+                send("SUMMARY", F.control(F.SUMMARY, summary))
+                continue
             if frame.kind != F.DATA:
                 raise FederationError(f"the coordinator sent {frame.name} during the rounds (out of order)")
             try:
@@ -243,7 +252,8 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 send("DATA" if reply is not None else "EMPTY", out, reply)
             if transcript is not None:
                 transcript.releases(_events(participant))
-            if reply is None:  # the stop broadcast: report and wait for DONE
+            if reply is None and _is_stop(frame.body):  # the stop broadcast: report and wait for DONE
+                # (other requests that need no reply, e.g. the standardisation broadcast, get EMPTY only)
                 summary = summarize(participant)
                 send("SUMMARY", F.control(F.SUMMARY, summary))
     except grpc.RpcError as exc:

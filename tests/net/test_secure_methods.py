@@ -137,30 +137,33 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None):
 
 CASES = {
     "fed-sparse-standardize": LearnConfig(method="fed-sparse", standardize=True, rounds=15),
-    "fed-bnsl": LearnConfig(method="fed-bnsl", rounds=12),
+    "fed-bnsl": LearnConfig(method="fed-bnsl", rounds=30),
     "fed-moments": LearnConfig(method="fed-moments"),
     "fed-sparse-dp": LearnConfig(method="fed-sparse", rounds=6, dp=DPConfig(epsilon=8, value_bound=20.0), seed=4),
-    "fed-bnsl-dp-standardize": LearnConfig(method="fed-bnsl", rounds=8, standardize=True, dp=DPConfig(epsilon=8), seed=4),
+    "fed-bnsl-dp-standardize": LearnConfig(method="fed-bnsl", rounds=20, standardize=True, dp=DPConfig(epsilon=20), seed=4),
     "fed-moments-dp": LearnConfig(method="fed-moments", dp=DPConfig(epsilon=8), seed=4),
 }
 #: The largest weight difference allowed. The sums themselves agree to the fixed-point bound
-#: (checked exactly below on the first summed exchange). ADMM (fed-sparse, fed-bnsl) carries that
-#: 1e-10 rounding through its warm-started, tightly converged steps: 1e-6. NOTEARS (fed-moments) is
-#: far more sensitive to its input: in process, with no network, a symmetric perturbation of S of
-#: size 3e-10 moved W by up to 7e-4 (non-private) and 6e-3 (DP: the PSD-projected noisy S) on this
-#: data — the solver stops at its own tolerances on a flat objective; so 1e-2 for fed-moments, with
-#: the same graph required (weights here are ≥ 0.5 against the 0.3 threshold).
+#: (checked exactly below on the first summed exchange). ADMM fed with B̄ every round (fed-bnsl)
+#: or only the polish's moments (fed-sparse --dp) carries the rounding through its warm-started,
+#: tightly converged steps: 1e-6 (measured 2.5e-10 to 4.3e-10). Two inputs amplify it: rows
+#: standardised with the pooled statistics (a 1e-10 change of μ, σ moves about 1 % of the
+#: standardised values by one 2^-24 quantum; fed-sparse's consensus then moved by 4.4e-4, the
+#: polished weights by 5e-10) and NOTEARS on S (in process, with no network, a symmetric
+#: perturbation of S of size 3e-10 moved W by up to 7e-4 non-private and 6e-3 under DP on this
+#: data: it stops at its own tolerances on a flat objective): 1e-2 there, with the same graph
+#: required (the compared weights are ≥ 0.4 against the 0.3 threshold).
 TOL = {
-    "fed-sparse-standardize": 1e-6, "fed-bnsl": 1e-6, "fed-moments": 1e-2,
+    "fed-sparse-standardize": 1e-2, "fed-bnsl": 1e-6, "fed-moments": 1e-2,
     "fed-sparse-dp": 1e-6, "fed-bnsl-dp-standardize": 1e-6, "fed-moments-dp": 1e-2,
 }
 #: masked replies per site: the summable kinds each run sends
 SUMMED = {
     "fed-sparse-standardize": 3,  # two statistics shares, the polish moments (the sparse rounds are not summable)
-    "fed-bnsl": 2 + 12,  # two statistics shares, one B_p per round
+    "fed-bnsl": 2 + 30,  # two statistics shares, one B_p per round
     "fed-moments": 2,  # the mean share, the moment share
     "fed-sparse-dp": 3,
-    "fed-bnsl-dp-standardize": 2 + 8,
+    "fed-bnsl-dp-standardize": 2 + 20,
     "fed-moments-dp": 2,
 }
 
@@ -176,8 +179,11 @@ def test_secure_run_equals_in_process(tables, case):
     # the same graph; weights equal up to the fixed-point rounding of the sums (≤ P·2^-33 per entry)
     # carried through the solver (TOL: why each bound is honest)
     assert np.array_equal(got.W != 0, local.W != 0), case
+    assert np.count_nonzero(local.W) >= 2, case  # a graph worth comparing
     np.testing.assert_allclose(got.W, local.W, atol=TOL[case], rtol=0)
-    print(case, "max |W_secure − W_in-process| =", float(np.max(np.abs(got.W - local.W))))
+    np.testing.assert_allclose(got.W_raw, local.W_raw, atol=TOL[case], rtol=0)
+    print(case, "max |W_secure − W_in-process| =", float(np.max(np.abs(got.W - local.W))),
+          "raw:", float(np.max(np.abs(got.W_raw - local.W_raw))), "edges:", np.count_nonzero(local.W))
     if plan.method != "fed-moments":  # (fed-moments' "rounds" are NOTEARS' outer steps: the solver path)
         assert got.report["rounds"] == local.report["rounds"]
     # the coordinator was only ever handed sums: every summable reply it held names all sites as

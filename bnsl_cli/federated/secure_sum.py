@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import BnslError
+from bnsl_cli.errors import InputDataError
 
 __all__ = [
     "SCALE_BITS", "ALL_SITES", "SUMMABLE_KINDS", "summable_span", "describe", "SecureSumRangeError", "generate_keypair", "SecureSum", "encode_fixed", "decode_sum",
@@ -71,8 +71,9 @@ def describe(kind: int) -> str:
     return _WHAT.get(int(kind), f"a kind-{kind} message")
 
 
-class SecureSumRangeError(BnslError):
-    """A value is outside the fixed-point range of the secure sum (or not finite)."""
+class SecureSumRangeError(InputDataError):
+    """A value is outside the fixed-point range of the secure sum (or not finite): the site's data
+    (in its units) does not fit; exit code 3."""
 
 
 def generate_keypair() -> tuple[object, bytes]:

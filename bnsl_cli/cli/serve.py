@@ -113,6 +113,7 @@ def _serve(
             "listen": f"{host}:{fleet.port}",
             "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
             "secure_sum": spec is not None,
+            "secure_sum_bits": secure_sum_bits if spec is not None else None,
             "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
         }
         if od is not None:

@@ -223,8 +223,9 @@ class StatsSite:
         if kind == CentreBroadcast.kind:
             msg = CentreBroadcast.decode(data)
             n, sums, m2 = self._stats
-            if "mean" not in self._asked or self.inner is not None and self._plan.standardize:
-                raise ValueError(f"participant {self.pid + 1}: a centre broadcast out of order")
+            if "mean" not in self._asked or "centre" in self._asked:
+                raise ValueError(f"participant {self.pid + 1}: a centre broadcast out of order (before the means, or twice)")
+            self._asked.add("centre")
             if msg.full or msg.mean.size != len(sums) or not np.all(np.isfinite(msg.mean)):
                 raise ValueError(f"participant {self.pid + 1}: the centre broadcast is not usable")
             return ShareReply(msg.round, self.pid, len(sums), variance_share(n, sums, m2, msg.mean, self._plan.n_total)).encode()

@@ -88,3 +88,23 @@ def test_unmask_hands_over_sums_only_and_refuses_mismatched_shapes():
     odd = DenseUpdate(4, 2, D, Bs[2], 1.0).encode()
     with pytest.raises(ValueError, match="different shapes"):
         _unmask(masked[:2] + [odd[:len(masked[0])]])
+
+
+def test_statistics_site_answers_each_exchange_once_in_order():
+    from bnsl_cli.federated.messages import StatsRequest
+    from bnsl_cli.federated.roles import make_participant
+    from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
+    from tests._sim import simulated_tables
+
+    _, tables = simulated_tables(D, 2, 200, 1)
+    plan = RunPlan.resolve(LearnConfig(method="fed-bnsl"), Shapes.of_tables(tables))
+    site = make_participant(plan, 0, tables[0].X)
+    centre = CentreBroadcast(1, D, np.zeros(D)).encode()
+    with pytest.raises(ValueError, match="out of order"):
+        site.handle(centre)  # before the means
+    mean = ShareReply.decode(site.handle(StatsRequest(0, D).encode())).values
+    np.testing.assert_allclose(mean, tables[0].X.sum(axis=0) / plan.n_total, rtol=1e-12)
+    var = ShareReply.decode(site.handle(centre)).values
+    np.testing.assert_allclose(var, (tables[0].X ** 2).sum(axis=0) / plan.n_total, rtol=1e-10)  # about 0
+    with pytest.raises(ValueError, match="out of order"):
+        site.handle(centre)  # twice

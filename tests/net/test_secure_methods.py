@@ -298,7 +298,7 @@ def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     assert code == 0, err
     assert (out / "adjacency.csv").read_bytes() == (learned / "adjacency.csv").read_bytes()
     a, b = (json.loads((d / "report.json").read_text()) for d in (out, learned))
-    assert a["network"]["secure_sum"] is True
+    assert a["network"]["secure_sum"] is True and a["network"]["secure_sum_bits"] == 32
     edges = lambda r: [(e["source"], e["target"]) for e in r["graph"]["edges"]]  # noqa: E731
     assert edges(a) == edges(b)
     np.testing.assert_allclose([e["weight"] for e in a["graph"]["edges"]], [e["weight"] for e in b["graph"]["edges"]], atol=1e-6)

@@ -66,6 +66,11 @@ def _serve(
     creds = credentials(ca, cert, key, insecure, host, "--listen")
     cfg = _config(learn_options)
     cfg.check()
+    if secure_sum and cfg.personal:
+        raise common.fail(
+            "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
+            "drop one of the two", 2,
+        )
     from bnsl_cli.federated.roles import roles_for
 
     roles = roles_for(cfg.method)

@@ -35,8 +35,8 @@ import numpy as np
 from bnsl_cli.errors import InputDataError
 
 __all__ = [
-    "SCALE_BITS", "ALL_SITES", "SUMMABLE_KINDS", "summable_span", "describe", "SecureSumRangeError", "generate_keypair", "SecureSum", "encode_fixed", "decode_sum",
-    "unmask_sum",
+    "SCALE_BITS", "ALL_SITES", "SUMMABLE_KINDS", "summable_span", "describe", "SecureSumRangeError",
+    "generate_keypair", "SecureSum", "encode_fixed", "decode_sum", "unmask_sum",
 ]
 
 SCALE_BITS = 32
@@ -51,7 +51,11 @@ ALL_SITES = 0xFFFFFFFF
 #: moments (5), the shares of the column statistics and of fed-moments' pooled moments (25).
 SUMMABLE_KINDS = {3, 5, 25}
 _HEADER_SIZE = 18
-_WHAT = {3: "its local matrix B_p", 5: "its share of the polish's second moments", 25: "its share of the pooled statistics"}
+_WHAT = {
+    3: "its local matrix B_p",
+    5: "its share of the polish's second moments",
+    25: "its share of the pooled statistics",
+}
 
 
 def summable_span(reply: bytes):

@@ -393,7 +393,8 @@ class NetworkFleet:
         return out
 
     def finish(self) -> list[dict]:
-        """The sites' end-of-run SUMMARY bodies, in site order (after the stop broadcast)."""
+        """The sites' end-of-run SUMMARY bodies, in site order: sent after the stop broadcast, or
+        asked for with FINISH when the method has none (fed-moments)."""
         if not self._stopped:  # no stop broadcast (fed-moments): ask for the summaries
             for s in self.sites:
                 s.send(F.control(F.FINISH, {}))

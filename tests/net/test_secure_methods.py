@@ -147,7 +147,7 @@ CASES = {
 #: (checked exactly below on the first summed exchange). ADMM fed with B̄ every round (fed-bnsl)
 #: or only the polish's moments (fed-sparse --dp) carries the rounding through its warm-started,
 #: tightly converged steps: 1e-6 (measured 2.5e-10 to 4.3e-10). Two inputs amplify it: rows
-#: standardised with the pooled statistics (a 1e-10 change of μ, σ moves about 1 % of the
+#: standardised with the pooled statistics (a 1e-10 change of μ, σ moved 10 of the 7200
 #: standardised values by one 2^-24 quantum; fed-sparse's consensus then moved by 4.4e-4, the
 #: polished weights by 5e-10) and NOTEARS on S (in process, with no network, a symmetric
 #: perturbation of S of size 3e-10 moved W by up to 7e-4 non-private and 6e-3 under DP on this

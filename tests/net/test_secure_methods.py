@@ -220,6 +220,19 @@ def test_secure_run_equals_in_process(tables, case):
         assert got.report["privacy"]["epsilon"] == pytest.approx(local.report["privacy"]["epsilon"], rel=1e-12)
 
 
+@pytest.mark.parametrize("method", ["fed-moments", "fed-bnsl"])
+def test_without_secure_sum_networked_equals_in_process_bit_for_bit(tables, method):
+    """The same message bytes over the network (fed-moments ends with FINISH; the standardisation
+    broadcast is answered with EMPTY and does not end a site's run)."""
+    plan = RunPlan.resolve(LearnConfig(method=method, standardize=True, rounds=30), Shapes.of_tables(tables))
+    local = _quiet(run_tables, plan, tables)
+    got, spy, errors = networked(plan, tables, secure=False)
+    assert not errors and not isinstance(got, Exception), (errors, got)
+    assert np.count_nonzero(local.W) >= 2
+    assert np.array_equal(got.W_raw, local.W_raw) and np.array_equal(got.W, local.W)
+    assert not spy.masked
+
+
 def test_masked_replies_are_not_the_values(tables):
     """What arrives from a site is its masked vector, far from its share; the sum is right."""
     plan = RunPlan.resolve(LearnConfig(method="fed-moments"), Shapes.of_tables(tables))

@@ -44,6 +44,12 @@ def _serve(
         help="Fixed-point fraction bits of --secure-sum: resolution 2^-BITS; each site refuses a value with "
         "|v| >= 2^(63-BITS)/P (2^31/P at 32). Lower it for columns in large raw units.",
     ),
+    split_noise: bool = typer.Option(
+        False, "--split-noise",
+        help="With --secure-sum and --dp (fed-moments): each site adds 1/P of the moment matrix's noise variance, "
+        "the sum carries all of it (√P less noise); each site's guarantee then holds only against a party that sees "
+        "the sum alone and while no site colludes (sites opt in with join --accept-split-noise; docs/privacy.md).",
+    ),
     port_file: Optional[Path] = typer.Option(
         None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
     ),
@@ -66,6 +72,10 @@ def _serve(
     creds = credentials(ca, cert, key, insecure, host, "--listen")
     cfg = _config(learn_options)
     cfg.check()
+    if split_noise and not secure_sum:
+        raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
+    if split_noise and (cfg.dp is None or cfg.method != "fed-moments"):
+        raise common.fail("--split-noise: only --method fed-moments --dp has a release that can be split", 2)
     if secure_sum and cfg.personal:
         raise common.fail(
             "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
@@ -106,6 +116,10 @@ def _serve(
         )
         hellos = fleet.gather(join_timeout)
         plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits)
+        if split_noise:
+            from bnsl_cli.privacy.split import split_noise_plan
+
+            plan = split_noise_plan(plan)
         fleet.secure_sum = spec is not None
         fleet.scale_bits = secure_sum_bits
         body = plan.to_dict()

@@ -43,7 +43,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, message_kind
+from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.releases import ReleaseKind
 
@@ -156,7 +156,7 @@ def dp_fed_moments_releases(rho_star: float, *, mean_share: float, moment_share:
 # ----------------------------------------------------------------------------------------------
 
 
-def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng):
+def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, split: int = 1):
     """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
     (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
@@ -167,8 +167,9 @@ def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng):
     norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
     Zs = Z * np.minimum(1.0, c_x / np.maximum(norms, 1e-300))[:, None]
     sens = float(np.sqrt(2.0) * c_x**2)
-    std = multiplier * sens
-    return Zs.T @ Zs + symmetric_gaussian_matrix(d, std, rng), PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1)
+    std = multiplier * sens  # the noise of the release; with split noise, of the sum of ``split`` sites' shares
+    noise = symmetric_gaussian_matrix(d, std / np.sqrt(split), rng)
+    return Zs.T @ Zs + noise, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1, int(split))
 
 
 class MomentSite:
@@ -190,6 +191,8 @@ class MomentSite:
         self.ledger.add_participant(self.pid)
         self.notes: dict = {}
         self.answered: set = set()
+        self._split = 1
+        self._M = None
         if privacy is None:
             self._X = X
             self._centre = None
@@ -207,16 +210,29 @@ class MomentSite:
             mult = privacy.multiplier(ReleaseKind.MOMENT_MATRIX)
             if mult is None:
                 raise PrivacyBudgetError(f"participant {pid + 1}: the plan calibrated no moment-matrix release")
-            # rows scaled column-wise by the released spreads √v̂ (post-processing of a release), so the
-            # clip and the noise do not depend on the columns' units; the matrix is scaled back
-            s = np.sqrt(np.asarray(v_hat, float))
-            Z = (X - np.asarray(centre)[None, :]) / s[None, :]
-            M, ev = _private_moment_matrix(Z, privacy.clip, mult, rng)
-            self.ledger.record(self.pid, ev)
-            self._X = None  # from here on only the releases are used
+            self._X = None  # from here on only the releases are used (and, with split noise, _Xp)
             self._centre = np.asarray(centre, float)
-            self._M = M * np.outer(s, s)
+            self._v_hat = np.asarray(v_hat, float)
+            self._split = max([int(r.split) for r in privacy.releases if r.kind == ReleaseKind.MOMENT_MATRIX] or [1])
+            self._private = (privacy.clip, mult, rng)
+            self._M = None
+            if self._split == 1:
+                # rows scaled column-wise by the released spreads √v̂ (post-processing of a release), so
+                # the clip and the noise do not depend on the columns' units; the matrix is scaled back
+                self._release(X, np.sqrt(self._v_hat))
+            else:
+                # split noise: every site must scale by the same public spreads (the pooled σ the
+                # coordinator broadcasts), so that the sites' noise shares add up in common units
+                self._Xp = X
         self.compute_s = time.perf_counter() - t0
+
+    def _release(self, X: np.ndarray, s: np.ndarray) -> None:
+        """The moment-matrix release on ``(x − ĉ)/s`` (``s`` public or released), scaled back."""
+        clip, mult, rng = self._private
+        Z = (X - self._centre[None, :]) / s[None, :]
+        M, ev = _private_moment_matrix(Z, clip, mult, rng, self._split)
+        self.ledger.record(self.pid, ev)
+        self._M = M * np.outer(s, s)
 
     def _once(self, what: str) -> None:
         if what in self.answered:
@@ -233,11 +249,33 @@ class MomentSite:
                 values = mean_share(self._X, self.n_total)
             else:  # post-processing of the released means
                 values = self.n_rows * self._centre / float(self.n_total)
+        elif kind == CentreBroadcast.kind and not CentreBroadcast.decode(data).full:
+            # split noise only: the share of the pooled variances about μ, from the released ĉ, v̂
+            req = CentreBroadcast.decode(data)
+            if self._centre is None or self._split == 1 or "mean" not in self.answered:
+                raise ValueError(f"participant {self.pid + 1}: a variance request out of order")
+            if req.mean.size != self.d or not np.all(np.isfinite(req.mean)):
+                raise ValueError(f"participant {self.pid + 1}: the centre broadcast is not usable")
+            self._once("variance")
+            off = self._centre - req.mean
+            values = (self.n_rows * self._v_hat + self.n_rows * off * off) / float(self.n_total)
+        elif kind == StandardizeBroadcast.kind:
+            # split noise only: the pooled spreads every site scales its rows by (public)
+            msg = StandardizeBroadcast.decode(data)
+            if self._split == 1 or "variance" not in self.answered or self._M is not None or msg.sd is None:
+                raise ValueError(f"participant {self.pid + 1}: a scale broadcast out of order")
+            if msg.sd.size != self.d or not (np.all(np.isfinite(msg.sd)) and np.all(msg.sd > 0)):
+                raise ValueError(f"participant {self.pid + 1}: the scale broadcast is not usable")
+            self._release(self._Xp, np.asarray(msg.sd, float))
+            self._Xp = None
+            self.compute_s += time.perf_counter() - t0
+            return None
         elif kind == CentreBroadcast.kind:
             req = CentreBroadcast.decode(data)
-            if "mean" not in self.answered:
-                raise ValueError(f"participant {self.pid + 1}: a centre broadcast before the moment request")
-            if not req.full or req.mean.size != self.d or not np.all(np.isfinite(req.mean)):
+            if "mean" not in self.answered or (self._X is None and self._M is None):
+                raise ValueError(f"participant {self.pid + 1}: a centre broadcast before the moment request"
+                                 + ("" if "mean" not in self.answered else " or before the scale broadcast"))
+            if req.mean.size != self.d or not np.all(np.isfinite(req.mean)):
                 raise ValueError(f"participant {self.pid + 1}: the centre broadcast is not usable")
             self._once("moment")
             if self._X is not None:
@@ -284,11 +322,30 @@ def drive_moments(plan, fleet, progress=None):
     req = MomentRequest(0, d).encode()
     raw = fleet.exchange(req)
     mu = sum_shares(ShareReply.decode(r).values for r in raw)
-    centre = CentreBroadcast(1, d, mu, full=True).encode()
+    up = sum(len(r) for r in raw)
+    down = len(req) * len(raw)
+    exchanges = 2
+    from bnsl_cli.privacy.split import split_of
+
+    if split_of(plan) > 1:
+        # split noise: the pooled spreads first (post-processing of released shares), broadcast as
+        # the common public scale of every site's moment release
+        ask = CentreBroadcast(1, d, mu, full=False).encode()
+        raw1 = fleet.exchange(ask)
+        sd_pub = np.sqrt(np.maximum(sum_shares(ShareReply.decode(r).values for r in raw1), 0.0))
+        check_scales(mu, sd_pub, plan.names, where="fed-moments --split-noise")
+        scale = StandardizeBroadcast(2, d, mu, sd_pub).encode()
+        fleet.exchange(scale)
+        up += sum(len(r) for r in raw1)
+        down += (len(ask) + len(scale)) * len(raw)
+        exchanges = 4
+        centre = CentreBroadcast(3, d, mu, full=True).encode()
+    else:
+        centre = CentreBroadcast(1, d, mu, full=True).encode()
     raw2 = fleet.exchange(centre)
     S = from_upper_triangle(sum_shares(ShareReply.decode(r).values for r in raw2), d)
-    up = sum(len(r) for r in raw) + sum(len(r) for r in raw2)
-    down = (len(req) + len(centre)) * len(raw)
+    up += sum(len(r) for r in raw2)
+    down += len(centre) * len(raw)
     if plan.private:
         from bnsl_cli.privacy.mechanisms import project_psd
 
@@ -333,7 +390,7 @@ def drive_moments(plan, fleet, progress=None):
             "bytes_up": up,
             "bytes_down": down,
             "bytes_total": up + down,
-            "exchanges": 2,
+            "exchanges": exchanges,
             "note": "two sum-shaped exchanges: each participant's share of the column means, then (after the pooled mean is broadcast) its share of the upper-triangle centred moment matrix",
         },
         "timing": {"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},

@@ -324,15 +324,3 @@ def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
         rho = sum(r["rho"] for r in recs if r["event"] == "release")
         assert rho == pytest.approx(a["privacy"]["participants"][k]["rho"], rel=1e-9)
         assert rho == pytest.approx(local.report["privacy"]["participants"][k]["rho"], rel=1e-12)
-
-
-def test_secure_sum_refuses_personal():
-    import subprocess
-
-    from tests.net.test_cli_net import BNSL, ENV
-
-    r = subprocess.run(BNSL + ["serve", "-P", "2", "--listen", "127.0.0.1:0", "--insecure", "--secure-sum",
-                               "--method", "fed-bnsl", "--personal"], capture_output=True, text=True, env=ENV, timeout=60)
-    assert r.returncode == 2
-    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "--personal" in errors[0] and "--secure-sum" in errors[0] and "Traceback" not in r.stderr

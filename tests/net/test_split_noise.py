@@ -1,6 +1,6 @@
 """Split DP noise over a secure sum (serve --split-noise, join --accept-split-noise): networked on
-loopback (sites in threads; the helpers of tests/net/test_secure_methods.py), the site-side checks,
-and the serve option checks."""
+loopback (sites in threads; the helpers of tests/net/test_secure_methods.py) and the site-side
+checks (serve's option checks: tests/cli/test_secure_options.py)."""
 
 import warnings
 
@@ -74,17 +74,3 @@ def test_a_site_refuses_split_noise_unless_it_opted_in_and_the_sum_is_secure(tab
         _check_plan({**body, "secure_sum": None}, tables[0], _limits(accept_split_noise=True), "site0")
     plan, index, _ = _check_plan(body, tables[0], _limits(accept_split_noise=True), "site0")
     assert index == 0 and plan == sp
-
-
-def test_serve_option_checks():
-    import subprocess
-
-    from tests.net.test_cli_net import BNSL, ENV
-
-    base = BNSL + ["serve", "-P", "2", "--listen", "127.0.0.1:0", "--insecure", "--split-noise"]
-    r = subprocess.run(base + ["--method", "fed-moments", "--dp", "--epsilon", "5"], capture_output=True, text=True,
-                       env=ENV, timeout=60)
-    assert r.returncode == 2 and "--split-noise needs --secure-sum" in r.stderr
-    r = subprocess.run(base + ["--secure-sum", "--method", "fed-sparse", "--dp", "--epsilon", "5"],
-                       capture_output=True, text=True, env=ENV, timeout=60)
-    assert r.returncode == 2 and "only --method fed-moments --dp" in r.stderr and "Traceback" not in r.stderr

@@ -31,6 +31,13 @@ coordinator projects the pooled sum to PSD once (projecting every participant's 
 noise P times: d = 50 ER2, ε = 10, seed 1: SHD 88 → 80). Everything the coordinator computes from
 these is post-processing.
 
+**Split noise** (``bnsl serve --secure-sum --split-noise``, :mod:`bnsl_cli.privacy.split`): every site
+adds ``1/P`` of the moment matrix's noise variance and only the secure sum carries all of it. So that
+the shares add up in every site's units, the rows are then scaled by the pooled standard deviations
+``σ̄`` (one more sum-shaped exchange of variance shares, post-processing of the released ``ĉ_p``,
+``v̂_p``; ``σ̄`` is broadcast with a :class:`~bnsl_cli.federated.messages.StandardizeBroadcast`) instead
+of each site's own ``√v̂_p``.
+
 Orientation: ``W[i, j]`` is the edge ``i → j``.
 """
 
@@ -176,7 +183,13 @@ class MomentSite:
     """A fed-moments participant: answers one :class:`MomentRequest` with its share of the column
     means and then one :class:`CentreBroadcast` with its share of the centred second moments about
     the broadcast pooled mean (each once). ``n_total`` is the public total row count (defaults to
-    its own rows: a single participant)."""
+    its own rows: a single participant).
+
+    With split noise (the plan's moment-matrix release has ``split = P``, ``bnsl serve --split-noise``)
+    the release waits for the common public scale: a :class:`CentreBroadcast` without ``full`` asks
+    for its share of the pooled variances (post-processing of its released ``ĉ``, ``v̂``), a
+    :class:`StandardizeBroadcast` brings the pooled ``σ̄``, and the release is made on ``(x − ĉ)/σ̄``
+    with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split`)."""
 
     report_B = False
 

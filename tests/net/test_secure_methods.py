@@ -2,8 +2,8 @@
 threads and one run with subprocesses) equal the in-process run up to the fixed-point rounding, and
 the coordinator only ever holds sums of the summable replies.
 
-Reuses ``_serve``, ``_join``, ``_done``, ``_tls``, ``_error_lines`` and ``ENV``/``BNSL`` of
-``tests/net/test_cli_net.py`` (its ``world`` fixture is d = 10; the subprocess run here uses d = 6).
+The subprocess run has its own small helpers (d = 6; ``tests/net/test_cli_net.py``'s shared
+fixtures are d = 10 and in flux), built the same way: ``bnsl certs``' ``make_certs``, ``--port-file``.
 """
 
 import json
@@ -271,6 +271,49 @@ def test_value_out_of_range_is_refused_at_the_site(tables):
 
 # -- one run with real processes and mutual TLS ------------------------------------------------
 
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+BNSL = [sys.executable, "-m", "bnsl_cli"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COLUMNS": "200"}
+
+
+def _tls(root, party):
+    c = root / "certs"
+    return ["--ca", str(c / "ca.pem"), "--cert", str(c / f"{party}.pem"), "--key", str(c / f"{party}.key")]
+
+
+def _serve(root, out, *args):
+    port_file = out.parent / (out.name + ".port")
+    proc = subprocess.Popen(
+        BNSL + ["serve", "-P", str(P), "--listen", "127.0.0.1:0", "--port-file", str(port_file), "--join-timeout", "40",
+                "--timeout", "20", "--out", str(out), *_tls(root, "coordinator"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )
+    for _ in range(600):
+        if port_file.exists() and port_file.read_text().strip():
+            return proc, int(port_file.read_text())
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited early: {proc.stderr.read()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("serve did not start")
+
+
+def _join(root, port, csv, party, *args):
+    return subprocess.Popen(BNSL + ["join", f"127.0.0.1:{port}", str(csv), *_tls(root, party), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+def _done(proc, timeout=60):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, out, err
+
 
 @pytest.fixture(scope="module")
 def small_world(tmp_path_factory):
@@ -292,7 +335,6 @@ def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     """bnsl serve --secure-sum and three bnsl join processes (mutual TLS) against the same plan run in
     process on the same CSVs."""
     from bnsl_cli.io.data import read_table
-    from tests.net.test_cli_net import _done, _join, _serve
 
     root, paths = small_world
     opts = ["--method", "fed-bnsl", "--dp", "--epsilon", "20", "--value-bound", "20", "--rounds", "20", "--seed", "2"]

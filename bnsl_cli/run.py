@@ -139,13 +139,13 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     from bnsl_cli.io.graphs import graph_to_json
     from bnsl_cli.numerics import single_blas_thread
 
-    from bnsl_cli.privacy.split import check_split_allowed
-
-    check_split_allowed(plan, bool(getattr(fleet, "secure_sum", False)))  # split noise: secure sums only
     t0 = time.perf_counter()
     roles = roles_for(plan.method)
     weak = _weak_participants(plan)  # warned before the rounds, reported after
     report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
+    from bnsl_cli.privacy.split import check_split_allowed
+
+    check_split_allowed(plan, bool(getattr(fleet, "secure_sum", False)))  # split noise: secure sums only
     from bnsl_cli.federated.standardize import after_rounds, floating_point_trap
 
     with single_blas_thread(), floating_point_trap() as fp:

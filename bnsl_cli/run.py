@@ -135,6 +135,9 @@ def _orientation() -> str:
 
 def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes)."""
+    from bnsl_cli.privacy.split import check_split_allowed
+
+    check_split_allowed(plan, bool(getattr(fleet, "secure_sum", False)))  # split noise: secure sums only
     from bnsl_cli.federated.roles import PRE_ROUND_STAGES, roles_for
     from bnsl_cli.io.graphs import graph_to_json
     from bnsl_cli.numerics import single_blas_thread

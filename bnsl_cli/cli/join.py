@@ -37,6 +37,12 @@ def command(
         False, "--accept-seeded-noise",
         help="Accept a private plan with --seed (the coordinator could then reproduce this site's noise: tests only).",
     ),
+    accept_split_noise: bool = typer.Option(
+        False, "--accept-split-noise",
+        help="Accept a plan that splits DP noise across the sites (serve --split-noise): this site then adds only "
+        "1/P of a release's noise and its guarantee holds only against a party that sees the secure sum alone, "
+        "while no other site colludes with it.",
+    ),
     site_id: Optional[str] = typer.Option(
         None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
     ),
@@ -83,6 +89,7 @@ def command(
         "methods": None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
         "releases": None if releases is None else [r.strip() for r in releases.split(",") if r.strip()],
         "accept_seeded_noise": accept_seeded_noise,
+        "accept_split_noise": accept_split_noise,
     }
     from bnsl_cli.federated.net.transcript import Transcript
     from bnsl_cli.federated.secure_sum import generate_keypair
@@ -217,6 +224,18 @@ def _check_plan(body: dict, table, limits: dict, name: str):
         bad = [k for k in kinds if k not in limits["releases"]]
         if bad:
             raise PrivacyBudgetError(f"the plan releases {', '.join(bad)}, not among --releases {','.join(limits['releases'])}")
+    split = max(int(getattr(r, "split", 1)) for r in pv.releases)
+    if split > 1:
+        if not limits.get("accept_split_noise"):
+            raise PrivacyBudgetError(
+                "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
+                "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
+            )
+        if not body.get("secure_sum") or split != plan.P:
+            raise PrivacyBudgetError(
+                "the plan splits DP noise " + ("without a secure sum" if not body.get("secure_sum")
+                                               else f"over {split} sites but has {plan.P}") + "; refused"
+            )
     if plan.seed is not None and not limits["accept_seeded_noise"]:
         raise PrivacyBudgetError(
             "the plan seeds the DP noise (--seed): the coordinator could reproduce and remove this site's noise; "

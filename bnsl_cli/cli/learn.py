@@ -14,7 +14,7 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 
 METHOD_HELP = (
     "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
-    "fed-moments (one exchange of second moments, NOTEARS on the pooled moments) | "
+    "fed-moments (pooled second moments in two sum-shaped exchanges, NOTEARS on them) | "
     "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone)"
 )
 

@@ -35,9 +35,20 @@ def _serve(
     join_timeout: float = typer.Option(600.0, "--join-timeout", help="Seconds to wait for all sites to join."),
     secure_sum: bool = typer.Option(
         False, "--secure-sum",
-        help="Secure aggregation of the summed replies (the polish's second moments): the coordinator learns only "
-        "their sum (pairwise X25519 masks; docs/federation.md). Weights then differ from bnsl learn by the "
-        "fixed-point rounding (~1e-9).",
+        help="Secure aggregation of every summed reply (column statistics, fed-moments, fed-bnsl's B_p, the polish's "
+        "second moments): the coordinator learns only their sums (pairwise X25519 masks; docs/federation.md). "
+        "Weights then differ from bnsl learn by the fixed-point rounding (~1e-9).",
+    ),
+    secure_sum_bits: int = typer.Option(
+        32, "--secure-sum-bits", min=8, max=48,
+        help="Fixed-point fraction bits of --secure-sum: resolution 2^-BITS; each site refuses a value with "
+        "|v| >= 2^(63-BITS)/P (2^31/P at 32). Lower it for columns in large raw units.",
+    ),
+    split_noise: bool = typer.Option(
+        False, "--split-noise",
+        help="With --secure-sum and --dp (fed-moments): each site adds 1/P of the moment matrix's noise variance, "
+        "the sum carries all of it (√P less noise); each site's guarantee then holds only against a party that sees "
+        "the sum alone and while no site colludes (sites opt in with join --accept-split-noise; docs/privacy.md).",
     ),
     port_file: Optional[Path] = typer.Option(
         None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
@@ -61,6 +72,15 @@ def _serve(
     creds = credentials(ca, cert, key, insecure, host, "--listen")
     cfg = _config(learn_options)
     cfg.check()
+    if split_noise and not secure_sum:
+        raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
+    if split_noise and (cfg.dp is None or cfg.method != "fed-moments"):
+        raise common.fail("--split-noise: only --method fed-moments --dp has a release that can be split", 2)
+    if secure_sum and cfg.personal:
+        raise common.fail(
+            "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
+            "drop one of the two", 2,
+        )
     from bnsl_cli.federated.roles import roles_for
 
     roles = roles_for(cfg.method)
@@ -95,8 +115,13 @@ def _serve(
             f"waiting for {participants} site(s)"
         )
         hellos = fleet.gather(join_timeout)
-        plan, spec = _plan(cfg, hellos, secure_sum)
+        plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits)
+        if split_noise:
+            from bnsl_cli.privacy.split import split_noise_plan
+
+            plan = split_noise_plan(plan)
         fleet.secure_sum = spec is not None
+        fleet.scale_bits = secure_sum_bits
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
         log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
@@ -107,6 +132,7 @@ def _serve(
             "listen": f"{host}:{fleet.port}",
             "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
             "secure_sum": spec is not None,
+            "secure_sum_bits": secure_sum_bits if spec is not None else None,
             "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
         }
         if od is not None:
@@ -156,7 +182,7 @@ def _config(opts: dict):
     return LearnConfig(**kw, dp=dp, workers=1)
 
 
-def _plan(cfg, hellos, secure_sum: bool):
+def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32):
     """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec."""
     from bnsl_cli.plan import ParticipantShape, RunPlan, Shapes
 
@@ -168,12 +194,10 @@ def _plan(cfg, hellos, secure_sum: bool):
     spec = None
     if secure_sum:
         from bnsl_cli.federated.net.common import FederationError
-        from bnsl_cli.federated.secure_sum import SCALE_BITS
-
         keys = [h.get("x25519") for h in hellos]
         if not all(isinstance(k, str) and len(k) == 64 for k in keys):
             raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
-        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": SCALE_BITS}
+        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": int(scale_bits)}
     return plan, spec
 
 

@@ -26,6 +26,8 @@ import numpy as np
 from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
 from bnsl_cli.numerics import ACYCLICITY, BlockAcyclicity, acyclicity_of, lbfgs
 
+_ALL_SITES = 0xFFFFFFFF  # the sender of a securely summed reply (bnsl_cli.federated.secure_sum.ALL_SITES)
+
 __all__ = ["PenaltySchedule", "Coordinator"]
 
 
@@ -129,15 +131,36 @@ class Coordinator:
         return data
 
     def receive(self, data: bytes) -> None:
-        """Apply an encoded participant update to the coordinator's copy of its ``B_p``."""
+        """Apply an encoded participant update to the coordinator's copy of its ``B_p``.
+
+        A dense update whose sender is :data:`~bnsl_cli.federated.secure_sum.ALL_SITES` is a part of
+        the sum ``Σ_p B_p`` (secure aggregation: the fleet hands over the sum and zeros, never one
+        site's matrix): the parts of a round are added up and every ``B_p`` is set to the mean
+        ``Σ_p B_p / P``. The W-step and the mirrored ``Σ_p β_p`` need only the sum; the consensus gap
+        becomes that of the mean (a lower bound of ``max_p |B_p − W|``)."""
         if self.dense:
             msg = DenseUpdate.decode(data)
+            if msg.sender == _ALL_SITES:
+                self._receive_part(msg)
+                return
             self.B[msg.sender] = msg.B
         else:
             msg = SparseUpdate.decode(data)
             msg.entries.apply_to(self.B[msg.sender])
         if msg.objective is not None:
             self.objectives[msg.sender] = msg.objective
+
+    def _receive_part(self, msg: DenseUpdate) -> None:
+        """One part of a securely summed dense update (see :meth:`receive`)."""
+        if getattr(self, "_part_round", None) != msg.round:
+            self._part_round = msg.round
+            self._part_sum = np.zeros((self.d, self.d))
+            self._part_obj = 0.0
+        self._part_sum = self._part_sum + msg.B
+        self.B[:] = (self._part_sum / self.P)[None]
+        if msg.objective is not None:
+            self._part_obj += msg.objective
+            self.objectives = {p: (self._part_obj if p == 0 else 0.0) for p in range(self.P)}
 
     # -- the server step -----------------------------------------------------------------
     def step(self) -> dict:
@@ -238,9 +261,13 @@ class Coordinator:
         return W.reshape(d, d)
 
     def _w_step_l1(self) -> np.ndarray:
-        d = self.d
+        """Fed-BNSL's W-step from the sums only: with ``B̄ = Σ_p B_p / P`` and ``Σ_p β_p``,
+        ``Σ_p [⟨β_p, B_p − W⟩ + ρ₂/2 ‖B_p − W‖²] = −⟨Σβ, W − B̄⟩ + ρ₂P/2 ‖W − B̄‖² + const`` (the
+        constant, the participants' dispersion about ``B̄``, does not depend on W and is left out),
+        so a securely summed run solves the same problem."""
+        d, P = self.d, self.P
         beta_sum = self.beta.sum(axis=0)
-        const = float(np.sum(self.beta * self.B))
+        B_mean = self.B.sum(axis=0) / P
         alpha, rho1, rho2, lam = self.alpha, self.rho1, self.rho2, self.l1
         off = ~np.eye(d, dtype=bool)
         import scipy.optimize  # here: only fed-bnsl needs it (≈ 0.25 s of every other run's start-up)
@@ -256,12 +283,12 @@ class Coordinator:
             h, gh = func(W)
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(v)
-            diff = self.B - W[None]
+            diff = W - B_mean
             obj = (
-                alpha * h + 0.5 * rho1 * h * h + const - float(np.sum(beta_sum * W))
-                + 0.5 * rho2 * float(np.sum(diff * diff)) + lam * float(v.sum())
+                alpha * h + 0.5 * rho1 * h * h - float(np.sum(beta_sum * diff))
+                + 0.5 * rho2 * P * float(np.sum(diff * diff)) + lam * float(v.sum())
             )
-            g = ((alpha + rho1 * h) * gh - beta_sum - rho2 * diff.sum(axis=0)).ravel()
+            g = ((alpha + rho1 * h) * gh - beta_sum + rho2 * P * diff).ravel()
             return obj, np.concatenate([g + lam, -g + lam])
 
         v0 = np.concatenate([np.maximum(self.W, 0).ravel(), np.maximum(-self.W, 0).ravel()])

@@ -42,6 +42,8 @@ __all__ = [
     "StandardizeBroadcast",
     "MomentRequest",
     "MomentReply",
+    "ShareReply",
+    "CentreBroadcast",
 ]
 
 HEADER = struct.Struct("<BBIIII")
@@ -463,3 +465,63 @@ class MomentReply:
         rnd, sender, d, rows = _header(data, _KIND_MOMENT_REPLY, "moment reply")
         sums, upper = _vectors(data, HEADER.size, (d, d * (d + 1) // 2))
         return cls(rnd, sender, d, rows, sums, upper)
+
+
+# -- sum-shaped replies (kinds 25, 26): everything the coordinator pools is a plain sum over the
+# participants, so a secure sum can hide the terms (``bnsl serve --secure-sum``)
+
+_KIND_SHARE_REPLY = 25
+_KIND_CENTRE = 26
+
+
+@dataclass(frozen=True)
+class ShareReply:
+    """Participant → server: ``count`` float64 values that the coordinator only ever sums over the
+    participants (each participant's share of a pooled statistic, already divided by the public
+    total n): its share of the column means ``Σ x / n``, or of the pooled centred second moments
+    about a broadcast centre (:class:`CentreBroadcast`). The header is the same for every
+    participant up to ``sender``."""
+
+    round: int
+    sender: int
+    d: int
+    values: np.ndarray
+
+    kind = _KIND_SHARE_REPLY
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(_KIND_SHARE_REPLY, _VERSION, self.round, self.sender, self.d, int(self.values.size))
+        return head + np.asarray(self.values, dtype="<f8").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "ShareReply":
+        rnd, sender, d, count = _header(data, _KIND_SHARE_REPLY, "share")
+        if len(data) != HEADER.size + 8 * count:
+            raise ValueError(f"a share message of {count} values has {len(data)} bytes")
+        return cls(rnd, sender, d, np.frombuffer(data, dtype="<f8", count=count, offset=HEADER.size).copy())
+
+
+@dataclass(frozen=True)
+class CentreBroadcast:
+    """Server → participant: the pooled column means ``mean`` (d float64); answer with your share
+    (:class:`ShareReply`) of the pooled centred second moments about them, ``Σ (x − mean)² / n`` per
+    column (``full`` false: d values) or the upper triangle, row-major with the diagonal, of
+    ``Σ (x − mean)(x − mean)ᵀ / n`` (``full``: d(d+1)/2 values). Header ``count`` = 1 + ``full``."""
+
+    round: int
+    d: int
+    mean: np.ndarray
+    full: bool = False
+
+    kind = _KIND_CENTRE
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(_KIND_CENTRE, _VERSION, self.round, 0, self.d, 1 + int(self.full))
+        return head + np.asarray(self.mean, dtype="<f8").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "CentreBroadcast":
+        rnd, _, d, count = _header(data, _KIND_CENTRE, "centre broadcast")
+        if count not in (1, 2) or len(data) != HEADER.size + 8 * d:
+            raise ValueError("a malformed centre broadcast")
+        return cls(rnd, d, np.frombuffer(data, dtype="<f8", count=d, offset=HEADER.size).copy(), count == 2)

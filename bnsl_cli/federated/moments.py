@@ -1,27 +1,42 @@
-"""``--method fed-moments``: one exchange of second moments, then NOTEARS on the pooled moments.
+"""``--method fed-moments``: the pooled second moments in two sum-shaped exchanges, then NOTEARS on them.
 
-Each participant sends once (:class:`~bnsl_cli.federated.messages.MomentReply`) its row count
-``n_p``, its column sums ``s_p`` and the upper triangle of ``M_p = Σ_rows (x − c_p)(x − c_p)ᵀ`` about
-its centre ``c_p = s_p / n_p``. The coordinator pools them exactly,
+Everything the coordinator pools is a plain sum over the participants (so ``bnsl serve
+--secure-sum`` can hide the terms). Each participant sends (:class:`~bnsl_cli.federated.messages.ShareReply`)
 
-    μ = Σ_p s_p / n,        n·S = Σ_p [M_p + n_p (c_p − μ)(c_p − μ)ᵀ]
+1. its share of the column means, ``s_p / n`` (``s_p`` its column sums, ``n`` the public total row
+   count); the coordinator sums them into the pooled mean ``μ`` and broadcasts it
+   (:class:`~bnsl_cli.federated.messages.CentreBroadcast`);
+2. its share of the pooled centred second moments about ``μ``, the upper triangle of
+   ``Σ_rows (x − μ)(x − μ)ᵀ / n``, computed from its rows centred at ``μ`` (no raw-moment
+   cancellation on columns far from 0). The sum is ``S``, the pooled centred second-moment matrix
+   (divisor n), exactly ``X_cᵀX_c / n`` of all rows centred with the pooled mean up to rounding.
 
-(the pooled centred second-moment matrix: with exact own means this is ``X_cᵀX_c`` of all rows,
-centred with the pooled mean), and runs :func:`bnsl_cli.notears.notears_linear` on ``S`` — the
-same solver, λ and tolerances as ``--method notears`` on the pooled rows. With ``--standardize``
-the coordinator uses ``D⁻¹ S D⁻¹`` (``D`` the pooled standard deviations, the square roots of
-``diag S``): the same as standardising every row with the pooled statistics, with no extra message.
+The coordinator runs :func:`bnsl_cli.notears.notears_linear` on ``S`` — the same solver, λ and
+tolerances as ``--method notears`` on the pooled rows, which computes its matrix from the same blocks
+with the same functions (:func:`pooled_moments_of_blocks`), so a non-private fed-moments run is
+bit-for-bit ``notears``. With ``--standardize`` the coordinator uses ``D⁻¹ S D⁻¹`` (``D`` the pooled
+standard deviations, the square roots of ``diag S``): the same as standardising every row with the
+pooled statistics, with no extra message.
 
 Under ``--dp`` each participant makes the one-off releases of DP-Fed-BNSL (noisy column means ``ĉ_p``
 and second moments ``v̂_p``, each with its noisy range bound unless ``--value-bound``), then one
 Gaussian release of ``Σ_rows z zᵀ`` of its rows centred at ``ĉ_p`` and scaled column-wise by the
 released ``√v̂_p`` (``z_j = (x_j − ĉ_j)/√v̂_j``, so the clip and the noise are the same on every
 column whatever its units), each row clipped to ℓ₂ norm ``C_x = c·√d`` (replace-one sensitivity
-``√2·C_x²``; symmetric Gaussian noise), release kind ``moment-matrix``. The coordinator projects the
-pooled sum to PSD once (projecting every participant's matrix rectified the noise P times: d = 50
-ER2, ε = 10, seed 1: SHD 88 → 80). It sends
-``diag(√v̂) M_z diag(√v̂)`` and ``n_p ĉ_p`` as its sums. Everything the coordinator computes from
+``√2·C_x²``; symmetric Gaussian noise), release kind ``moment-matrix``. Its two shares are
+post-processing of these releases and of the broadcast ``μ`` (itself post-processing of released
+shares): ``n_p ĉ_p / n``, then ``[M_p + n_p (ĉ_p − μ)(ĉ_p − μ)ᵀ] / n`` with
+``M_p = diag(√v̂) M_z diag(√v̂)`` — no release more than before the sum-shaped encoding. The
+coordinator projects the pooled sum to PSD once (projecting every participant's matrix rectified the
+noise P times: d = 50 ER2, ε = 10, seed 1: SHD 88 → 80). Everything the coordinator computes from
 these is post-processing.
+
+**Split noise** (``bnsl serve --secure-sum --split-noise``, :mod:`bnsl_cli.privacy.split`): every site
+adds ``1/P`` of the moment matrix's noise variance and only the secure sum carries all of it. So that
+the shares add up in every site's units, the rows are then scaled by the pooled standard deviations
+``σ̄`` (one more sum-shaped exchange of variance shares, post-processing of the released ``ĉ_p``,
+``v̂_p``; ``σ̄`` is broadcast with a :class:`~bnsl_cli.federated.messages.StandardizeBroadcast`) instead
+of each site's own ``√v̂_p``.
 
 Orientation: ``W[i, j]`` is the edge ``i → j``.
 """
@@ -35,15 +50,17 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.messages import MomentReply, MomentRequest, message_kind
+from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.releases import ReleaseKind
 
 __all__ = [
     "upper_triangle",
     "from_upper_triangle",
-    "pool_moments",
     "centred_moments",
+    "mean_share",
+    "scatter_share",
+    "sum_shares",
     "pooled_moments_of_blocks",
     "standardized",
     "MomentSite",
@@ -69,9 +86,7 @@ def from_upper_triangle(u: np.ndarray, d: int) -> np.ndarray:
 
 def centred_moments(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """``(n, Σ x, M)`` of one block of rows, ``M = Σ (x − x̄)(x − x̄)ᵀ`` about the block's own mean,
-    exactly symmetric (the upper triangle mirrored). ``--method notears`` computes its pooled
-    moments from the same blocks with this function and :func:`pool_moments`, so a non-private
-    fed-moments run sees bit-for-bit the same matrix."""
+    exactly symmetric (the upper triangle mirrored)."""
     X = np.asarray(X, dtype=float)
     n = int(X.shape[0])
     sums = X.sum(axis=0)
@@ -80,16 +95,39 @@ def centred_moments(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     return n, sums, from_upper_triangle(upper_triangle(M), M.shape[0])
 
 
+def mean_share(X: np.ndarray, n_total: int) -> np.ndarray:
+    """A block's share ``Σ_rows x / n`` of the pooled column means (``n`` the total row count)."""
+    return np.asarray(X, dtype=float).sum(axis=0) / float(n_total)
+
+
+def scatter_share(X: np.ndarray, centre: np.ndarray, n_total: int) -> np.ndarray:
+    """A block's share of the pooled centred second moments about ``centre``: the upper triangle of
+    ``Σ_rows (x − centre)(x − centre)ᵀ / n``."""
+    Xc = np.asarray(X, dtype=float) - np.asarray(centre, dtype=float)[None, :]
+    return upper_triangle(Xc.T @ Xc) / float(n_total)
+
+
+def sum_shares(shares) -> np.ndarray:
+    """``Σ_p shares[p]``, added left to right (the coordinator and :func:`pooled_moments_of_blocks`
+    add in the same order, so both get the same bits)."""
+    it = iter(shares)
+    total = np.array(next(it), dtype=float)
+    for v in it:
+        total = total + v
+    return total
+
+
 def pooled_moments_of_blocks(X: np.ndarray, rows) -> np.ndarray:
-    """The pooled ``S`` of ``X`` whose consecutive row blocks have sizes ``rows`` (what fed-moments
-    computes from those blocks' messages)."""
-    parts, start = [], 0
-    for r in rows:
-        parts.append(centred_moments(X[start : start + int(r)]))
-        start += int(r)
-    if start != X.shape[0]:
-        raise ValueError(f"blocks of {sum(int(r) for r in rows)} rows given for {X.shape[0]} rows")
-    return pool_moments([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])[0]
+    """The pooled ``S`` of ``X`` whose consecutive row blocks have sizes ``rows``: what fed-moments
+    computes from those blocks' shares (the same functions, the same order of addition)."""
+    X = np.asarray(X, dtype=float)
+    cuts = np.cumsum([0] + [int(r) for r in rows])
+    if cuts[-1] != X.shape[0]:
+        raise ValueError(f"blocks of {int(cuts[-1])} rows given for {X.shape[0]} rows")
+    n = X.shape[0]
+    blocks = [X[cuts[k] : cuts[k + 1]] for k in range(len(rows))]
+    mu = sum_shares(mean_share(B, n) for B in blocks)
+    return from_upper_triangle(sum_shares(scatter_share(B, mu, n) for B in blocks), X.shape[1])
 
 
 def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -101,18 +139,6 @@ def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
     return quantise(S / np.outer(sd, sd)), sd
-
-
-def pool_moments(rows, sums, mats) -> tuple[np.ndarray, np.ndarray]:
-    """``(S, μ)``: the pooled centred second-moment matrix ``S`` (divisor n) and the pooled mean from
-    per-participant counts, column sums and second-moment matrices about ``sums / rows``."""
-    rows = np.asarray(rows, dtype=float)
-    n = float(rows.sum())
-    Ssum = np.vstack([np.asarray(s, float)[None, :] for s in sums])
-    mu = Ssum.sum(axis=0) / n
-    D = Ssum / rows[:, None] - mu[None, :]  # c_p − μ
-    total = np.sum(mats, axis=0) + (D * rows[:, None]).T @ D
-    return total / n, mu
 
 
 # ----------------------------------------------------------------------------------------------
@@ -137,7 +163,7 @@ def dp_fed_moments_releases(rho_star: float, *, mean_share: float, moment_share:
 # ----------------------------------------------------------------------------------------------
 
 
-def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng):
+def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, split: int = 1):
     """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
     (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
@@ -148,26 +174,41 @@ def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng):
     norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
     Zs = Z * np.minimum(1.0, c_x / np.maximum(norms, 1e-300))[:, None]
     sens = float(np.sqrt(2.0) * c_x**2)
-    std = multiplier * sens
-    return Zs.T @ Zs + symmetric_gaussian_matrix(d, std, rng), PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1)
+    std = multiplier * sens  # the noise of the release; with split noise, of the sum of ``split`` sites' shares
+    noise = symmetric_gaussian_matrix(d, std / np.sqrt(split), rng)
+    return Zs.T @ Zs + noise, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1, int(split))
 
 
 class MomentSite:
-    """A fed-moments participant: answers one :class:`MomentRequest` with its moments."""
+    """A fed-moments participant: answers one :class:`MomentRequest` with its share of the column
+    means and then one :class:`CentreBroadcast` with its share of the centred second moments about
+    the broadcast pooled mean (each once). ``n_total`` is the public total row count (defaults to
+    its own rows: a single participant).
+
+    With split noise (the plan's moment-matrix release has ``split = P``, ``bnsl serve --split-noise``)
+    the release waits for the common public scale: a :class:`CentreBroadcast` without ``full`` asks
+    for its share of the pooled variances (post-processing of its released ``ĉ``, ``v̂``), a
+    :class:`StandardizeBroadcast` brings the pooled ``σ̄``, and the release is made on ``(x − ĉ)/σ̄``
+    with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split`)."""
 
     report_B = False
 
-    def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None):
+    def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None,
+                 n_total: Optional[int] = None):
         t0 = time.perf_counter()
         self.pid = int(pid)
         X = np.asarray(X, dtype=float)
         self.n_rows, self.d = int(X.shape[0]), int(X.shape[1])
+        self.n_total = int(self.n_rows if n_total is None else n_total)
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(self.pid)
         self.notes: dict = {}
-        self.sent = False
+        self.answered: set = set()
+        self._split = 1
+        self._M = None
         if privacy is None:
-            _, self._sums, self._M = centred_moments(X)
+            self._X = X
+            self._centre = None
         else:
             from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_preprocessing
 
@@ -182,24 +223,84 @@ class MomentSite:
             mult = privacy.multiplier(ReleaseKind.MOMENT_MATRIX)
             if mult is None:
                 raise PrivacyBudgetError(f"participant {pid + 1}: the plan calibrated no moment-matrix release")
-            # rows scaled column-wise by the released spreads √v̂ (post-processing of a release), so the
-            # clip and the noise do not depend on the columns' units; the matrix is scaled back
-            s = np.sqrt(np.asarray(v_hat, float))
-            Z = (X - np.asarray(centre)[None, :]) / s[None, :]
-            M, ev = _private_moment_matrix(Z, privacy.clip, mult, rng)
-            self.ledger.record(self.pid, ev)
-            self._sums = self.n_rows * np.asarray(centre, float)
-            self._M = M * np.outer(s, s)
+            self._X = None  # from here on only the releases are used (and, with split noise, _Xp)
+            self._centre = np.asarray(centre, float)
+            self._v_hat = np.asarray(v_hat, float)
+            self._split = max([int(r.split) for r in privacy.releases if r.kind == ReleaseKind.MOMENT_MATRIX] or [1])
+            self._private = (privacy.clip, mult, rng)
+            self._M = None
+            if self._split == 1:
+                # rows scaled column-wise by the released spreads √v̂ (post-processing of a release), so
+                # the clip and the noise do not depend on the columns' units; the matrix is scaled back
+                self._release(X, np.sqrt(self._v_hat))
+            else:
+                # split noise: every site must scale by the same public spreads (the pooled σ the
+                # coordinator broadcasts), so that the sites' noise shares add up in common units
+                self._Xp = X
         self.compute_s = time.perf_counter() - t0
 
+    def _release(self, X: np.ndarray, s: np.ndarray) -> None:
+        """The moment-matrix release on ``(x − ĉ)/s`` (``s`` public or released), scaled back."""
+        clip, mult, rng = self._private
+        Z = (X - self._centre[None, :]) / s[None, :]
+        M, ev = _private_moment_matrix(Z, clip, mult, rng, self._split)
+        self.ledger.record(self.pid, ev)
+        self._M = M * np.outer(s, s)
+
+    def _once(self, what: str) -> None:
+        if what in self.answered:
+            raise PrivacyBudgetError(f"participant {self.pid + 1}: its {what} share was already sent once")
+        self.answered.add(what)
+
     def handle(self, data: bytes) -> Optional[bytes]:
-        if message_kind(data) != MomentRequest.kind:
-            raise ValueError(f"participant {self.pid + 1}: fed-moments answers only a moment request")
-        req = MomentRequest.decode(data)
-        if self.sent:
-            raise PrivacyBudgetError(f"participant {self.pid + 1}: its moments were already sent once")
-        self.sent = True
-        return MomentReply(req.round, self.pid, self.d, self.n_rows, self._sums, upper_triangle(self._M)).encode()
+        t0 = time.perf_counter()
+        kind = message_kind(data)
+        if kind == MomentRequest.kind:
+            req = MomentRequest.decode(data)
+            self._once("mean")
+            if self._X is not None:
+                values = mean_share(self._X, self.n_total)
+            else:  # post-processing of the released means
+                values = self.n_rows * self._centre / float(self.n_total)
+        elif kind == CentreBroadcast.kind and not CentreBroadcast.decode(data).full:
+            # split noise only: the share of the pooled variances about μ, from the released ĉ, v̂
+            req = CentreBroadcast.decode(data)
+            if self._centre is None or self._split == 1 or "mean" not in self.answered:
+                raise ValueError(f"participant {self.pid + 1}: a variance request out of order")
+            if req.mean.size != self.d or not np.all(np.isfinite(req.mean)):
+                raise ValueError(f"participant {self.pid + 1}: the centre broadcast is not usable")
+            self._once("variance")
+            off = self._centre - req.mean
+            values = (self.n_rows * self._v_hat + self.n_rows * off * off) / float(self.n_total)
+        elif kind == StandardizeBroadcast.kind:
+            # split noise only: the pooled spreads every site scales its rows by (public)
+            msg = StandardizeBroadcast.decode(data)
+            if self._split == 1 or "variance" not in self.answered or self._M is not None or msg.sd is None:
+                raise ValueError(f"participant {self.pid + 1}: a scale broadcast out of order")
+            if msg.sd.size != self.d or not (np.all(np.isfinite(msg.sd)) and np.all(msg.sd > 0)):
+                raise ValueError(f"participant {self.pid + 1}: the scale broadcast is not usable")
+            self._release(self._Xp, np.asarray(msg.sd, float))
+            self._Xp = None
+            self.compute_s += time.perf_counter() - t0
+            return None
+        elif kind == CentreBroadcast.kind:
+            req = CentreBroadcast.decode(data)
+            if "mean" not in self.answered or (self._X is None and self._M is None):
+                raise ValueError(f"participant {self.pid + 1}: a centre broadcast before the moment request"
+                                 + ("" if "mean" not in self.answered else " or before the scale broadcast"))
+            if req.mean.size != self.d or not np.all(np.isfinite(req.mean)):
+                raise ValueError(f"participant {self.pid + 1}: the centre broadcast is not usable")
+            self._once("moment")
+            if self._X is not None:
+                values = scatter_share(self._X, req.mean, self.n_total)
+                self._X = None
+            else:  # post-processing of the released matrix and means, and the broadcast μ
+                off = self._centre - req.mean
+                values = upper_triangle(self._M + self.n_rows * np.outer(off, off)) / float(self.n_total)
+        else:
+            raise ValueError(f"participant {self.pid + 1}: fed-moments answers only a moment request and a centre broadcast")
+        self.compute_s += time.perf_counter() - t0
+        return ShareReply(req.round, self.pid, self.d, values).encode()
 
     def summary(self) -> dict:
         return {
@@ -214,7 +315,7 @@ class MomentSite:
 
 def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
     """The site side of ``fed-moments`` from the run plan."""
-    return MomentSite(pid, X, privacy=plan.privacy, rng=rng, label=plan.participants[pid].label)
+    return MomentSite(pid, X, privacy=plan.privacy, rng=rng, label=plan.participants[pid].label, n_total=plan.n_total)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -223,22 +324,41 @@ def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
 
 
 def drive_moments(plan, fleet, progress=None):
-    """Coordinator side: one exchange, the pooled moments, NOTEARS, the finished graph."""
+    """Coordinator side: the two sum-shaped exchanges, the pooled moments, NOTEARS, the finished graph."""
     from bnsl_cli.errors import ConvergenceWarning
     from bnsl_cli.federated.roles import Outcome
     from bnsl_cli.federated.standardize import check_scales
     from bnsl_cli.notears import notears_linear
     from bnsl_cli.run import finish_graph
 
-    req = MomentRequest(0, plan.d).encode()
+    d = plan.d
+    req = MomentRequest(0, d).encode()
     raw = fleet.exchange(req)
-    replies = [MomentReply.decode(r) for r in raw]
+    mu = sum_shares(ShareReply.decode(r).values for r in raw)
     up = sum(len(r) for r in raw)
     down = len(req) * len(raw)
-    d = plan.d
-    S, mu = pool_moments(
-        [r.rows for r in replies], [r.sums for r in replies], [from_upper_triangle(r.upper, d) for r in replies]
-    )
+    exchanges = 2
+    from bnsl_cli.privacy.split import split_of
+
+    if split_of(plan) > 1:
+        # split noise: the pooled spreads first (post-processing of released shares), broadcast as
+        # the common public scale of every site's moment release
+        ask = CentreBroadcast(1, d, mu, full=False).encode()
+        raw1 = fleet.exchange(ask)
+        sd_pub = np.sqrt(np.maximum(sum_shares(ShareReply.decode(r).values for r in raw1), 0.0))
+        check_scales(mu, sd_pub, plan.names, where="fed-moments --split-noise")
+        scale = StandardizeBroadcast(2, d, mu, sd_pub).encode()
+        fleet.exchange(scale)
+        up += sum(len(r) for r in raw1)
+        down += (len(ask) + len(scale)) * len(raw)
+        exchanges = 4
+        centre = CentreBroadcast(3, d, mu, full=True).encode()
+    else:
+        centre = CentreBroadcast(1, d, mu, full=True).encode()
+    raw2 = fleet.exchange(centre)
+    S = from_upper_triangle(sum_shares(ShareReply.decode(r).values for r in raw2), d)
+    up += sum(len(r) for r in raw2)
+    down += len(centre) * len(raw)
     if plan.private:
         from bnsl_cli.privacy.mechanisms import project_psd
 
@@ -283,8 +403,8 @@ def drive_moments(plan, fleet, progress=None):
             "bytes_up": up,
             "bytes_down": down,
             "bytes_total": up + down,
-            "exchanges": 1,
-            "note": "one exchange: each participant's counts, column sums and upper-triangle moment matrix",
+            "exchanges": exchanges,
+            "note": "two sum-shaped exchanges: each participant's share of the column means, then (after the pooled mean is broadcast) its share of the upper-triangle centred moment matrix",
         },
         "timing": {"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
         "removed_for_acyclicity": removed,

@@ -157,7 +157,7 @@ _REGISTRY: dict[str, MethodRoles] = {
     ),
     "fed-moments": MethodRoles(
         "fed-moments", _fed_moments_participant, _drive_moments, default_lambda=0.1, private=True,
-        release_builder=_dp_fed_moments_builder, label="NOTEARS on pooled second moments (one exchange)",
+        release_builder=_dp_fed_moments_builder, label="NOTEARS on pooled second moments (two sum-shaped exchanges)",
     ),
     "notears": MethodRoles(
         "notears", _notears_participant, _drive_notears, default_lambda=0.1, pooled=True, federated=False,

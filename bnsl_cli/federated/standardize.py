@@ -1,10 +1,15 @@
-"""``--standardize`` and the column-scale check: one exchange of column statistics before the rounds.
+"""``--standardize`` and the column-scale check: two sum-shaped exchanges of column statistics before the rounds.
 
-Before round 1 every federated participant (fed-sparse, fed-bnsl) sends its row count ``n_p``, its
-column sums ``Σ x_j`` and its sums of squares about its own mean ``Σ (x_j − x̄_pj)²``
-(:class:`~bnsl_cli.federated.messages.StatsReply`). The coordinator pools them exactly
-(``μ = Σ_p sums_p / n``, ``n σ² = Σ_p [m2_p + n_p (x̄_p − μ)²]``, the parallel-variance formula, no
-cancellation on columns far from 0) and, with ``--standardize``, broadcasts ``(μ, σ)``
+Before round 1 every federated participant (fed-sparse, fed-bnsl) sends its share of the column
+means, ``Σ x_j / n`` (``n`` the public total row count;
+:class:`~bnsl_cli.federated.messages.ShareReply` answering
+:class:`~bnsl_cli.federated.messages.StatsRequest`). The coordinator sums them into the pooled mean
+``μ`` and broadcasts it (:class:`~bnsl_cli.federated.messages.CentreBroadcast`); every participant
+answers with its share of the pooled variances about ``μ``, ``[m2_p + n_p (x̄_p − μ)²] / n`` per column
+(``m2_p`` its sum of squares about its own mean: the parallel-variance formula, no cancellation on
+columns far from 0). The sum is the pooled variance. Both replies are plain sums over the
+participants, so ``bnsl serve --secure-sum`` can hide the terms. With ``--standardize`` the
+coordinator broadcasts ``(μ, σ)``
 (:class:`~bnsl_cli.federated.messages.StandardizeBroadcast`); every participant then learns on
 ``(x − μ) / σ``. Without ``--standardize`` the same statistics only feed the column-scale check: when
 the pooled standard deviations differ by more than :data:`SCALE_WARN_RATIO`, ``learn`` warns once,
@@ -13,7 +18,7 @@ naming the option. The coordinator sees these statistics only, never rows.
 Under ``--dp`` no extra budget is spent: the statistics are post-processing of the one-off releases
 every private participant already makes (column means ``ĉ_p`` and centred second moments ``v̂_p``,
 :func:`~bnsl_cli.federated.dp_participant.private_preprocessing`): ``sums = n_p ĉ_p``,
-``m2 = n_p v̂_p``. The participant then keeps those releases in standardised units
+``m2 = n_p v̂_p``, and the broadcast ``μ`` is post-processing of the released shares. The participant then keeps those releases in standardised units
 (``(ĉ_p − μ)/σ``, ``v̂_p/σ²``), so nothing is released twice. (With ``--public-means`` the centre is
 the declared 0.)
 
@@ -35,8 +40,9 @@ import numpy as np
 
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.federated.messages import (
+    CentreBroadcast,
+    ShareReply,
     StandardizeBroadcast,
-    StatsReply,
     StatsRequest,
     message_kind,
 )
@@ -46,6 +52,7 @@ __all__ = [
     "ScaleWarning",
     "column_stats",
     "pool_stats",
+    "variance_share",
     "scale_ratio",
     "check_scales",
     "scale_warning",
@@ -87,6 +94,13 @@ def pool_stats(rows: Sequence[int], sums: Sequence[np.ndarray], m2: Sequence[np.
     own = S / rows[:, None]
     var = (M.sum(axis=0) + (rows[:, None] * (own - mean[None, :]) ** 2).sum(axis=0)) / n
     return mean, np.sqrt(np.maximum(var, 0.0))
+
+
+def variance_share(rows: int, sums: np.ndarray, m2: np.ndarray, mean: np.ndarray, n_total: int) -> np.ndarray:
+    """One participant's share ``[m2 + rows (sums/rows − mean)²] / n`` of the pooled variances about
+    the pooled ``mean`` (``m2`` its sums of squares about its own mean)."""
+    off = np.asarray(sums, float) / float(rows) - np.asarray(mean, float)
+    return (np.asarray(m2, float) + float(rows) * off * off) / float(n_total)
 
 
 def scale_ratio(sd: np.ndarray) -> float:
@@ -165,6 +179,7 @@ class StatsSite:
         self._build = build
         self._report_B = False
         self.inner = None
+        self._asked: set = set()
         X = np.asarray(X, dtype=float)
         n = X.shape[0]
         self._pre = None
@@ -202,8 +217,18 @@ class StatsSite:
         kind = message_kind(data)
         if kind == StatsRequest.kind:
             req = StatsRequest.decode(data)
+            n, sums, _ = self._stats
+            self._asked.add("mean")
+            return ShareReply(req.round, self.pid, len(sums), np.asarray(sums, float) / float(self._plan.n_total)).encode()
+        if kind == CentreBroadcast.kind:
+            msg = CentreBroadcast.decode(data)
             n, sums, m2 = self._stats
-            return StatsReply(req.round, self.pid, len(sums), n, sums, m2).encode()
+            if "mean" not in self._asked or "centre" in self._asked:
+                raise ValueError(f"participant {self.pid + 1}: a centre broadcast out of order (before the means, or twice)")
+            self._asked.add("centre")
+            if msg.full or msg.mean.size != len(sums) or not np.all(np.isfinite(msg.mean)):
+                raise ValueError(f"participant {self.pid + 1}: the centre broadcast is not usable")
+            return ShareReply(msg.round, self.pid, len(sums), variance_share(n, sums, m2, msg.mean, self._plan.n_total)).encode()
         if kind == StandardizeBroadcast.kind:
             msg = StandardizeBroadcast.decode(data)
             if self.inner is not None:
@@ -258,13 +283,18 @@ def standardize_stage(plan, fleet, report: dict) -> dict:
     (also ``report["standardize"]``)."""
     if plan.method not in STATS_METHODS:
         return {}
+    from bnsl_cli.federated.moments import sum_shares
+
     req = StatsRequest(0, plan.d).encode()
     raw = fleet.exchange(req)
-    replies = [StatsReply.decode(r) for r in raw]
-    per_up = [len(r) for r in raw]
-    per_down = [len(req)] * len(raw)
+    mean = sum_shares(ShareReply.decode(r).values for r in raw)
+    centre = CentreBroadcast(1, plan.d, mean, full=False).encode()
+    raw2 = fleet.exchange(centre)
+    var = sum_shares(ShareReply.decode(r).values for r in raw2)
+    sd = np.sqrt(np.maximum(var, 0.0))
+    per_up = [len(a) + len(b) for a, b in zip(raw, raw2)]
+    per_down = [len(req) + len(centre)] * len(raw)
     up, down = sum(per_up), sum(per_down)
-    mean, sd = pool_stats([r.rows for r in replies], [r.sums for r in replies], [r.sumsq for r in replies])
     rec = {
         "applied": bool(plan.standardize),
         "source": (
@@ -282,7 +312,7 @@ def standardize_stage(plan, fleet, report: dict) -> dict:
         check_scales(mean, sd, plan.names)
         msg = StandardizeBroadcast(0, plan.d, mean, sd).encode()
         fleet.exchange(msg)
-        rec["bytes_down"] += len(msg) * len(replies)
+        rec["bytes_down"] += len(msg) * len(raw)
         rec["per_participant_down"] = [b + len(msg) for b in per_down]
     report["standardize"] = rec
     return rec

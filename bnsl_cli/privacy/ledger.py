@@ -26,9 +26,17 @@ __all__ = [
     "EXPONENTIAL",
     "MECHANISMS",
     "NEIGHBOURING_RELATION",
+    "SPLIT_ASSUMPTION",
     "PrivacyEvent",
     "PrivacyLedger",
 ]
+
+#: What a split-noise release's cost rests on (``PrivacyEvent.split > 1``).
+SPLIT_ASSUMPTION = (
+    "split noise: each site added 1/split of the noise variance; the noise scale is that of the securely "
+    "aggregated sum, so the cost holds against a party that sees only the sum and only while no other site "
+    "colludes with it"
+)
 
 #: The neighbouring relation every event's sensitivity refers to.
 NEIGHBOURING_RELATION = "replace-one row of one participant"
@@ -53,6 +61,11 @@ class PrivacyEvent:
         unless the sensitivity is 0 too).
     count : int
         How many times this release was made (zCDP adds up).
+    split : int
+        1: the participant added all of ``noise_scale`` itself. ``P > 1``: split noise — each of the
+        ``P`` sites added ``N(0, noise_scale²/P)`` and only their securely aggregated sum carries
+        ``noise_scale``; the cost holds against a party that sees nothing but that sum, and only
+        while no other site colludes with it (:data:`SPLIT_ASSUMPTION`).
     """
 
     release: ReleaseKind
@@ -60,6 +73,7 @@ class PrivacyEvent:
     sensitivity: float
     noise_scale: float
     count: int = 1
+    split: int = 1
 
     def __post_init__(self) -> None:
         try:
@@ -77,6 +91,9 @@ class PrivacyEvent:
         object.__setattr__(self, "sensitivity", float(self.sensitivity))
         object.__setattr__(self, "noise_scale", float(self.noise_scale))
         object.__setattr__(self, "count", int(self.count))
+        if isinstance(self.split, bool) or int(self.split) != self.split or self.split < 1:
+            raise ValueError(f"split must be an integer >= 1, got {self.split!r}")
+        object.__setattr__(self, "split", int(self.split))
 
     @property
     def noise_multiplier(self) -> float:
@@ -102,11 +119,11 @@ class PrivacyEvent:
     @property
     def key(self) -> tuple:
         """Identity of the release apart from its count (events with equal keys are merged)."""
-        return (self.release, self.mechanism, self.sensitivity, self.noise_scale)
+        return (self.release, self.mechanism, self.sensitivity, self.noise_scale, self.split)
 
     def with_count(self, count: int) -> "PrivacyEvent":
         """The same release made ``count`` times."""
-        return PrivacyEvent(self.release, self.mechanism, self.sensitivity, self.noise_scale, count)
+        return PrivacyEvent(self.release, self.mechanism, self.sensitivity, self.noise_scale, count, self.split)
 
     def to_dict(self) -> dict:
         """JSON-ready description (non-finite numbers as ``None``)."""
@@ -119,6 +136,7 @@ class PrivacyEvent:
             "count": self.count,
             "rho_each": _finite_or_none(self.rho_each),
             "rho": _finite_or_none(self.rho),
+            **({"split": self.split, "assumption": SPLIT_ASSUMPTION} if self.split > 1 else {}),
         }
 
 
@@ -126,7 +144,8 @@ class PrivacyEvent:
     def from_dict(cls, d: dict) -> "PrivacyEvent":
         """The event of :meth:`to_dict` (a summary a participant sent back)."""
         noise = d["noise_scale"]
-        return cls(d["release"], d["mechanism"], d["sensitivity"], math.inf if noise is None else noise, d["count"])
+        return cls(d["release"], d["mechanism"], d["sensitivity"], math.inf if noise is None else noise, d["count"],
+                   int(d.get("split", 1)))
 
 
 class PrivacyLedger:

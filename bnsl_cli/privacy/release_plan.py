@@ -140,7 +140,7 @@ def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
     for p in participant_ids:
         ledger.add_participant(p)
         for r in releases:
-            ledger.record(p, PrivacyEvent(r.kind, r.mechanism, 1.0, r.multiplier, r.count))
+            ledger.record(p, PrivacyEvent(r.kind, r.mechanism, 1.0, r.multiplier, r.count, r.split))
     return ledger
 
 

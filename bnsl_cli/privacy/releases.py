@@ -45,12 +45,15 @@ class ReleaseKind(str, Enum):
 @dataclass(frozen=True)
 class PlannedRelease:
     """One planned release: ``count`` releases of ``kind`` by ``mechanism`` with noise
-    ``multiplier`` × its sensitivity; each costs ``1 / (2 multiplier²)`` zCDP."""
+    ``multiplier`` × its sensitivity; each costs ``1 / (2 multiplier²)`` zCDP. ``split`` > 1: split
+    noise over that many sites (each adds ``1/split`` of the variance; the noise is that of their
+    secure sum; see :class:`~bnsl_cli.privacy.ledger.PrivacyEvent`)."""
 
     kind: ReleaseKind
     mechanism: str
     multiplier: float
     count: int = 1
+    split: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", ReleaseKind(self.kind))
@@ -63,6 +66,9 @@ class PlannedRelease:
         if isinstance(self.count, bool) or int(self.count) != self.count or self.count < 1:
             raise ValueError(f"count must be an integer >= 1, got {self.count!r}")
         object.__setattr__(self, "count", int(self.count))
+        if isinstance(self.split, bool) or int(self.split) != self.split or self.split < 1:
+            raise ValueError(f"split must be an integer >= 1, got {self.split!r}")
+        object.__setattr__(self, "split", int(self.split))
 
     @property
     def rho_each(self) -> float:
@@ -80,8 +86,9 @@ class PlannedRelease:
             "count": self.count,
             "rho_each": self.rho_each,
             "rho": self.rho,
+            **({"split": self.split} if self.split > 1 else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "PlannedRelease":
-        return cls(ReleaseKind(d["release"]), d["mechanism"], d["noise_multiplier"], d["count"])
+        return cls(ReleaseKind(d["release"]), d["mechanism"], d["noise_multiplier"], d["count"], int(d.get("split", 1)))

@@ -44,7 +44,8 @@ def test_fed_moments_equals_notears_edges(tmp_path, shards):
     rep = json.loads(a.stdout)
     assert rep["method"] == "fed-moments"
     d, P = 8, 4
-    assert rep["communication"]["bytes_up"] == P * (18 + 8 * d + 8 * d * (d + 1) // 2)
+    # two shares per participant: of the means (d values), then of the moments (d(d+1)/2)
+    assert rep["communication"]["bytes_up"] == P * (2 * 18 + 8 * d + 8 * d * (d + 1) // 2)
 
 
 def test_fed_moments_dp_report(shards):

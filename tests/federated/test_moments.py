@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.messages import HEADER, MomentReply, MomentRequest
+from bnsl_cli.federated.messages import HEADER, CentreBroadcast, MomentRequest, ShareReply
 from bnsl_cli.federated.moments import (
     MomentSite,
     centred_moments,
     from_upper_triangle,
-    pool_moments,
+    mean_share,
     pooled_moments_of_blocks,
+    scatter_share,
+    sum_shares,
     upper_triangle,
 )
 from bnsl_cli.io.data import Table
@@ -63,11 +65,13 @@ def test_pooled_moments_equal_the_pooled_covariance():
     X = np.vstack(blocks)
     S = pooled_moments_of_blocks(X, [50, 70, 31])
     np.testing.assert_allclose(S, np.cov(X.T, bias=True), rtol=1e-9, atol=1e-6)
-    parts = [centred_moments(B) for B in blocks]
-    S2, mu = pool_moments([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
-    assert np.array_equal(S, S2)
+    # the sum-shaped encoding: shares of the mean, then shares of the moments about the pooled mean
+    n = X.shape[0]
+    mu = sum_shares(mean_share(B, n) for B in blocks)
     np.testing.assert_allclose(mu, X.mean(axis=0), rtol=1e-12)
-    M = parts[0][2]
+    S2 = from_upper_triangle(sum_shares(scatter_share(B, mu, n) for B in blocks), 5)
+    assert np.array_equal(S, S2)
+    M = centred_moments(blocks[0])[2]
     assert np.array_equal(from_upper_triangle(upper_triangle(M), 5), M)
 
 
@@ -76,24 +80,29 @@ def test_messages_round_trip_and_sizes():
     d = 7
     req = MomentRequest(0, d)
     assert len(req.encode()) == HEADER.size and MomentRequest.decode(req.encode()) == req
-    sums, up = rng.normal(size=d), rng.normal(size=d * (d + 1) // 2)
-    rep = MomentReply(0, 3, d, 123, sums, up)
+    up = rng.normal(size=d * (d + 1) // 2)
+    rep = ShareReply(1, 3, d, up)
     data = rep.encode()
-    assert len(data) == HEADER.size + 8 * d + 8 * d * (d + 1) // 2
-    back = MomentReply.decode(data)
-    assert back.rows == 123 and back.sender == 3
-    assert np.array_equal(back.sums, sums) and np.array_equal(back.upper, up)
+    assert len(data) == HEADER.size + 8 * d * (d + 1) // 2
+    back = ShareReply.decode(data)
+    assert back.sender == 3 and back.round == 1 and np.array_equal(back.values, up)
     with pytest.raises(ValueError):
         MomentRequest.decode(data)
+    with pytest.raises(ValueError):
+        ShareReply.decode(data[:-1])
+    mu = rng.normal(size=d)
+    cb = CentreBroadcast.decode(CentreBroadcast(1, d, mu, full=True).encode())
+    assert cb.full and np.array_equal(cb.mean, mu) and len(CentreBroadcast(1, d, mu).encode()) == HEADER.size + 8 * d
 
 
-def test_communication_is_one_exchange(shards):
+def test_communication_is_two_sum_shaped_exchanges(shards):
     _, tables = shards
     d, P = 8, 4
     r = _quiet(tables, LearnConfig(method="fed-moments"))
     c = r.report["communication"]
-    assert c["bytes_up"] == P * (HEADER.size + 8 * d + 8 * d * (d + 1) // 2)
-    assert c["bytes_down"] == P * HEADER.size
+    assert c["exchanges"] == 2
+    assert c["bytes_up"] == P * (2 * HEADER.size + 8 * d + 8 * d * (d + 1) // 2)
+    assert c["bytes_down"] == P * (2 * HEADER.size + 8 * d)
     assert c["bytes_total"] == c["bytes_up"] + c["bytes_down"]
 
 
@@ -135,11 +144,16 @@ def test_dp_site_sends_its_moments_once_and_needs_a_noise_source(shards):
         MomentSite(0, tables[0].X, privacy=plan.privacy, rng=None)
     site = MomentSite(0, tables[0].X, privacy=plan.privacy, rng=np.random.default_rng(0))
     req = MomentRequest(0, 8).encode()
-    reply = MomentReply.decode(site.handle(req))
-    M = from_upper_triangle(reply.upper, 8)
+    centre = CentreBroadcast(1, 8, ShareReply.decode(site.handle(req)).values, full=True).encode()
+    reply = ShareReply.decode(site.handle(centre))
+    M = from_upper_triangle(reply.values, 8)
     assert np.all(np.isfinite(M)) and np.all(np.diag(M) > 0)  # noisy (not projected) release, rescaled
     with pytest.raises(PrivacyBudgetError):
         site.handle(req)
+    with pytest.raises(PrivacyBudgetError):
+        site.handle(centre)
+    assert len(site.ledger.events(0)) == len(MomentSite(0, tables[0].X, privacy=plan.privacy,
+                                                        rng=np.random.default_rng(0)).ledger.events(0))
 
 
 def test_dp_fed_moments_recovers_most_edges():

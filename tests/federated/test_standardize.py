@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import InputDataError, NoDagError
-from bnsl_cli.federated.messages import HEADER, StandardizeBroadcast, StatsReply, StatsRequest
+from bnsl_cli.federated.messages import HEADER, CentreBroadcast, ShareReply, StandardizeBroadcast, StatsRequest
 from bnsl_cli.federated.standardize import (
     SCALE_WARN_RATIO,
     ScaleWarning,
     column_stats,
     pool_stats,
     scale_warning,
+    variance_share,
     to_original_units,
 )
 from bnsl_cli.io.data import Table
@@ -56,14 +57,22 @@ def test_pool_stats_exact_against_the_pooled_rows():
     np.testing.assert_allclose(mean, X.mean(axis=0), rtol=1e-14)
     ref = np.array([np.sqrt(np.mean((X[:, j].astype(np.longdouble) - X[:, j].astype(np.longdouble).mean()) ** 2)) for j in range(3)], dtype=float)
     np.testing.assert_allclose(sd, ref, rtol=1e-10)
+    # the sum-shaped encoding: shares of the mean, then shares of the variances about the pooled mean
+    n = X.shape[0]
+    mu = np.sum([p[1] / n for p in parts], axis=0)
+    np.testing.assert_allclose(mu, X.mean(axis=0), rtol=1e-14)
+    var = np.sum([variance_share(p[0], p[1], p[2], mu, n) for p in parts], axis=0)
+    np.testing.assert_allclose(np.sqrt(var), ref, rtol=1e-10)
 
 
 def test_stats_messages_round_trip():
     d = 5
     assert len(StatsRequest(0, d).encode()) == HEADER.size
-    rep = StatsReply(0, 2, d, 99, np.arange(d) * 1.5, np.arange(d) + 0.25)
-    back = StatsReply.decode(rep.encode())
-    assert back.rows == 99 and np.array_equal(back.sums, rep.sums) and np.array_equal(back.sumsq, rep.sumsq)
+    rep = ShareReply(0, 2, d, np.arange(d) * 1.5)
+    back = ShareReply.decode(rep.encode())
+    assert back.sender == 2 and np.array_equal(back.values, rep.values)
+    cb = CentreBroadcast.decode(CentreBroadcast(1, d, np.arange(d) * 0.5).encode())
+    assert not cb.full and np.array_equal(cb.mean, np.arange(d) * 0.5)
     b = StandardizeBroadcast(0, d, np.ones(d), np.full(d, 2.0))
     assert len(b.encode()) == HEADER.size + 16 * d
     back = StandardizeBroadcast.decode(b.encode())
@@ -151,8 +160,9 @@ def test_standardize_exchange_bytes(shards):
     d, P = 6, 3
     r, _ = _run(tables, method="fed-sparse", standardize=True, rounds=5)
     c = r.report["communication"]["standardize"]
-    assert c["bytes_up"] == P * (HEADER.size + 16 * d)
-    assert c["bytes_down"] == P * HEADER.size + P * (HEADER.size + 16 * d)
+    # up: the shares of the means and of the variances; down: the request, the pooled mean, (μ, σ)
+    assert c["bytes_up"] == P * 2 * (HEADER.size + 8 * d)
+    assert c["bytes_down"] == P * (HEADER.size + (HEADER.size + 8 * d) + (HEADER.size + 16 * d))
 
 
 @pytest.mark.parametrize("method", ["fed-sparse", "fed-bnsl"])
@@ -188,18 +198,25 @@ def test_standardize_same_result_in_worker_processes(shards):
 
 
 def test_network_fleet_accepts_the_new_exchanges():
-    from bnsl_cli.federated.messages import MomentReply, MomentRequest
+    from bnsl_cli.federated.messages import MomentReply, MomentRequest, StatsReply
     from bnsl_cli.federated.net.fleet import check_reply
 
     d = 4
     req = StatsRequest(0, d).encode()
-    good = StatsReply(0, 1, d, 10, np.zeros(d), np.ones(d)).encode()
+    good = ShareReply(0, 1, d, np.zeros(d)).encode()
     assert check_reply(req, good, 1) is None
     assert "malformed" in check_reply(req, good[:-8], 1)
     assert check_reply(req, None, 1) is not None
+    # the per-site statistics of the old encoding are no longer an answer
+    assert check_reply(req, StatsReply(0, 1, d, 10, np.zeros(d), np.ones(d)).encode(), 1) is not None
+    centre = CentreBroadcast(1, d, np.zeros(d)).encode()
+    assert check_reply(centre, ShareReply(1, 1, d, np.zeros(d)).encode(), 1) is None
+    assert check_reply(centre, ShareReply(0, 1, d, np.zeros(d)).encode(), 1) is not None  # wrong round
     # the standardisation broadcast needs no reply
     assert check_reply(StandardizeBroadcast(0, d, np.zeros(d), np.ones(d)).encode(), None, 0) is None
     mreq = MomentRequest(0, d).encode()
-    mrep = MomentReply(0, 2, d, 10, np.zeros(d), np.zeros(d * (d + 1) // 2)).encode()
-    assert check_reply(mreq, mrep, 2) is None
-    assert check_reply(mreq, good, 2) is not None
+    assert check_reply(mreq, ShareReply(0, 2, d, np.zeros(d)).encode(), 2) is None
+    assert check_reply(mreq, MomentReply(0, 2, d, 10, np.zeros(d), np.zeros(d * (d + 1) // 2)).encode(), 2) is not None
+    full = CentreBroadcast(1, d, np.zeros(d), full=True).encode()
+    assert check_reply(full, ShareReply(1, 2, d, np.zeros(d * (d + 1) // 2)).encode(), 2) is None
+    assert "malformed" in check_reply(full, ShareReply(1, 2, d, np.zeros(d)).encode(), 2)

@@ -117,7 +117,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     # every DATA frame a site sent is in its transcript, with its size and hash
     recs = [json.loads(line) for line in (tmp_path / "t2.jsonl").read_text().splitlines()]
     data = [r for r in recs if r["event"] == "sent" and r["frame"] == "DATA"]
-    assert len(data) == rep["rounds"] + 2  # the column statistics, the rounds and the polish's second moments
+    assert len(data) == rep["rounds"] + 3  # the column statistics (two shares), the rounds, the polish's second moments
     assert sum(r["bytes"] - 2 for r in data) == rep["communication"]["per_participant"][1]["bytes_up"]
     assert recs[-1] == {**recs[-1], "event": "end", "status": "ok"}
 
@@ -261,7 +261,7 @@ def test_private_run_with_secure_sum_transcripts_match_the_report(world, tmp_pat
     assert rep["network"]["secure_sum"] is True
     for k in range(3):
         recs = [json.loads(line) for line in (tmp_path / f"t{k + 1}.jsonl").read_text().splitlines()]
-        assert [r["frame"] for r in recs if r["event"] == "sent"].count("MASKED") == 1  # the polish moments
+        assert [r["frame"] for r in recs if r["event"] == "sent"].count("MASKED") == 3  # two statistics shares, the polish moments
         rho = sum(r["rho"] for r in recs if r["event"] == "release")
         assert rho == pytest.approx(rep["privacy"]["participants"][k]["rho"], rel=1e-9)
         assert recs[-1]["status"] == "ok"

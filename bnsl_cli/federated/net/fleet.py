@@ -38,10 +38,13 @@ from bnsl_cli.federated.net.common import (
 
 __all__ = ["NetworkFleet", "SiteInfo", "check_reply", "SUMMABLE_KINDS"]
 
-#: Protocol message kinds whose replies the coordinator only ever sums over the sites (header, then
-#: ``count`` float64 values): under secure aggregation the sites send them masked and the fleet
-#: hands the coordinator the sum as site 1's reply and zeros for the others.
-SUMMABLE_KINDS = {5}
+#: Protocol message kinds whose replies the coordinator only ever sums over the sites: fed-bnsl's
+#: dense update (3), the polish's second moments (5) and the shares of the column statistics and
+#: fed-moments (25). Under secure aggregation the sites send their values masked
+#: (:func:`~bnsl_cli.federated.secure_sum.summable_span` says which bytes) and the fleet hands the
+#: coordinator the sum as site 1's reply and zeros for the others, every header's sender set to
+#: :data:`~bnsl_cli.federated.secure_sum.ALL_SITES`: the coordinator never holds one site's values.
+from bnsl_cli.federated.secure_sum import ALL_SITES, SUMMABLE_KINDS, summable_span  # noqa: E402
 
 _CLOSE = object()
 _HELLO_KEYS = {"site": str, "columns": list, "rows": int}
@@ -51,8 +54,9 @@ _BROADCAST, _SPARSE, _DENSE, _GRAM_REQ, _GRAM_REPLY = 1, 2, 3, 4, 5
 _ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
 # column statistics / standardisation / fed-moments (messages.py kinds 20–24); the standardisation
 # broadcast needs no reply
-_STATS_REQ, _STATS_REPLY, _STANDARDIZE, _MOMENT_REQ, _MOMENT_REPLY = 20, 21, 22, 23, 24
-_ANSWERS.update({_STATS_REQ: (_STATS_REPLY,), _MOMENT_REQ: (_MOMENT_REPLY,)})
+# (kinds 21 and 24, the per-site statistics before the sum-shaped encoding, are no longer accepted)
+_STATS_REQ, _STANDARDIZE, _MOMENT_REQ, _SHARE, _CENTRE = 20, 22, 23, 25, 26
+_ANSWERS.update({_STATS_REQ: (_SHARE,), _MOMENT_REQ: (_SHARE,), _CENTRE: (_SHARE,)})
 
 
 def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[str]:
@@ -91,10 +95,10 @@ def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[
                 return "sent a sparse update naming an entry outside the d × d matrix"
         elif count != d * d or body != 8 * d * d:
             return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
-    elif kind == _STATS_REPLY and body != 16 * d:
-        return f"sent column statistics of {body} payload bytes for d = {d} (malformed)"
-    elif kind == _MOMENT_REPLY and body != 8 * d + 4 * d * (d + 1):
-        return f"sent a moment matrix of {body} payload bytes for d = {d} (malformed)"
+    elif kind == _SHARE:
+        want = d * (d + 1) // 2 if (r_kind == _CENTRE and r_count == 2) else d
+        if count != want or body != 8 * count:
+            return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
     elif kind == _GRAM_REPLY:
         if count != r_count or body != 8 * count:
             return f"sent {count} second moments ({body} bytes) for {r_count} requested (malformed)"
@@ -145,8 +149,11 @@ class NetworkFleet:
 
         self.n = int(n_sites)
         self.workers = self.n
-        #: set by the caller before :meth:`start` when the plan asks for secure aggregation
+        #: set by the caller before :meth:`start` when the plan asks for secure aggregation, with
+        #: the plan's fixed-point scale
         self.secure_sum = False
+        self.scale_bits = 32
+        self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)
         self.sites: list[SiteInfo] = []
@@ -355,6 +362,7 @@ class NetworkFleet:
         return len(self.sites)
 
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
+        self._stopped = len(msg) > HEADER.size + 1 and msg[0] == _BROADCAST and msg[HEADER.size + 1] == 1
         raw = F.data(msg)
         for s in self.sites:
             s.send(raw)
@@ -378,11 +386,18 @@ class NetworkFleet:
             if frame.kind == F.MASKED:
                 masked.append(reply)
         if masked:
-            out = _unmask(out)
+            try:
+                out = _unmask(out, self.scale_bits)
+            except ValueError as exc:
+                raise self._fail(None, f"the sites' masked replies do not add up ({exc})") from None
         return out
 
     def finish(self) -> list[dict]:
-        """The sites' end-of-run SUMMARY bodies, in site order (after the stop broadcast)."""
+        """The sites' end-of-run SUMMARY bodies, in site order: sent after the stop broadcast, or
+        asked for with FINISH when the method has none (fed-moments)."""
+        if not self._stopped:  # no stop broadcast (fed-moments): ask for the summaries
+            for s in self.sites:
+                s.send(F.control(F.FINISH, {}))
         deadline = time.monotonic() + self.timeout
         out = []
         for s in self.sites:
@@ -418,18 +433,25 @@ class NetworkFleet:
 
 
 def _summable(reply: Optional[bytes]) -> bool:
-    return reply is not None and len(reply) >= HEADER.size and reply[0] in SUMMABLE_KINDS
+    return reply is not None and summable_span(reply) is not None
 
 
-def _unmask(replies: list[bytes]) -> list[bytes]:
-    """Masked summable replies (equal headers up to the sender) → the sum as the first site's
-    reply, zeros for the others; the coordinator sums them to the same total."""
+def _unmask(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
+    """Masked summable replies (the same clear prefix up to the sender) → the sum as the first
+    site's reply and zeros for the others, every sender field :data:`ALL_SITES`: the coordinator
+    sums them to the same total and never holds one site's values."""
     from bnsl_cli.federated.secure_sum import unmask_sum
 
-    vals = [np.frombuffer(r, dtype="<u8", offset=HEADER.size) for r in replies]
-    total = unmask_sum(vals)
+    start = summable_span(replies[0])[0]
+    first = replies[0]
+    for r in replies[1:]:
+        if len(r) != len(first) or r[:6] != first[:6] or r[10:start] != first[10:start]:
+            raise ValueError("masked replies of different shapes")
+    vals = [np.frombuffer(r, dtype="<u8", offset=start) for r in replies]
+    total = unmask_sum(vals, scale_bits)
+    prefix = first[:6] + HEADER.pack(0, 0, 0, ALL_SITES, 0, 0)[6:10] + first[10:start]
     zeros = np.zeros_like(total).astype("<f8").tobytes()
-    return [r[: HEADER.size] + (total.astype("<f8").tobytes() if k == 0 else zeros) for k, r in enumerate(replies)]
+    return [prefix + (total.astype("<f8").tobytes() if k == 0 else zeros) for k in range(len(replies))]
 
 
 def _diff(a: list, b: list) -> str:

@@ -16,8 +16,10 @@ kind  name       direction                  body
 6     SUMMARY    site → coordinator         the site's end-of-run summary (JSON)
 7     DONE       coordinator → site         ``{}``: the run finished, outputs written
 8     MASKED     site → coordinator         a summable reply under secure aggregation: the
-                                            message's 18-byte header, then its values as
+                                            message's clear prefix (header), then its values as
                                             masked fixed-point uint64 (:mod:`..secure_sum`)
+9     FINISH     coordinator → site         ``{}``: the exchanges are over, send your SUMMARY
+                                            (methods without a stop broadcast: fed-moments)
 127   ABORT      both                       ``{"reason": "..."}``: the run stops
 ====  =========  =========================  ====================================================
 """
@@ -29,17 +31,17 @@ import struct
 from dataclasses import dataclass
 
 __all__ = [
-    "VERSION", "HELLO", "PLAN", "ACCEPT", "DATA", "EMPTY", "SUMMARY", "DONE", "MASKED", "ABORT", "KIND_NAMES",
+    "VERSION", "HELLO", "PLAN", "ACCEPT", "DATA", "EMPTY", "SUMMARY", "DONE", "MASKED", "FINISH", "ABORT", "KIND_NAMES",
     "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data", "printable",
 ]
 
 VERSION = 1
-HELLO, PLAN, ACCEPT, DATA, EMPTY, SUMMARY, DONE, MASKED, ABORT = 1, 2, 3, 4, 5, 6, 7, 8, 127
+HELLO, PLAN, ACCEPT, DATA, EMPTY, SUMMARY, DONE, MASKED, FINISH, ABORT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 127
 KIND_NAMES = {
     HELLO: "HELLO", PLAN: "PLAN", ACCEPT: "ACCEPT", DATA: "DATA", EMPTY: "EMPTY",
-    SUMMARY: "SUMMARY", DONE: "DONE", MASKED: "MASKED", ABORT: "ABORT",
+    SUMMARY: "SUMMARY", DONE: "DONE", MASKED: "MASKED", FINISH: "FINISH", ABORT: "ABORT",
 }
-_CONTROL = {HELLO, PLAN, ACCEPT, SUMMARY, DONE, ABORT}
+_CONTROL = {HELLO, PLAN, ACCEPT, SUMMARY, DONE, FINISH, ABORT}
 #: Largest JSON body of a control frame (a plan or a summary of d = 1000 stays far below).
 MAX_CONTROL_BYTES = 4 * 1024 * 1024
 #: Largest frame of any kind (also the gRPC message size limit): a dense d = 4000 matrix is 128 MB.

@@ -21,8 +21,8 @@ from bnsl_cli.errors import BnslError
 from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc
-from bnsl_cli.federated.net.fleet import SUMMABLE_KINDS
 from bnsl_cli.federated.net.tls import split_hostport
+from bnsl_cli.federated.secure_sum import summable_span
 
 __all__ = ["run_site", "default_summary"]
 
@@ -66,11 +66,29 @@ def _secure_sum(plan: dict, secure_key):
 
 
 def _masked(masker, reply: bytes) -> bytes:
-    """The reply's header, then its float64 values masked (tag: kind and round of the message)."""
-    kind, _, rnd, _, _, count = HEADER.unpack_from(reply, 0)
-    values = np.frombuffer(reply, dtype="<f8", count=count, offset=HEADER.size)
-    y = masker.mask(values, f"kind{kind}/round{rnd}".encode())
-    return reply[: HEADER.size] + y.astype("<u8").tobytes()
+    """The reply's clear prefix (header, and the dense update's objective flag), then its float64
+    values masked (tag: kind and round of the message). A value outside the fixed-point range is a
+    :class:`~bnsl_cli.federated.secure_sum.SecureSumRangeError` naming what it was and what to do."""
+    from bnsl_cli.federated.secure_sum import SecureSumRangeError, describe
+
+    start, count = summable_span(reply)
+    kind, _, rnd, _, _, _ = HEADER.unpack_from(reply, 0)
+    values = np.frombuffer(reply, dtype="<f8", count=count, offset=start)
+    try:
+        y = masker.mask(values, f"kind{kind}/round{rnd}".encode())
+    except SecureSumRangeError as exc:
+        raise SecureSumRangeError(
+            f"{exc} in {describe(kind)} (message kind {kind}, round {rnd}); nothing was sent. Values this "
+            "large come from columns in large raw units: rescale those columns at every site (or run with "
+            f"--standardize), or ask the coordinator for a smaller --secure-sum-bits (now {masker.scale_bits}; "
+            "each bit less doubles the range and halves the resolution)"
+        ) from None
+    return reply[:start] + y.astype("<u8").tobytes()
+
+
+def _is_stop(request: bytes) -> bool:
+    """Whether ``request`` is the consensus broadcast that ends the rounds (kind 1, stop flag set)."""
+    return len(request) > HEADER.size + 1 and request[0] == 1 and request[HEADER.size + 1] == 1
 
 
 def run_site(
@@ -204,21 +222,38 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                     outq.put(None)
                     return {"plan": plan, "summary": summary}
                 raise FederationError(f"the coordinator sent {frame.name} after the run (out of order)")
+            if frame.kind == F.FINISH:  # the exchanges are over without a stop broadcast (fed-moments)
+                summary = summarize(participant)
+                send("SUMMARY", F.control(F.SUMMARY, summary))
+                continue
             if frame.kind != F.DATA:
                 raise FederationError(f"the coordinator sent {frame.name} during the rounds (out of order)")
             try:
                 reply = participant.handle(frame.body)
             except (ValueError, IndexError) as exc:
                 raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
-            if masker is not None and reply is not None and reply[0] in SUMMABLE_KINDS:
-                out = F.encode(F.Frame(F.MASKED, _masked(masker, reply)))
+            if masker is not None and summable_span(reply) is not None:
+                try:
+                    masked = _masked(masker, reply)
+                except BnslError as exc:  # out of range: tell the coordinator why, send nothing else
+                    send("ABORT", F.control(F.ABORT, {"reason": str(exc)}))
+                    outq.put(None)
+                    try:  # let the ABORT reach the coordinator: it ends our stream on receipt
+                        for _ in frames:
+                            pass
+                    except grpc.RpcError:
+                        pass
+                    state["done"] = True
+                    raise
+                out = F.encode(F.Frame(F.MASKED, masked))
                 send("MASKED", out, reply[: HEADER.size])
             else:
                 out = F.data(reply)
                 send("DATA" if reply is not None else "EMPTY", out, reply)
             if transcript is not None:
                 transcript.releases(_events(participant))
-            if reply is None:  # the stop broadcast: report and wait for DONE
+            if reply is None and _is_stop(frame.body):  # the stop broadcast: report and wait for DONE
+                # (other requests that need no reply, e.g. the standardisation broadcast, get EMPTY only)
                 summary = summarize(participant)
                 send("SUMMARY", F.control(F.SUMMARY, summary))
     except grpc.RpcError as exc:

@@ -135,17 +135,24 @@ def _child(conn, d, seed, method, epsilon, extra, participants, samples, read, c
 def run_one(d, seed, method, epsilon=None, *, participants=8, samples=5000, read=False, coord=None, **extra) -> dict:
     """Run one learn in a forked child and return its measurements. ``coord``: Coordinator options
     (``acyclicity``, ``screen``, …) for this run."""
+    return in_child(
+        _child, (d, seed, method, epsilon, extra, participants, samples, read, dict(coord or {})),
+        f"d={d} seed={seed} {method}",
+    )
+
+
+def in_child(target, args: tuple, label: str) -> dict:
+    """``target(conn, *args)`` in a forked child that sends one dict back on ``conn``; that dict
+    (peak RSS is then the child's alone). A dict with ``error`` → ``RuntimeError`` naming ``label``."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_child, args=(child, d, seed, method, epsilon, extra, participants, samples, read, dict(coord or {}))
-    )
+    proc = ctx.Process(target=target, args=(child, *args))
     proc.start()
     child.close()
     out = parent.recv()
     proc.join()
     if "error" in out:
-        raise RuntimeError(f"d={d} seed={seed} {method}: {out['error']}")
+        raise RuntimeError(f"{label}: {out['error']}")
     return out
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import run_one  # noqa: E402  (caps BLAS threads first)
+from _harness import in_child, run_one  # noqa: E402  (caps BLAS threads first)
 
 import numpy as np  # noqa: E402
 
@@ -62,18 +62,7 @@ def _sachs_child(conn, acyclicity, private, seed):
 
 
 def run_sachs(acyclicity: str, private: bool, seed: int) -> dict:
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_sachs_child, args=(child, acyclicity, private, seed))
-    proc.start()
-    child.close()
-    out = parent.recv()
-    proc.join()
-    if "error" in out:
-        raise RuntimeError(f"sachs {acyclicity} private={private} seed={seed}: {out['error']}")
-    return out
+    return in_child(_sachs_child, (acyclicity, private, seed), f"sachs {acyclicity} private={private} seed={seed}")
 
 
 def workloads(only):

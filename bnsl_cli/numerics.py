@@ -54,6 +54,24 @@ def _expm_core(A: np.ndarray):
     return float(np.trace(E)) - A.shape[0], E
 
 
+def _lu_logdet(A: np.ndarray, s: float, getrf):
+    """``(lu, piv, h)``: the LU factors of ``sI − A`` (``A`` overwritten) and ``h = −log det(sI − A)
+    + d log s``; ``None`` when the factorisation fails or the determinant is not positive (a
+    non-singular M-matrix has det > 0; det = (−1)^(row swaps) Π diag)."""
+    d = A.shape[0]
+    M = np.negative(A, out=A)
+    M.flat[:: d + 1] += s
+    lu, piv, info = getrf(M, overwrite_a=True)
+    if info != 0:
+        return None
+    diag = np.diagonal(lu)
+    swaps = int(np.count_nonzero(piv != np.arange(d)))
+    negative = (swaps + int(np.count_nonzero(diag < 0))) % 2
+    if negative or not np.all(np.isfinite(diag)):
+        return None
+    return lu, piv, d * np.log(s) - float(np.sum(np.log(np.abs(diag))))
+
+
 def _logdet_core(A: np.ndarray, s: float):
     """``(h, Z)`` with ``Z = (sI − A)⁻¹`` and ``h = −log det(sI − A) + d log s`` (``∇h(W) = 2 Zᵀ ∘ W``);
     ``(inf, None)`` outside the domain. ``A`` is overwritten.
@@ -61,19 +79,10 @@ def _logdet_core(A: np.ndarray, s: float):
     The domain test: a Z-matrix is a non-singular M-matrix exactly when it is invertible with an
     entrywise non-negative inverse — the inverse that the gradient needs anyway. One LU
     factorisation serves the value (its diagonal) and the inverse (``getri`` on the same factors)."""
-    d = A.shape[0]
-    M = np.negative(A, out=A)
-    M.flat[:: d + 1] += s
-    lu, piv, info = _getrf(M, overwrite_a=True)
-    if info != 0:
+    factors = _lu_logdet(A, s, _getrf)
+    if factors is None:
         return float("inf"), None
-    diag = np.diagonal(lu)
-    # det = (−1)^(row swaps) Π diag; a non-singular M-matrix has det > 0
-    swaps = int(np.count_nonzero(piv != np.arange(d)))
-    negative = (swaps + int(np.count_nonzero(diag < 0))) % 2
-    if negative or not np.all(np.isfinite(diag)):
-        return float("inf"), None
-    h = d * np.log(s) - float(np.sum(np.log(np.abs(diag))))  # before getri overwrites lu
+    lu, piv, h = factors  # h before getri overwrites lu
     inv, info = _getri(lu, piv, overwrite_lu=True)
     if info != 0:
         return float("inf"), None
@@ -101,17 +110,10 @@ def _logdet_selected(A: np.ndarray, s: float, rows: np.ndarray, cols: np.ndarray
     from scipy.linalg import lapack
 
     n = A.shape[0]
-    M = np.negative(A, out=A)
-    M.flat[:: n + 1] += s
-    lu, piv, info = lapack.dgetrf(M, overwrite_a=True)
-    if info != 0:
+    factors = _lu_logdet(A, s, lapack.dgetrf)
+    if factors is None:
         return float("inf"), None
-    diag = np.diagonal(lu)
-    swaps = int(np.count_nonzero(piv != np.arange(n)))
-    negative = (swaps + int(np.count_nonzero(diag < 0))) % 2
-    if negative or not np.all(np.isfinite(diag)):
-        return float("inf"), None
-    h = n * np.log(s) - float(np.sum(np.log(np.abs(diag))))
+    lu, piv, h = factors
     x, info = lapack.dgetrs(lu, piv, np.ones(n))
     if info != 0 or not np.all(x > 0) or not np.all(np.isfinite(x)):
         return float("inf"), None

@@ -215,8 +215,18 @@ def main(argv: Optional[list[str]] = None) -> None:
         _click_error(exc)
     else:
         _flush_or_quiet()
+        _skip_teardown_gc()
         if isinstance(rv, int) and rv:
             sys.exit(rv)
+
+
+def _skip_teardown_gc() -> None:
+    """The command is done: move every live object out of the collector's reach, so that the
+    interpreter's shutdown does not walk the whole heap (scipy, pandas, the results) once more
+    before exiting. Objects are still freed and ``atexit`` handlers still run."""
+    import gc
+
+    gc.freeze()
 
 
 def _flush_or_quiet() -> None:

@@ -311,7 +311,8 @@ def _release_rows(releases) -> list:
     """One table row per planned release: its noise multiplier, count and zCDP cost."""
     return [
         (f"{r.kind.value} multiplier", r.multiplier,
-         f"noise / sensitivity ({r.mechanism}); {r.count} × rho {r.rho_each:.4g} = {r.rho:.4g}")
+         f"noise / sensitivity ({r.mechanism}); {r.count} × rho {r.rho_each:.4g} = {r.rho:.4g}"
+         + (f"; noise split over {r.split} sites (each adds 1/{r.split} of the variance)" if r.split > 1 else ""))
         for r in releases
     ]
 
@@ -430,6 +431,10 @@ def _spend_list(path: Path, delta, samples, conv, fail) -> dict:
     assumptions = _base_assumptions(conv)
     assumptions["releases"] = f"{len(releases)} kinds from {path}"
     assumptions["delta"] = source
+    if any(rel.split > 1 for rel in releases):
+        from bnsl_cli.privacy.ledger import SPLIT_ASSUMPTION
+
+        assumptions["split releases"] = SPLIT_ASSUMPTION
     data = {
         "mode": "spend", "source": str(path), "epsilon": eps, "delta": delta_value, "rho": r, "conversion": conv,
         "releases": [rel.to_dict() for rel in releases],

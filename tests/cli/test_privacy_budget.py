@@ -384,3 +384,30 @@ def test_spend_of_a_runs_release_list(tmp_path):
     res = run("--releases", bad)
     assert res.exit_code == 3 and "no release list" in res.stderr
     assert run("--releases", path, "--epsilon", 1).exit_code == 2
+
+
+def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
+    """A release list with split noise (serve --split-noise) costs what the unsplit list costs, and
+    the table and the JSON events say that the cost rests on the secure sum and on no collusion."""
+    from bnsl_cli.privacy.ledger import SPLIT_ASSUMPTION
+
+    plain = tmp_path / "plan.json"
+    plain.write_text(run("--method", "fed-moments", "--epsilon", 2, "--delta", 1e-7, "--json").stdout)
+    doc = json.loads(plain.read_text())
+    kinds = [r["release"] for r in doc["releases"]]
+    assert "moment-matrix" in kinds
+    for r in doc["releases"]:
+        if r["release"] == "moment-matrix":
+            r["split"] = 3
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps(doc))
+    a, b = run_json("--releases", plain), run_json("--releases", split)
+    assert b["epsilon"] == pytest.approx(a["epsilon"], rel=1e-12)
+    marked = [e for e in b["events"] if e.get("split")]
+    assert marked and all(e["split"] == 3 and e["assumption"] == SPLIT_ASSUMPTION for e in marked)
+    assert not any(e.get("split") for e in a["events"])
+    res = run("--releases", split)
+    assert res.exit_code == 0
+    text = " ".join(res.stderr.split())
+    assert "noise split over 3 sites" in text and "no other site colludes" in text
+    assert "noise split" not in " ".join(run("--releases", plain).stderr.split())

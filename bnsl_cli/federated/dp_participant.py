@@ -55,6 +55,9 @@ __all__ = [
 RAW_QUANTILE = 1e-3
 CENTRED_QUANTILE = 1e-2
 
+#: bytes of products per block of :meth:`ClippedGradients.column` (well inside a 1–2 MB L2 cache)
+_BLOCK_BYTES = 1 << 19
+
 
 def _need_bound(label: str, bound: np.ndarray, what: str) -> None:
     if np.isnan(bound).any():
@@ -134,7 +137,12 @@ class ClippedGradients:
         self.XT = np.ascontiguousarray(Xc.T, dtype=np.float64)
         self.RT = -self.XT.copy()
         self._XTc = self.XT.astype(self.dtype, copy=False)
-        self._buf = np.empty_like(self._XTc)
+        d, n = self.XT.shape
+        # parents per block of :meth:`column`: a block's products stay in the L2 cache between the
+        # multiply, the clip and the sum (one pass over the 4 MB of X_c in memory instead of four)
+        self._block = max(1, min(d, _BLOCK_BYTES // (max(n, 1) * self._XTc.itemsize)))
+        self._buf = np.empty((self._block, n), dtype=self.dtype)
+        self._r = np.empty(n, dtype=self.dtype)  # one residual row in the working precision
         self.levels: Optional[np.ndarray] = None  # clip levels C_i (float64)
         self.hi = self.lo = None  # ±C_i in the working precision, rounded towards zero (column vectors)
         self.sums: Optional[np.ndarray] = None
@@ -160,11 +168,21 @@ class ClippedGradients:
         self._recompute_all()
 
     def column(self, j: int) -> np.ndarray:
-        """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d))."""
-        buf = self._buf
-        np.multiply(self._XTc, self.RT[j].astype(self.dtype, copy=False), out=buf)
-        np.clip(buf, self.lo, self.hi, out=buf)
-        return np.einsum("ij->i", buf, dtype=np.float64)  # float64 accumulation (measured faster than sum)
+        """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d)), a block of
+        parents at a time; each term is ``clip(x_i r_j, ±C_i)`` in the working precision and each sum is
+        accumulated in float64, as one whole-matrix pass would."""
+        d, k = self.d, self._block
+        X, lo, hi = self._XTc, self.lo, self.hi
+        r = self._r
+        r[...] = self.RT[j]  # rounded to the working precision
+        out = np.empty(d)
+        for s in range(0, d, k):
+            e = min(s + k, d)
+            b = self._buf[: e - s]
+            np.multiply(X[s:e], r, out=b)
+            np.clip(b, lo[s:e], hi[s:e], out=b)
+            np.einsum("ij->i", b, dtype=np.float64, out=out[s:e])  # float64 accumulation (faster than sum)
+        return out
 
     def move(self, m: int, j: int, delta: float) -> None:
         """``B[m, j] += delta``: update child ``j``'s residuals and its column of sums."""

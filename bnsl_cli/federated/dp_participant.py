@@ -145,11 +145,20 @@ class ClippedGradients:
         self._r = np.empty(n, dtype=self.dtype)  # one residual row in the working precision
         self.levels: Optional[np.ndarray] = None  # clip levels C_i (float64)
         self.hi = self.lo = None  # ±C_i in the working precision, rounded towards zero (column vectors)
-        self.sums: Optional[np.ndarray] = None
+        self._sums_t: Optional[np.ndarray] = None  # row j: the sums of child j (contiguous)
 
     @property
     def d(self) -> int:
         return self.XT.shape[0]
+
+    @property
+    def sums(self) -> Optional[np.ndarray]:
+        """The d × d clipped sums, ``[i, j]`` for parent ``i`` of child ``j`` (a read-only view)."""
+        if self._sums_t is None:
+            return None
+        view = self._sums_t.T
+        view.flags.writeable = False
+        return view
 
     def set_B(self, B: np.ndarray) -> None:
         """Residuals for a whole new ``B`` (and all sums, when levels are set)."""
@@ -184,16 +193,25 @@ class ClippedGradients:
             np.einsum("ij->i", b, dtype=np.float64, out=out[s:e])  # float64 accumulation (faster than sum)
         return out
 
-    def move(self, m: int, j: int, delta: float) -> None:
-        """``B[m, j] += delta``: update child ``j``'s residuals and its column of sums."""
+    def move(self, m: int, j: int, delta: float) -> np.ndarray:
+        """``B[m, j] += delta``: update child ``j``'s residuals and its column of sums; returns that
+        column (``sums[:, j]``)."""
         self.RT[j] += delta * self.XT[m]
-        self.sums[:, j] = self.column(j)
+        col = self._sums_t[j]
+        col[...] = self.column(j)
+        return col
 
     def _recompute_all(self) -> None:
         CS = np.empty((self.d, self.d))
         for j in range(self.d):
-            CS[:, j] = self.column(j)
-        self.sums = CS
+            CS[j] = self.column(j)
+        self._sums_t = CS
+
+
+def _soft_scalar(x: float, tau: float) -> float:
+    """:func:`soft_threshold` of one Python float (the same operations, hence the same value)."""
+    sign = 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+    return sign * max(abs(x) - tau, 0.0)
 
 
 def dp_pgcd(
@@ -239,19 +257,30 @@ def dp_pgcd(
     selector = ColumnwiseSelector(b, rng)
     selector.set_scores(score)
     thr_col, inv_col = thr[:, 0], inv_m[:, 0]
+    # the loop works on transposed copies (row j = column j: contiguous) and on Python floats for
+    # the one coordinate it updates; the arithmetic is that of the whole-matrix expressions above
+    Bt, Gt = np.ascontiguousarray(B.T), np.ascontiguousarray(G.T)
+    beta_t, W_t = np.ascontiguousarray(beta.T), np.ascontiguousarray(W.T)
+    M_list, thr_list, sigma_list = M.tolist(), (lam / M).tolist(), sigma_row.tolist()
+    col = np.empty(d)
     for _ in range(steps):
         m, j = selector.select()
         rows_used[m] += 1
-        g = G[m, j] + gaussian_noise(None, sigma_row[m], rng)
-        new = float(soft_threshold(B[m, j] - g / M[m], lam / M[m]))
-        delta = new - B[m, j]
+        bcol, gcol = Bt[j], Gt[j]
+        old = float(bcol[m])
+        g = float(gcol[m]) + gaussian_noise(None, sigma_list[m], rng)
+        x = old - g / M_list[m]
+        new = _soft_scalar(x, thr_list[m])
+        delta = new - old
         if delta != 0.0:
-            B[m, j] = new
-            grads.move(m, j, delta)
-            G[:, j] = grads.sums[:, j] / n + beta[:, j] + rho2 * (B[:, j] - W[:, j])
-            col = np.abs(soft_threshold(B[:, j] - G[:, j] * inv_col, thr_col) - B[:, j]) * sqrtM
+            bcol[m] = new
+            sums_j = grads.move(m, j, delta)
+            np.add(sums_j / n + beta_t[j], rho2 * (bcol - W_t[j]), out=gcol)
+            np.abs(soft_threshold(bcol - gcol * inv_col, thr_col) - bcol, out=col)
+            col *= sqrtM
             col[j] = -np.inf
             selector.update_column(j, col)
+    B = np.ascontiguousarray(Bt.T)
     events = [PrivacyEvent(ReleaseKind.SELECTION, EXPONENTIAL, delta_s, b, steps)]
     for m in np.flatnonzero(rows_used):
         events.append(

@@ -139,7 +139,8 @@ class ClippedGradients:
         self._XTc = self.XT.astype(self.dtype, copy=False)
         d, n = self.XT.shape
         # parents per block of :meth:`column`: a block's products stay in the L2 cache between the
-        # multiply, the clip and the sum (one pass over the 4 MB of X_c in memory instead of four)
+        # multiply, the clip and the sum (X_c is read once per step; the products no longer make
+        # round trips through memory)
         self._block = max(1, min(d, _BLOCK_BYTES // (max(n, 1) * self._XTc.itemsize)))
         self._buf = np.empty((self._block, n), dtype=self.dtype)
         self._r = np.empty(n, dtype=self.dtype)  # one residual row in the working precision

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bnsl_cli.errors import BnslError, PrivacyBudgetError, ShardMismatchError
+from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
 from bnsl_cli.federated.net.frames import MAX_DATA_BYTES
 
 __all__ = ["METHOD", "CHANNEL_OPTIONS", "FederationError", "SiteRefusedError", "ColumnMismatchError", "need_grpc"]
@@ -33,8 +33,10 @@ class FederationError(BnslError):
     exit_code = 6
 
 
-class SiteRefusedError(PrivacyBudgetError):
-    """A site refused the run plan (method, rounds, ε/δ or releases beyond its limits). Exit code 5."""
+class SiteRefusedError(RefusedError):
+    """A site refused the run plan (method, rounds, ε/δ, releases, seeded or split noise,
+    standardisation or a missing secure sum: beyond its limits). Exit code 5 on the coordinator;
+    the refusing site exits 5 too, every other site 6 (:class:`FederationError`)."""
 
 
 class ColumnMismatchError(ShardMismatchError):

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.errors import PrivacyBudgetError  # noqa: E402
+from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule  # noqa: E402
 from bnsl_cli.federated.fleet import LocalFleet  # noqa: E402
 from bnsl_cli.federated.messages import SparseEntries, SparseUpdate  # noqa: E402
@@ -292,7 +292,7 @@ def test_mismatched_columns_name_the_site(tables):
 def test_site_refusal_stops_everyone(tables):
     def refuse(k, plan):
         if k == 0:
-            raise PrivacyBudgetError("ε = 9 exceeds --max-epsilon 5")
+            raise RefusedError("ε = 9 exceeds --max-epsilon 5")
 
     fleet = NetworkFleet("127.0.0.1:0", P, timeout=20)
     sites = Sites(fleet.port, tables, _parts(tables), on_plan=refuse)
@@ -303,7 +303,7 @@ def test_site_refusal_stops_everyone(tables):
     finally:
         fleet.close()
     sites.join()
-    assert isinstance(sites.errors[0], PrivacyBudgetError)
+    assert isinstance(sites.errors[0], RefusedError) and sites.errors[0].exit_code == 5
     for k in (1, 2):
         assert "site 1 (site0) refused the run" in str(sites.errors[k]) and "max-epsilon" in str(sites.errors[k])
 

@@ -243,16 +243,14 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=
         threads.append(threading.Thread(target=site, args=(k, t)))
         threads[-1].start()
     try:
-        fleet.gather(30)
-        spec = None
-        if secure:
-            import os as _os
-
-            spec = {"public_keys": [s.hello["x25519"] for s in fleet.sites], "run_id": _os.urandom(16).hex(),
-                    "scale_bits": bits}
-        body = plan.to_dict()
-        fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
         try:
+            fleet.gather(30)
+            spec = None
+            if secure:
+                spec = {"public_keys": [s.hello["x25519"] for s in fleet.sites], "run_id": os.urandom(16).hex(),
+                        "scale_bits": bits}
+            body = plan.to_dict()
+            fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
             result = quiet(run, plan, fleet)
             fleet.close(ok=True)
         except BnslError as exc:

@@ -279,6 +279,9 @@ def test_close_ends_a_connection_that_never_said_hello():
             break
         time.sleep(0.02)
     assert fleet._links, "the connection never reached the coordinator"
+    # gather takes it in as a connection whose HELLO is due, then gives up on the run (as on Ctrl-C)
+    with pytest.raises(FederationError, match="only 0 of 2 sites joined"):
+        fleet.gather(0.5)
     t0 = time.monotonic()
     fleet.close()
     th.join(10)

@@ -77,7 +77,11 @@ def command(
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
-    """Join a networked run as one site (the coordinator runs bnsl serve)."""
+    """Join a networked run as one site (the coordinator runs bnsl serve).
+
+    Exit codes: 0 ok; 2 usage; 3 bad data; 5 this site refused the plan (beyond its limits);
+    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C.
+    """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
     from bnsl_cli.federated.net.tls import split_hostport

@@ -76,7 +76,11 @@ def _serve(
     workers: Optional[str] = typer.Option(None, "--workers", hidden=True),
     **learn_options,
 ) -> None:
-    """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs."""
+    """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
+
+    Exit codes: 0 ok; 2 usage; 3 bad data (sites whose columns differ); 5 a site refused the plan;
+    6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C.
+    """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
     from bnsl_cli.federated.net.tls import split_hostport

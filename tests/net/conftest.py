@@ -79,6 +79,16 @@ def small_world(tmp_path_factory, certs):
     return certs, write_sites(tmp_path_factory.mktemp("small"), [t.X for t in tabs], sim.names)
 
 
+@pytest.fixture(scope="session")
+def site_tables():
+    """Three in-memory sites (d = 6, 400 rows each; tables named site0..site2) for in-process runs."""
+    from bnsl_cli.io.data import Table
+    from tests._sim import simulated_tables
+
+    _, t = simulated_tables(6, 3, 400, 7)
+    return [Table(x.X, x.names, f"site{k}") for k, x in enumerate(t)]
+
+
 # -- parties as subprocesses ---------------------------------------------------------------------
 
 

@@ -191,19 +191,26 @@ def test_site_killed_mid_run(world, tmp_path):
     assert no_outputs(out)
 
 
+def _interrupt_the_coordinator(coord, sites, out, says="interrupted"):
+    """SIGINT to ``coord``: it ends at once (a hang fails here) with 130 and one line, each of
+    ``sites`` with 6 and one line saying why — told at once, not after its --timeout of 600 s —
+    and no output is left."""
+    coord.send_signal(signal.SIGINT)
+    code, _, err = coord.done(timeout=30)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err and len(error_lines(err)) == 1
+    for s in sites:
+        c, _, e = s.done(timeout=30)
+        assert c == 6 and says in e and "Traceback" not in e and len(error_lines(e)) == 1
+    assert no_outputs(out)
+
+
 def test_ctrl_c_on_the_coordinator_waiting_for_sites(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
     coord, port = serve(certs, out, participants=3)
     site = join(certs, port, paths[0], "site1", "--allow-non-private", "--timeout", "600")
     coord.wait_for("site 'site1.csv' joined")  # the coordinator holds the site's connection
-    coord.send_signal(signal.SIGINT)
-    code, _, err = coord.done(timeout=30)  # (a hang fails here)
-    assert code == 130 and "interrupted" in err and "Traceback" not in err and len(error_lines(err)) == 1
-    # the site is told at once, not after its --timeout of 600 s
-    c, _, e = site.done(timeout=30)
-    assert c == 6 and "interrupted" in e and "Traceback" not in e and len(error_lines(e)) == 1
-    assert no_outputs(out)
+    _interrupt_the_coordinator(coord, [site], out)
 
 
 def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
@@ -213,14 +220,8 @@ def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
     others = [join(certs, port, paths[k], f"site{k + 1}", "--allow-non-private", "--timeout", "600") for k in (0, 2)]
     # site 2 stalls 3 s on each message from its third on: the coordinator is then waiting mid-run
     slow = _slow_site(certs, port, paths[1], tmp_path / "slow.jsonl", stall_from=3, secs=3)
-    coord.send_signal(signal.SIGINT)
-    code, _, err = coord.done(timeout=30)
-    assert code == 130 and "interrupted" in err and "Traceback" not in err and len(error_lines(err)) == 1
-    for s in others:
-        c, _, e = s.done(timeout=30)
-        assert c == 6 and "interrupted (Ctrl-C)" in e and "Traceback" not in e and len(error_lines(e)) == 1
+    _interrupt_the_coordinator(coord, others, out, says="the coordinator was interrupted (Ctrl-C)")
     slow.communicate(timeout=30)
-    assert no_outputs(out)
 
 
 def test_ctrl_c_on_a_site_stops_everyone(world, tmp_path):

@@ -27,10 +27,10 @@ from tests.net.conftest import networked, quiet  # noqa: E402
 D, P = 6, 3
 
 
-@pytest.fixture(scope="module")
-def tables():
-    _, t = simulated_tables(D, P, 400, 7)
-    return [Table(x.X, x.names, f"site{k}") for k, x in enumerate(t)]
+@pytest.fixture
+def tables(site_tables):
+    assert (site_tables[0].d, len(site_tables)) == (D, P)
+    return site_tables
 
 
 def _limits(**kw):

@@ -165,6 +165,9 @@ def _serve(
             "secure_sum": spec is not None,
             "secure_sum_bits": secure_sum_bits if spec is not None else None,
             "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
+            # a private site sends no compute time (it depends on its rows and is no release)
+            "participant_timing": "reply times observed by the coordinator (network included)" if plan.private
+            else "compute times reported by the sites",
         }
         if od is not None:
             from bnsl_cli.cli.learn import _write_outputs

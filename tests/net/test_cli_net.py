@@ -269,6 +269,7 @@ def test_private_run_with_secure_sum_transcripts_match_the_report(world, tmp_pat
     assert code == 0, err
     rep = json.loads((out / "report.json").read_text())
     assert rep["network"]["secure_sum"] is True
+    assert rep["network"]["participant_timing"].startswith("reply times observed by the coordinator")
     for k in range(3):
         recs = _records(tmp_path / f"t{k + 1}.jsonl")
         sent = [r for r in recs if r["event"] == "sent"]

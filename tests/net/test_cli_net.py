@@ -224,7 +224,24 @@ def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
     slow.communicate(timeout=30)
 
 
-def test_ctrl_c_on_a_site_stops_everyone(world, tmp_path):
+def test_ctrl_c_on_a_site_mid_run_stops_everyone(world, tmp_path):
+    certs, paths = world
+    out = tmp_path / "out"
+    coord, port = serve(certs, out)
+    site1, site3 = (join(certs, port, paths[k], f"site{k + 1}", "--allow-non-private", "--timeout", "600") for k in (0, 2))
+    slow = _slow_site(certs, port, paths[1], tmp_path / "slow.jsonl", stall_from=3, secs=2)  # the run is under way
+    site1.send_signal(signal.SIGINT)
+    c, _, e = site1.done(timeout=30)
+    assert c == 130 and "interrupted" in e and "Traceback" not in e and len(error_lines(e)) == 1
+    code, _, err = coord.done(timeout=30)
+    assert code == 6 and len(error_lines(err)) == 1 and "site 1 (site1.csv)" in err and "Traceback" not in err
+    c, _, e = site3.done(timeout=30)
+    assert c == 6 and "site 1 (site1.csv)" in e and len(error_lines(e)) == 1 and "Traceback" not in e
+    slow.communicate(timeout=30)
+    assert no_outputs(out)
+
+
+def test_ctrl_c_on_a_site_before_the_plan(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
     coord, port = serve(certs, out, participants=2)

@@ -213,23 +213,26 @@ def test_ctrl_c_on_the_coordinator_waiting_for_sites(world, tmp_path):
     _interrupt_the_coordinator(coord, [site], out)
 
 
-def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
+def _mid_run(world, out, stall_s):
+    """A run under way: ``bnsl serve``, sites 1 and 3 (``bnsl join``), and site 2 stalling
+    ``stall_s`` seconds on each message from its third on (returned once it answered two)."""
     certs, paths = world
-    out = tmp_path / "out"
     coord, port = serve(certs, out)
-    others = [join(certs, port, paths[k], f"site{k + 1}", "--allow-non-private", "--timeout", "600") for k in (0, 2)]
-    # site 2 stalls 3 s on each message from its third on: the coordinator is then waiting mid-run
-    slow = _slow_site(certs, port, paths[1], tmp_path / "slow.jsonl", stall_from=3, secs=3)
-    _interrupt_the_coordinator(coord, others, out, says="the coordinator was interrupted (Ctrl-C)")
+    site1, site3 = (join(certs, port, paths[k], f"site{k + 1}", "--allow-non-private", "--timeout", "600") for k in (0, 2))
+    slow = _slow_site(certs, port, paths[1], out.parent / "slow.jsonl", stall_from=3, secs=stall_s)
+    return coord, site1, site3, slow
+
+
+def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
+    out = tmp_path / "out"
+    coord, site1, site3, slow = _mid_run(world, out, 3)  # the coordinator waits for site 2, mid-run
+    _interrupt_the_coordinator(coord, [site1, site3], out, says="the coordinator was interrupted (Ctrl-C)")
     slow.communicate(timeout=30)
 
 
 def test_ctrl_c_on_a_site_mid_run_stops_everyone(world, tmp_path):
-    certs, paths = world
     out = tmp_path / "out"
-    coord, port = serve(certs, out)
-    site1, site3 = (join(certs, port, paths[k], f"site{k + 1}", "--allow-non-private", "--timeout", "600") for k in (0, 2))
-    slow = _slow_site(certs, port, paths[1], tmp_path / "slow.jsonl", stall_from=3, secs=2)  # the run is under way
+    coord, site1, site3, slow = _mid_run(world, out, 2)
     site1.send_signal(signal.SIGINT)
     c, _, e = site1.done(timeout=30)
     assert c == 130 and "interrupted" in e and "Traceback" not in e and len(error_lines(e)) == 1

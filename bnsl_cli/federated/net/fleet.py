@@ -199,7 +199,7 @@ class NetworkFleet:
         site = SiteInfo(peer=context.peer())
         with self._lock:
             self._links.append(site)
-            closing = not self._accepting and self._closed
+            closing = self._closed  # close() has run: end at once
 
         def reader():
             try:

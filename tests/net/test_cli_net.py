@@ -234,13 +234,14 @@ def test_ctrl_c_on_a_site_mid_run_stops_everyone(world, tmp_path):
     out = tmp_path / "out"
     coord, site1, site3, slow = _mid_run(world, out, 2)
     site1.send_signal(signal.SIGINT)
-    c, _, e = site1.done(timeout=30)
-    assert c == 130 and "interrupted" in e and "Traceback" not in e and len(error_lines(e)) == 1
+    c1, _, e1 = site1.done(timeout=30)
     code, _, err = coord.done(timeout=30)
-    assert code == 6 and len(error_lines(err)) == 1 and "site 1 (site1.csv)" in err and "Traceback" not in err
-    c, _, e = site3.done(timeout=30)
-    assert c == 6 and "site 1 (site1.csv)" in e and len(error_lines(e)) == 1 and "Traceback" not in e
+    c3, _, e3 = site3.done(timeout=30)
     slow.communicate(timeout=30)
+    seen = f"site 1 ({c1}): {e1}\ncoordinator ({code}): {err}\nsite 3 ({c3}): {e3}"
+    assert c1 == 130 and "interrupted" in e1 and "Traceback" not in e1 and len(error_lines(e1)) == 1, seen
+    assert code == 6 and len(error_lines(err)) == 1 and "site 1 (site1.csv)" in err and "Traceback" not in err, seen
+    assert c3 == 6 and "site 1 (site1.csv)" in e3 and len(error_lines(e3)) == 1 and "Traceback" not in e3, seen
     assert no_outputs(out)
 
 

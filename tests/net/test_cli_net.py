@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
+from bnsl_cli.federated.net import frames as F  # noqa: E402
 from tests.net.conftest import BNSL, ENV, Party, error_lines, join, no_outputs, serve, tls  # noqa: E402
 
 
@@ -62,7 +63,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
         if "body" in r:  # the body as recorded is the body as sent: it hashes to the frame's sha256
             import hashlib
 
-            raw = bytes([{"HELLO": 1, "ACCEPT": 3, "SUMMARY": 6}[r["frame"]], 1]) + json.dumps(
+            raw = bytes([{"HELLO": 1, "ACCEPT": 3, "SUMMARY": 6}[r["frame"]], F.VERSION]) + json.dumps(
                 r["body"], separators=(",", ":")).encode()
             assert hashlib.sha256(raw).hexdigest() == r["sha256"] and len(raw) == r["bytes"]
     assert recs[-1] == {**recs[-1], "event": "end", "status": "ok"}

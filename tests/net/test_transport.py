@@ -77,9 +77,14 @@ class Sites:
 def test_frames_round_trip_and_reject_garbage():
     for raw in (F.control(F.HELLO, {"site": "a", "columns": ["x"], "rows": 3}), F.data(b"\x01" * 20), F.data(None)):
         assert F.encode(F.decode(raw)) == raw
-    for bad in (b"", b"\x01", b"\x04\x02abc", b"\x63\x01{}", b"\x01\x01not json", b"\x01\x01[1]", b"\x05\x01x"):
+    v = bytes([F.VERSION])
+    for bad in (b"", b"\x01", b"\x04" + bytes([F.VERSION + 1]) + b"abc", b"\x63" + v + b"{}", b"\x01" + v + b"not json",
+                b"\x01" + v + b"[1]", b"\x05" + v + b"x"):
         with pytest.raises(F.FrameError):
             F.decode(bad)
+    # a party of the previous release (version 1: unpacked SUMMARY events) is stopped on its first frame
+    with pytest.raises(F.FrameError, match=f"frame version 1 \\(this bnsl speaks version {F.VERSION}\\)"):
+        F.decode(b"\x01\x01" + F.control(F.HELLO, {"site": "a"})[2:])
 
 
 def test_networked_rounds_equal_in_process(tables):

@@ -37,7 +37,9 @@ __all__ = [
     "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data", "printable",
 ]
 
-VERSION = 1
+#: 2: a SUMMARY's privacy events are packed and a private site's SUMMARY has no ``compute_s``; an
+#: ABORT may say ``"refused": true``. A party of another version is refused on its first frame.
+VERSION = 2
 HELLO, PLAN, ACCEPT, DATA, EMPTY, SUMMARY, DONE, MASKED, FINISH, ABORT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 127
 KIND_NAMES = {
     HELLO: "HELLO", PLAN: "PLAN", ACCEPT: "ACCEPT", DATA: "DATA", EMPTY: "EMPTY",

@@ -1,7 +1,8 @@
 """The exception hierarchy of the bnsl library.
 
 The library never prints or exits; it raises these. The CLI maps them to exit codes:
-``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` -> 5, ``OptionError`` -> 2.
+``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` and
+``RefusedError`` -> 5, ``OptionError`` -> 2.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ __all__ = [
     "ShardMismatchError",
     "NoDagError",
     "PrivacyBudgetError",
+    "RefusedError",
     "OptionError",
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
@@ -45,6 +47,13 @@ class NoDagError(BnslError):
 
 class PrivacyBudgetError(BnslError):
     """The requested privacy budget is invalid or cannot be met."""
+
+    exit_code = 5
+
+
+class RefusedError(BnslError):
+    """A party refused a run plan beyond the limits it declared (method, rounds, ε, δ, releases,
+    seeded or split noise, standardisation, secure sums). Exit code 5, like a budget that cannot be met."""
 
     exit_code = 5
 

@@ -25,7 +25,12 @@ def command(
     allow_non_private: bool = typer.Option(
         False, "--allow-non-private", help="Also accept runs without differential privacy (exact updates leave the site)."
     ),
-    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse plans with more ADMM rounds than this."),
+    max_rounds: Optional[int] = typer.Option(
+        None, "--max-rounds",
+        help="Refuse plans with more ADMM rounds than this (fed-sparse, fed-bnsl: one exchange per round). It counts "
+        "ADMM rounds only: the column-statistics, standardisation and polish exchanges are not rounds, and "
+        "fed-moments (two exchanges, whatever its --rounds, which are the coordinator's NOTEARS steps) has none.",
+    ),
     methods: Optional[str] = typer.Option(
         None, "--methods", help="Comma-separated methods this site accepts (default: every federated method)."
     ),
@@ -43,6 +48,21 @@ def command(
         "1/P of a release's noise and its guarantee holds only against a party that sees the secure sum alone, "
         "while no other site colludes with it.",
     ),
+    refuse_standardize: bool = typer.Option(
+        False, "--refuse-standardize",
+        help="Refuse plans with --standardize (every site would learn on rows scaled with the pooled means and "
+        "standard deviations, which the coordinator then holds). fed-sparse and fed-bnsl send their shares of "
+        "those column statistics for the scale check either way: --require-secure-sum hides them.",
+    ),
+    require_secure_sum: bool = typer.Option(
+        False, "--require-secure-sum",
+        help="Refuse plans without secure aggregation (serve --secure-sum): the coordinator then learns only the "
+        "sums of the summable replies, never this site's own.",
+    ),
+    sep: Optional[str] = typer.Option(
+        None, "--sep", envvar="BNSL_SEP", show_default=False,
+        help="Field separator of SITE.csv: one character, or 'tab' \\[default: tab for .tsv, else ','] (as bnsl learn --sep).",
+    ),
     site_id: Optional[str] = typer.Option(
         None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
     ),
@@ -57,7 +77,11 @@ def command(
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
-    """Join a networked run as one site (the coordinator runs bnsl serve)."""
+    """Join a networked run as one site (the coordinator runs bnsl serve).
+
+    Exit codes: 0 ok; 2 usage; 3 bad data; 5 this site refused the plan (beyond its limits);
+    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C.
+    """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
     from bnsl_cli.federated.net.tls import split_hostport
@@ -79,7 +103,7 @@ def command(
     creds = credentials(ca, cert, key, insecure, host, "coordinator address")
     from bnsl_cli.io.data import read_table
 
-    table = read_table(csv)
+    table = read_table(csv, sep=sep)
     name = site_id or csv.name
     limits = {
         "max_epsilon": max_epsilon,
@@ -90,6 +114,8 @@ def command(
         "releases": None if releases is None else [r.strip() for r in releases.split(",") if r.strip()],
         "accept_seeded_noise": accept_seeded_noise,
         "accept_split_noise": accept_split_noise,
+        "refuse_standardize": refuse_standardize,
+        "require_secure_sum": require_secure_sum,
     }
     from bnsl_cli.federated.net.transcript import Transcript
     from bnsl_cli.federated.secure_sum import generate_keypair
@@ -172,10 +198,23 @@ def _plan_record_safe(body) -> dict:
         return {"plan_raw": str(body)[:2000]}
 
 
+#: Methods whose plan's ``rounds`` are ADMM rounds (one exchange with every site per round). For
+#: fed-moments ``rounds`` are the coordinator's NOTEARS steps on the pooled moments: no exchange.
+ADMM_METHODS = ("fed-sparse", "fed-bnsl")
+
+
+def admm_rounds(plan) -> int:
+    """The most ADMM rounds ``plan`` can run (what ``--max-rounds`` compares): 0 for fed-moments."""
+    return int(plan.rounds) if plan.method in ADMM_METHODS else 0
+
+
 def _check_plan(body: dict, table, limits: dict, name: str):
-    """The plan, this site's index and its rows in the plan's column order; raises (→ refusal)
-    when the plan is beyond this site's limits or does not match its data."""
-    from bnsl_cli.errors import BnslError, PrivacyBudgetError, ShardMismatchError
+    """The plan, this site's index and its rows in the plan's column order. Raises
+    :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond this site's limits,
+    :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
+    describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
+    from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
+    from bnsl_cli.federated.net.common import FederationError
     from bnsl_cli.plan import RunPlan
 
     try:
@@ -184,63 +223,74 @@ def _check_plan(body: dict, table, limits: dict, name: str):
     except BnslError:
         raise
     except Exception as exc:
-        raise BnslError(f"the coordinator's plan is malformed ({type(exc).__name__}: {exc})") from None
+        raise FederationError(f"the coordinator's plan is malformed ({type(exc).__name__}: {exc})") from None
     if not 0 <= index < plan.P:
-        raise BnslError(f"the coordinator gave this site index {index + 1} of {plan.P}")
+        raise FederationError(f"the coordinator gave this site index {index + 1} of {plan.P}")
     me = plan.participants[index]
     if me.label != name or me.rows != table.n:
-        raise BnslError(
+        raise FederationError(
             f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
         )
     if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
     idx = [table.names.index(n) for n in plan.names]
     X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    secure = bool(body.get("secure_sum"))
     if limits["methods"] is not None and plan.method not in limits["methods"]:
-        raise BnslError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")
-    if limits["max_rounds"] is not None and plan.rounds > limits["max_rounds"]:
-        raise BnslError(f"the plan runs up to {plan.rounds} rounds, more than --max-rounds {limits['max_rounds']}")
+        raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")
+    if limits["max_rounds"] is not None and admm_rounds(plan) > limits["max_rounds"]:
+        raise RefusedError(
+            f"the plan runs up to {admm_rounds(plan)} ADMM rounds, more than --max-rounds {limits['max_rounds']}"
+        )
+    if limits.get("refuse_standardize") and plan.standardize:
+        raise RefusedError(
+            "the plan standardises the rows with the pooled column statistics (--standardize); refused "
+            "(--refuse-standardize)"
+        )
+    if limits.get("require_secure_sum") and not secure:
+        raise RefusedError(
+            "the plan has no secure aggregation: the coordinator would see this site's summable replies "
+            "(column statistics, moments); refused (--require-secure-sum; the coordinator adds serve --secure-sum)"
+        )
     if not plan.private:
         if not limits["allow_non_private"]:
-            raise PrivacyBudgetError(
+            raise RefusedError(
                 "the coordinator asks for a non-private run (exact updates would leave this site); "
                 f"this site accepts private runs with ε ≤ {limits['max_epsilon']:g} only (--allow-non-private to accept)"
             )
         return plan, index, X
     pv = plan.privacy
     if limits["max_epsilon"] is None:
-        raise PrivacyBudgetError("the coordinator asks for a private run but this site set no --max-epsilon")
+        raise RefusedError("the coordinator asks for a private run but this site set no --max-epsilon")
     eps, _ = pv.spend()
     worst = max(eps, pv.epsilon)
     if not worst <= limits["max_epsilon"] * (1 + 1e-12):
-        raise PrivacyBudgetError(
+        raise RefusedError(
             f"the plan spends ε = {worst:.4g} (recomputed here from its release list), more than this site's "
             f"--max-epsilon {limits['max_epsilon']:g}"
         )
     if not pv.delta <= limits["max_delta"] * (1 + 1e-12):
-        raise PrivacyBudgetError(f"the plan's δ = {pv.delta:.3g} exceeds this site's --max-delta {limits['max_delta']:.3g}")
+        raise RefusedError(f"the plan's δ = {pv.delta:.3g} exceeds this site's --max-delta {limits['max_delta']:.3g}")
     if limits["releases"] is not None:
         kinds = sorted({getattr(r.kind, "value", str(r.kind)) for r in pv.releases})
         bad = [k for k in kinds if k not in limits["releases"]]
         if bad:
-            raise PrivacyBudgetError(f"the plan releases {', '.join(bad)}, not among --releases {','.join(limits['releases'])}")
+            raise RefusedError(f"the plan releases {', '.join(bad)}, not among --releases {','.join(limits['releases'])}")
     split = max(int(getattr(r, "split", 1)) for r in pv.releases)
     if split > 1:
         if not limits.get("accept_split_noise"):
-            raise PrivacyBudgetError(
+            raise RefusedError(
                 "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
                 "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
             )
-        if not body.get("secure_sum") or split != plan.P:
-            raise PrivacyBudgetError(
-                "the plan splits DP noise " + ("without a secure sum" if not body.get("secure_sum")
+        if not secure or split != plan.P:
+            raise RefusedError(
+                "the plan splits DP noise " + ("without a secure sum" if not secure
                                                else f"over {split} sites but has {plan.P}") + "; refused"
             )
     if plan.seed is not None and not limits["accept_seeded_noise"]:
-        raise PrivacyBudgetError(
+        raise RefusedError(
             "the plan seeds the DP noise (--seed): the coordinator could reproduce and remove this site's noise; "
             "refused (--accept-seeded-noise for tests)"
         )
     return plan, index, X
-
-

@@ -2,8 +2,11 @@
 from their HELLOs, and runs the same rounds as ``bnsl learn`` with the sites' participants reached
 over gRPC; it writes the same outputs.
 
-The learn options are ``bnsl learn``'s own (this command's signature is built from that command's,
-minus the shard arguments and ``--workers``), so both always offer the same choices.
+The learn options are ``bnsl learn``'s own (this command's signature is built from that command's),
+so both always offer the same choices. Every parameter of ``bnsl learn`` is classified below —
+:data:`RUN_OPTIONS` go into the run plan, :data:`OUTPUT_OPTIONS` say what the coordinator writes,
+:data:`NOT_HERE` make sense only where the rows are (they are not offered) — and a test fails when
+learn gains a parameter that is in none of them.
 """
 
 from __future__ import annotations
@@ -18,11 +21,25 @@ import typer
 
 from bnsl_cli.cli import common
 
-#: learn parameters that make no sense for a coordinator (it holds no rows)
-_DROP = {"shards", "files_from", "workers", "sep", "ctx"}
+#: learn options that go into the LearnConfig, hence the run plan the sites check (DPConfig fields
+#: under ``--dp``; ``dp`` and ``epsilon`` select it)
+RUN_OPTIONS = frozenset({
+    "method", "lam", "threshold", "rounds", "steps", "rho1", "rho2", "rho1_growth", "rho2_growth", "snap",
+    "acyclicity", "polish", "standardize", "seed", "personal", "trace",
+    "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "public_means",
+    "value_bound", "clip_levels",
+})
+#: learn options about what the coordinator writes and prints
+OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "quiet", "force"})
+#: learn parameters that make sense only where the rows are: the shard arguments, the CSV
+#: separator (bnsl join --sep), the worker processes that host participants (each site is one)
+NOT_HERE = frozenset({"shards", "files_from", "sep", "workers"})
+#: learn's click context: serve has its own (``ctx`` below), used the same way
+_CONTEXT = frozenset({"ctx"})
 
 
 def _serve(
+    ctx: typer.Context,
     participants: int = typer.Option(..., "--participants", "-P", help="Number of sites that must join."),
     listen: str = typer.Option(
         "127.0.0.1:7443", "--listen", help="HOST:PORT to listen on (0.0.0.0:7443 for every interface; port 0 picks a free one)."
@@ -53,13 +70,28 @@ def _serve(
     port_file: Optional[Path] = typer.Option(
         None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
     ),
+    # learn's NOT_HERE options, hidden: given to serve, they are a usage error that says where they belong
+    sep: Optional[str] = typer.Option(None, "--sep", hidden=True),
+    files_from: Optional[str] = typer.Option(None, "--files-from", hidden=True),
+    workers: Optional[str] = typer.Option(None, "--workers", hidden=True),
     **learn_options,
 ) -> None:
-    """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs."""
+    """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
+
+    Exit codes: 0 ok; 2 usage; 3 bad data (sites whose columns differ); 5 a site refused the plan;
+    6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C.
+    """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
     from bnsl_cli.federated.net.tls import split_hostport
 
+    for given, option, where in (
+        (sep, "--sep", "each site's separator: bnsl join --sep"),
+        (files_from, "--files-from", "each site names its own CSV: bnsl join HOST:PORT SITE.csv"),
+        (workers, "--workers", "each site is one participant process"),
+    ):
+        if given is not None:
+            raise common.fail(f"{option} belongs where the rows are, not on the coordinator ({where})", 2)
     need_grpc()
     console = common.err_console
     if participants < 1:
@@ -70,8 +102,7 @@ def _serve(
     from bnsl_cli.cli.netopts import credentials
 
     creds = credentials(ca, cert, key, insecure, host, "--listen")
-    cfg = _config(learn_options)
-    cfg.check()
+    cfg = _config(learn_options, ctx)
     if split_noise and not secure_sum:
         raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
     if split_noise and (cfg.dp is None or cfg.method != "fed-moments"):
@@ -134,6 +165,9 @@ def _serve(
             "secure_sum": spec is not None,
             "secure_sum_bits": secure_sum_bits if spec is not None else None,
             "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
+            # a private site sends no compute time (it depends on its rows and is no release)
+            "participant_timing": "reply times observed by the coordinator (network included)" if plan.private
+            else "compute times reported by the sites",
         }
         if od is not None:
             from bnsl_cli.cli.learn import _write_outputs
@@ -165,12 +199,22 @@ def _serve(
         sys.stdout.write(edges_csv_text(result.W, result.names))
 
 
-def _config(opts: dict):
-    """A :class:`~bnsl_cli.plan.LearnConfig` from ``bnsl learn``'s options (matched by name)."""
+def _config(opts: dict, ctx=None):
+    """A checked :class:`~bnsl_cli.plan.LearnConfig` from the :data:`RUN_OPTIONS` of ``bnsl
+    learn`` (matched by name; ``BNSL_EPSILON``/``BNSL_DELTA`` set for private runs do not concern a
+    non-private one, as in learn). The one place serve checks the options (``cfg.check()``)."""
     from dataclasses import fields
 
     from bnsl_cli.plan import DPConfig, LearnConfig
 
+    unknown = set(opts) - RUN_OPTIONS - OUTPUT_OPTIONS
+    if unknown:  # a learn option this module has not classified: never ignore it silently
+        raise RuntimeError(f"bnsl serve: unclassified learn option(s) {sorted(unknown)}")
+    opts = {k: v for k, v in opts.items() if k in RUN_OPTIONS}
+    if ctx is not None and not opts.get("dp"):
+        for name in ("epsilon", "delta"):
+            if common.from_env(ctx, name):
+                opts[name] = None
     dp = None
     if opts.get("dp"):
         if opts.get("epsilon") is None:
@@ -178,8 +222,10 @@ def _config(opts: dict):
         dp = DPConfig(**{f.name: opts[f.name] for f in fields(DPConfig) if f.name in opts})
     elif opts.get("epsilon") is not None:
         raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
-    kw = {f.name: opts[f.name] for f in fields(LearnConfig) if f.name in opts and f.name not in ("dp", "workers")}
-    return LearnConfig(**kw, dp=dp, workers=1)
+    kw = {f.name: opts[f.name] for f in fields(LearnConfig) if f.name in opts and f.name != "dp"}
+    cfg = LearnConfig(**kw, dp=dp, workers=1)
+    cfg.check()
+    return cfg
 
 
 def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32):
@@ -227,7 +273,7 @@ def _build():
     extra = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=learn_hints.get(name, p.annotation))
         for name, p in inspect.signature(_learn.command).parameters.items()
-        if name not in _DROP and name not in names
+        if name not in NOT_HERE | _CONTEXT and name not in names
     ]
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
 

@@ -1,15 +1,9 @@
 """Secure aggregation for every method: networked runs on loopback (3 sites, real gRPC, the sites in
 threads and one run with subprocesses) equal the in-process run up to the fixed-point rounding, and
-the coordinator only ever holds sums of the summable replies.
-
-The subprocess run has its own small helpers (d = 6; ``tests/net/test_cli_net.py``'s shared
-fixtures are d = 10 and in flux), built the same way: ``bnsl certs``' ``make_certs``, ``--port-file``.
+the coordinator only ever holds sums of the summable replies. (Helpers and fixtures: conftest.py.)
 """
 
 import json
-import os
-import threading
-import warnings
 
 import numpy as np
 import pytest
@@ -17,56 +11,22 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.errors import BnslError  # noqa: E402
 from bnsl_cli.federated.messages import HEADER  # noqa: E402
-from bnsl_cli.federated.net import frames as F  # noqa: E402
 from bnsl_cli.federated.net.common import FederationError  # noqa: E402
-from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
-from bnsl_cli.federated.net.site import run_site  # noqa: E402
 from bnsl_cli.federated.roles import make_participant  # noqa: E402
-from bnsl_cli.federated.secure_sum import (  # noqa: E402
-    ALL_SITES, SecureSumRangeError, generate_keypair, summable_span,
-)
+from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summable_span  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.run import participant_rngs, run, run_tables  # noqa: E402
-from tests._sim import simulated_tables  # noqa: E402
+from tests.net.conftest import join, networked, quiet, serve  # noqa: E402
 
 D, P = 6, 3
 
 
-@pytest.fixture(scope="module")
-def tables():
-    _, t = simulated_tables(D, P, 400, 7)
-    return [Table(x.X, x.names, f"site{k}") for k, x in enumerate(t)]
-
-
-def _quiet(fn, *a, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*a, **kw)
-
-
-class Spy:
-    """Wraps a fleet's ``exchange``: records every list of replies the coordinator is handed, and
-    every MASKED frame body that arrived."""
-
-    def __init__(self, fleet):
-        self.fleet, self.handed, self.masked = fleet, [], []
-        orig_next, orig_ex = fleet._next, fleet.exchange
-
-        def _next(site, *a, **kw):
-            frame = orig_next(site, *a, **kw)
-            if frame.kind == F.MASKED:
-                self.masked.append((site.index, frame.body))
-            return frame
-
-        def exchange(msg):
-            out = orig_ex(msg)
-            self.handed.append(out)
-            return out
-
-        fleet._next, fleet.exchange = _next, exchange
+@pytest.fixture
+def tables(site_tables):
+    assert (site_tables[0].d, len(site_tables)) == (D, P)
+    return site_tables
 
 
 class Recording:
@@ -89,50 +49,6 @@ class Recording:
 
     def finish(self):
         return self.inner.finish()
-
-
-def networked(plan, tables, *, secure=True, bits=32, part_for=None):
-    """``run(plan)`` with the coordinator's fleet on loopback and one site per table in a thread.
-    Returns ``(result or exception, spy, the sites' errors)``."""
-    keys = [generate_keypair() for _ in tables]
-    rngs = participant_rngs(plan) if plan.private else [None] * plan.P
-    fleet = NetworkFleet("127.0.0.1:0", plan.P, timeout=30)
-    fleet.secure_sum, fleet.scale_bits = secure, bits
-    spy = Spy(fleet)
-    errors, threads = {}, []
-
-    def site(k, t):
-        make = part_for or (lambda plan, k, X, rng: make_participant(plan, k, X, rng))
-        try:
-            run_site(f"127.0.0.1:{fleet.port}",
-                     {"site": f"site{k}", "columns": list(t.names), "rows": t.n, "x25519": keys[k][1].hex()},
-                     lambda body: make(plan, body["index"], t.X, rngs[body["index"]]),
-                     secure_key=keys[k][0], connect_timeout=5, timeout=30)
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            errors[k] = exc
-
-    for k, t in enumerate(tables):
-        threads.append(threading.Thread(target=site, args=(k, t)))
-        threads[-1].start()
-    try:
-        fleet.gather(30)
-        spec = None
-        if secure:
-            spec = {"public_keys": [s.hello["x25519"] for s in fleet.sites], "run_id": os.urandom(16).hex(),
-                    "scale_bits": bits}
-        fleet.start(lambda i: {"index": i, "secure_sum": spec})
-        try:
-            result = _quiet(run, plan, fleet)
-            fleet.close(ok=True)
-        except BnslError as exc:
-            fleet.abort(f"the coordinator stopped: {exc}")
-            result = exc
-    finally:
-        fleet.close()
-        for th in threads:
-            th.join(30)
-            assert not th.is_alive()
-    return result, spy, errors
 
 
 CASES = {
@@ -172,7 +88,7 @@ SUMMED = {
 def test_secure_run_equals_in_process(tables, case):
     plan = RunPlan.resolve(CASES[case], Shapes.of_tables(tables))
     rec = Recording(plan, tables)
-    local = _quiet(run, plan, rec)
+    local = quiet(run, plan, rec)
     got, spy, errors = networked(plan, tables)
     assert not errors, errors
     assert not isinstance(got, Exception), got
@@ -225,7 +141,7 @@ def test_without_secure_sum_networked_equals_in_process_bit_for_bit(tables, meth
     """The same message bytes over the network (fed-moments ends with FINISH; the standardisation
     broadcast is answered with EMPTY and does not end a site's run)."""
     plan = RunPlan.resolve(LearnConfig(method=method, standardize=True, rounds=30), Shapes.of_tables(tables))
-    local = _quiet(run_tables, plan, tables)
+    local = quiet(run_tables, plan, tables)
     got, spy, errors = networked(plan, tables, secure=False)
     assert not errors and not isinstance(got, Exception), (errors, got)
     assert np.count_nonzero(local.W) >= 2
@@ -271,84 +187,25 @@ def test_value_out_of_range_is_refused_at_the_site(tables):
 
 # -- one run with real processes and mutual TLS ------------------------------------------------
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-BNSL = [sys.executable, "-m", "bnsl_cli"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COLUMNS": "200"}
-
-
-def _tls(root, party):
-    c = root / "certs"
-    return ["--ca", str(c / "ca.pem"), "--cert", str(c / f"{party}.pem"), "--key", str(c / f"{party}.key")]
-
-
-def _serve(root, out, *args):
-    port_file = out.parent / (out.name + ".port")
-    proc = subprocess.Popen(
-        BNSL + ["serve", "-P", str(P), "--listen", "127.0.0.1:0", "--port-file", str(port_file), "--join-timeout", "40",
-                "--timeout", "20", "--out", str(out), *_tls(root, "coordinator"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-    )
-    for _ in range(600):
-        if port_file.exists() and port_file.read_text().strip():
-            return proc, int(port_file.read_text())
-        if proc.poll() is not None:
-            raise AssertionError(f"serve exited early: {proc.stderr.read()}")
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("serve did not start")
-
-
-def _join(root, port, csv, party, *args):
-    return subprocess.Popen(BNSL + ["join", f"127.0.0.1:{port}", str(csv), *_tls(root, party), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-
-
-def _done(proc, timeout=60):
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    return proc.returncode, out, err
-
-
-@pytest.fixture(scope="module")
-def small_world(tmp_path_factory):
-    from bnsl_cli.federated.net.tls import make_certs
-
-    root = tmp_path_factory.mktemp("secnet")
-    sim, tabs = simulated_tables(D, P, 300, 9)
-    (root / "shards").mkdir()
-    paths = []
-    for k, t in enumerate(tabs):
-        p = root / "shards" / f"site{k + 1}.csv"
-        np.savetxt(p, t.X, delimiter=",", header=",".join(sim.names), comments="", fmt="%.10g")
-        paths.append(p)
-    make_certs(root / "certs", ["coordinator", "site1", "site2", "site3"])
-    return root, paths
-
 
 def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     """bnsl serve --secure-sum and three bnsl join processes (mutual TLS) against the same plan run in
     process on the same CSVs."""
     from bnsl_cli.io.data import read_table
 
-    root, paths = small_world
+    certs, paths = small_world
     opts = ["--method", "fed-bnsl", "--dp", "--epsilon", "20", "--value-bound", "20", "--rounds", "20", "--seed", "2"]
     out = tmp_path / "served"
-    serve, port = _serve(root, out, *opts, "--secure-sum")
-    sites = [_join(root, port, p, f"site{k + 1}", "--max-epsilon", "20", "--accept-seeded-noise",
+    coord, port = serve(certs, out, *opts, "--secure-sum")
+    sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "20", "--accept-seeded-noise",
                    "--transcript", str(tmp_path / f"t{k + 1}.jsonl")) for k, p in enumerate(paths)]
     cfg = LearnConfig(method="fed-bnsl", dp=DPConfig(epsilon=20, value_bound=20.0), rounds=20, seed=2, workers=1)
     tabs = [read_table(p) for p in paths]
-    local = _quiet(run_tables, RunPlan.resolve(cfg, Shapes.of_tables(tabs)), tabs)
+    local = quiet(run_tables, RunPlan.resolve(cfg, Shapes.of_tables(tabs)), tabs)
     for s in sites:
-        code, _, err = _done(s)
+        code, _, err = s.done()
         assert code == 0, err
-    code, _, err = _done(serve)
+    code, _, err = coord.done()
     assert code == 0, err
     a = json.loads((out / "report.json").read_text())
     assert a["network"]["secure_sum"] is True and a["network"]["secure_sum_bits"] == 32

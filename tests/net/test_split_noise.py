@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.errors import PrivacyBudgetError  # noqa: E402
+from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.split import split_noise_plan  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
-from tests.net.test_secure_methods import networked  # noqa: E402
+from tests.net.conftest import networked  # noqa: E402
 
 P = 3
 
@@ -68,9 +68,9 @@ def test_a_site_refuses_split_noise_unless_it_opted_in_and_the_sum_is_secure(tab
     sp = split_noise_plan(_plan(tables))
     spec = {"public_keys": ["00" * 32] * P, "run_id": "00" * 16, "scale_bits": 32}
     body = {"plan": sp.to_dict(), "index": 0, "secure_sum": spec}
-    with pytest.raises(PrivacyBudgetError, match="--accept-split-noise"):
+    with pytest.raises(RefusedError, match="--accept-split-noise"):
         _check_plan(body, tables[0], _limits(), "site0")
-    with pytest.raises(PrivacyBudgetError, match="without a secure sum"):
+    with pytest.raises(RefusedError, match="without a secure sum"):
         _check_plan({**body, "secure_sum": None}, tables[0], _limits(accept_split_noise=True), "site0")
     plan, index, _ = _check_plan(body, tables[0], _limits(accept_split_noise=True), "site0")
     assert index == 0 and plan == sp

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.errors import PrivacyBudgetError  # noqa: E402
+from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule  # noqa: E402
 from bnsl_cli.federated.fleet import LocalFleet  # noqa: E402
 from bnsl_cli.federated.messages import SparseEntries, SparseUpdate  # noqa: E402
@@ -77,9 +77,14 @@ class Sites:
 def test_frames_round_trip_and_reject_garbage():
     for raw in (F.control(F.HELLO, {"site": "a", "columns": ["x"], "rows": 3}), F.data(b"\x01" * 20), F.data(None)):
         assert F.encode(F.decode(raw)) == raw
-    for bad in (b"", b"\x01", b"\x04\x02abc", b"\x63\x01{}", b"\x01\x01not json", b"\x01\x01[1]", b"\x05\x01x"):
+    v = bytes([F.VERSION])
+    for bad in (b"", b"\x01", b"\x04" + bytes([F.VERSION + 1]) + b"abc", b"\x63" + v + b"{}", b"\x01" + v + b"not json",
+                b"\x01" + v + b"[1]", b"\x05" + v + b"x"):
         with pytest.raises(F.FrameError):
             F.decode(bad)
+    # a party of the previous release (version 1: unpacked SUMMARY events) is stopped on its first frame
+    with pytest.raises(F.FrameError, match=f"frame version 1 \\(this bnsl speaks version {F.VERSION}\\)"):
+        F.decode(b"\x01\x01" + F.control(F.HELLO, {"site": "a"})[2:])
 
 
 def test_networked_rounds_equal_in_process(tables):
@@ -292,7 +297,7 @@ def test_mismatched_columns_name_the_site(tables):
 def test_site_refusal_stops_everyone(tables):
     def refuse(k, plan):
         if k == 0:
-            raise PrivacyBudgetError("ε = 9 exceeds --max-epsilon 5")
+            raise RefusedError("ε = 9 exceeds --max-epsilon 5")
 
     fleet = NetworkFleet("127.0.0.1:0", P, timeout=20)
     sites = Sites(fleet.port, tables, _parts(tables), on_plan=refuse)
@@ -303,7 +308,7 @@ def test_site_refusal_stops_everyone(tables):
     finally:
         fleet.close()
     sites.join()
-    assert isinstance(sites.errors[0], PrivacyBudgetError)
+    assert isinstance(sites.errors[0], RefusedError) and sites.errors[0].exit_code == 5
     for k in (1, 2):
         assert "site 1 (site0) refused the run" in str(sites.errors[k]) and "max-epsilon" in str(sites.errors[k])
 

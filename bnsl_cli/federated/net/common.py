@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from bnsl_cli.errors import BnslError, PrivacyBudgetError, ShardMismatchError
+from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
 from bnsl_cli.federated.net.frames import MAX_DATA_BYTES
 
-__all__ = ["METHOD", "CHANNEL_OPTIONS", "FederationError", "SiteRefusedError", "ColumnMismatchError", "need_grpc"]
+__all__ = [
+    "METHOD", "CHANNEL_OPTIONS", "FederationError", "SiteRefusedError", "ColumnMismatchError", "need_grpc",
+    "pack_events", "unpack_events",
+]
 
 #: The one RPC: a bidirectional stream of frames, opened by the site, kept for the whole run.
 METHOD = "/bnsl.federation.v1.Federation/Session"
@@ -33,8 +36,10 @@ class FederationError(BnslError):
     exit_code = 6
 
 
-class SiteRefusedError(PrivacyBudgetError):
-    """A site refused the run plan (method, rounds, ε/δ or releases beyond its limits). Exit code 5."""
+class SiteRefusedError(RefusedError):
+    """A site refused the run plan (method, rounds, ε/δ, releases, seeded or split noise,
+    standardisation or a missing secure sum: beyond its limits). Exit code 5 on the coordinator;
+    the refusing site exits 5 too, every other site 6 (:class:`FederationError`)."""
 
 
 class ColumnMismatchError(ShardMismatchError):
@@ -56,3 +61,49 @@ def need_grpc():
             "networked runs need the optional extra: pip install 'bnsl-cli[net]' (grpcio, cryptography)"
         ) from None
     return grpc
+
+
+#: One packed privacy event: the index of its kind (release, mechanism, split) in ``kinds``, then
+#: what varies between records of one kind. Derived numbers (ρ, noise multiplier) are recomputed.
+PACKED_EVENT_ROW = ("kind", "sensitivity", "noise_scale", "count")
+
+
+def pack_events(events: list) -> dict:
+    """A participant's event dicts (``PrivacyEvent.to_dict()``) in the compact form a SUMMARY
+    carries: ``{"kinds": [[release, mechanism, split], ...], "rows": [[kind, sensitivity,
+    noise_scale, count], ...]}``, in the same order. Under adaptive clip levels a DP-PGCD run has one
+    event per round and step kind (d = 20, 50 rounds: ~700), and the derived fields and the split
+    assumption text repeated in each made most of their size."""
+    kinds: list = []
+    index: dict = {}
+    rows = []
+    for ev in events:
+        k = (str(ev["release"]), str(ev["mechanism"]), int(ev.get("split", 1)))
+        if k not in index:
+            index[k] = len(kinds)
+            kinds.append(list(k))
+        rows.append([index[k], ev["sensitivity"], ev["noise_scale"], ev["count"]])
+    return {"kinds": kinds, "rows": rows}
+
+
+def unpack_events(packed) -> list:
+    """The event dicts of :func:`pack_events` (as ``PrivacyEvent.to_dict()`` gives them);
+    ``ValueError`` for anything malformed."""
+    import math
+
+    from bnsl_cli.privacy.ledger import PrivacyEvent
+
+    try:
+        kinds, rows = packed["kinds"], packed["rows"]
+        out = []
+        for row in rows:
+            kind, sensitivity, noise, count = row
+            if not 0 <= int(kind) < len(kinds):
+                raise IndexError(f"event kind {kind} of {len(kinds)}")
+            release, mechanism, split = kinds[int(kind)]
+            ev = PrivacyEvent(release, mechanism, float(sensitivity), math.inf if noise is None else float(noise),
+                              int(count), int(split))
+            out.append(ev.to_dict())
+        return out
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed privacy events ({type(exc).__name__}: {exc})") from None

@@ -28,6 +28,7 @@ from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import (
     METHOD,
+    unpack_events,
     SERVER_OPTIONS,
     SERVICE,
     ColumnMismatchError,
@@ -115,6 +116,10 @@ class SiteInfo:
     hello: Optional[dict] = None
     index: int = -1
     closed: bool = False
+    #: when the last frame from this site arrived (monotonic clock), and the seconds it took to
+    #: answer the broadcasts so far as the coordinator saw them (network included)
+    arrived: float = 0.0
+    reply_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -157,8 +162,12 @@ class NetworkFleet:
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)
         self.sites: list[SiteInfo] = []
+        #: every connection that ever reached the handler (joined or not): :meth:`close` ends each,
+        #: so no site waits for its --timeout and no handler thread outlives the fleet
+        self._links: list[SiteInfo] = []
         self._arrivals: "queue.Queue[SiteInfo]" = queue.Queue()
         self._accepting = True
+        self._closed = False
         self._lock = threading.Lock()
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=self.n + 8, thread_name_prefix="bnsl-net"),
@@ -188,10 +197,14 @@ class NetworkFleet:
     # ---- the gRPC handler: one call per site, kept for the whole run -------------------------
     def _session(self, request_iterator, context):
         site = SiteInfo(peer=context.peer())
+        with self._lock:
+            self._links.append(site)
+            closing = self._closed  # close() has run: end at once
 
         def reader():
             try:
                 for raw in request_iterator:
+                    site.arrived = time.monotonic()
                     try:
                         site.inbox.put(F.decode(raw))
                     except F.FrameError as exc:
@@ -205,6 +218,8 @@ class NetworkFleet:
         threading.Thread(target=reader, daemon=True, name="bnsl-net-reader").start()
         with self._lock:
             accepting = self._accepting
+        if closing:
+            return
         if not accepting:
             yield F.control(F.ABORT, {"reason": "the coordinator is not accepting sites (run full or over)"})
             return
@@ -216,8 +231,7 @@ class NetworkFleet:
             yield item
 
     # ---- receiving --------------------------------------------------------------------------
-    def _next(self, site: SiteInfo, deadline: float, waiting_for: str, abort_as: str = "aborted the run",
-              abort_cls=FederationError) -> F.Frame:
+    def _next(self, site: SiteInfo, deadline: float, waiting_for: str) -> F.Frame:
         left = deadline - time.monotonic()
         try:
             item = site.inbox.get(timeout=max(left, 0.0))
@@ -230,7 +244,9 @@ class NetworkFleet:
             raise self._fail(site, f"{detail} while the coordinator waited for {waiting_for}")
         if item.kind == F.ABORT:
             reason = F.printable(item.body.get("reason", "no reason given"))
-            raise self._fail(site, f"{abort_as}: {reason}", tell_site=False, cls=abort_cls)
+            if item.body.get("refused") is True:  # the plan is beyond the site's limits (exit 5)
+                raise self._fail(site, f"refused the run: {reason}", tell_site=False, cls=SiteRefusedError)
+            raise self._fail(site, f"aborted the run: {reason}", tell_site=False)
         return item
 
     def _fail(self, site: Optional[SiteInfo], why: str, tell_site: bool = True, cls=FederationError):
@@ -354,7 +370,7 @@ class NetworkFleet:
             s.send(F.control(F.PLAN, plan_for(s.index)))
         deadline = time.monotonic() + self.timeout
         for s in self.sites:
-            frame = self._next(s, deadline, "its answer to the plan", "refused the run", SiteRefusedError)
+            frame = self._next(s, deadline, "its answer to the plan")
             if frame.kind != F.ACCEPT:
                 raise self._fail(s, f"answered the plan with {frame.name} (out of order)")
 
@@ -364,9 +380,10 @@ class NetworkFleet:
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
         self._stopped = len(msg) > HEADER.size + 1 and msg[0] == _BROADCAST and msg[HEADER.size + 1] == 1
         raw = F.data(msg)
+        sent = time.monotonic()
         for s in self.sites:
             s.send(raw)
-        deadline = time.monotonic() + self.timeout
+        deadline = sent + self.timeout
         out: list[Optional[bytes]] = []
         masked: list[bytes] = []
         for s in self.sites:
@@ -378,6 +395,7 @@ class NetworkFleet:
                     s, "sent a masked reply outside secure aggregation" if frame.kind == F.MASKED
                     else "sent a summable reply in the clear under secure aggregation"
                 )
+            s.reply_s += max(s.arrived - sent, 0.0)
             reply = frame.body
             why = check_reply(msg, reply, s.index)
             if why is not None:
@@ -393,8 +411,10 @@ class NetworkFleet:
         return out
 
     def finish(self) -> list[dict]:
-        """The sites' end-of-run SUMMARY bodies, in site order: sent after the stop broadcast, or
-        asked for with FINISH when the method has none (fed-moments)."""
+        """The sites' end-of-run summaries, in site order: SUMMARY frames sent after the stop
+        broadcast, or asked for with FINISH when the method has none (fed-moments). Their packed
+        privacy events are unpacked; a private site sends no ``compute_s`` (its timing is no
+        release), so the summary gets the reply time this coordinator observed (network included)."""
         if not self._stopped:  # no stop broadcast (fed-moments): ask for the summaries
             for s in self.sites:
                 s.send(F.control(F.FINISH, {}))
@@ -404,7 +424,16 @@ class NetworkFleet:
             frame = self._next(s, deadline, "its summary")
             if frame.kind != F.SUMMARY:
                 raise self._fail(s, f"sent {frame.name} where its SUMMARY was due (out of order)")
-            out.append(frame.body)
+            summary = dict(frame.body)
+            if isinstance(summary.get("events"), dict):
+                try:
+                    summary["events"] = unpack_events(summary["events"])
+                except ValueError as exc:
+                    raise self._fail(s, f"sent a malformed SUMMARY ({exc})") from None
+            if "compute_s" not in summary:
+                summary["compute_s"] = s.reply_s
+                summary["compute_s_observed"] = True
+            out.append(summary)
         return out
 
     def abort(self, reason: str) -> None:
@@ -413,11 +442,16 @@ class NetworkFleet:
             s.end(F.control(F.ABORT, {"reason": reason}))
 
     def close(self, ok: bool = False, grace: float = 2.0) -> None:
-        """DONE (``ok``) or ABORT to every site still linked, then stop the server."""
+        """DONE (``ok``) or ABORT to every site still linked — joined sites and connections still
+        waiting to be admitted alike — then stop the server."""
         for s in self.sites:
             s.end(F.control(F.DONE, {}) if ok else F.control(F.ABORT, {"reason": "the coordinator stopped"}))
         with self._lock:
             self._accepting = False
+            self._closed = True
+            links = list(self._links)
+        for s in links:
+            s.end(F.control(F.ABORT, {"reason": "the coordinator stopped"}))
         while True:
             try:
                 self._arrivals.get_nowait().end(F.control(F.ABORT, {"reason": "the coordinator stopped"}))

@@ -13,14 +13,16 @@ kind  name       direction                  body
 3     ACCEPT     site → coordinator         ``{}``: the plan is within the site's limits
 4     DATA       both                       one protocol message (bytes)
 5     EMPTY      site → coordinator         no reply (answer to the stop broadcast)
-6     SUMMARY    site → coordinator         the site's end-of-run summary (JSON)
+6     SUMMARY    site → coordinator         the site's end-of-run summary (JSON; privacy events
+                                            packed; under DP public or ledgered values only)
 7     DONE       coordinator → site         ``{}``: the run finished, outputs written
 8     MASKED     site → coordinator         a summable reply under secure aggregation: the
                                             message's clear prefix (header), then its values as
                                             masked fixed-point uint64 (:mod:`..secure_sum`)
 9     FINISH     coordinator → site         ``{}``: the exchanges are over, send your SUMMARY
                                             (methods without a stop broadcast: fed-moments)
-127   ABORT      both                       ``{"reason": "..."}``: the run stops
+127   ABORT      both                       ``{"reason": "..."}``: the run stops (from a site
+                                            refusing the plan also ``"refused": true``)
 ====  =========  =========================  ====================================================
 """
 
@@ -35,7 +37,9 @@ __all__ = [
     "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data", "printable",
 ]
 
-VERSION = 1
+#: 2: a SUMMARY's privacy events are packed and a private site's SUMMARY has no ``compute_s``; an
+#: ABORT may say ``"refused": true``. A party of another version is refused on its first frame.
+VERSION = 2
 HELLO, PLAN, ACCEPT, DATA, EMPTY, SUMMARY, DONE, MASKED, FINISH, ABORT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 127
 KIND_NAMES = {
     HELLO: "HELLO", PLAN: "PLAN", ACCEPT: "ACCEPT", DATA: "DATA", EMPTY: "EMPTY",

@@ -20,11 +20,30 @@ import numpy as np
 from bnsl_cli.errors import BnslError
 from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
-from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc
+from bnsl_cli.errors import RefusedError
+from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc, pack_events
 from bnsl_cli.federated.net.tls import split_hostport
 from bnsl_cli.federated.secure_sum import summable_span
 
-__all__ = ["run_site", "default_summary"]
+__all__ = ["run_site", "default_summary", "wire_summary", "PRIVATE_SUMMARY_KEYS"]
+
+#: What a private run's SUMMARY may carry, all public or accounted: the participant number and its
+#: declared rows (both in the plan), ``steps_taken`` (rounds × the plan's steps under DP), the
+#: privacy events (the ledger itself: mechanisms, sensitivities and noise scales fixed by the plan
+#: and by earlier releases), ``notes`` (fixed texts: how the data were centred) and ``B`` when the
+#: plan asks for it (``--personal``: built from this site's released noisy values only). Everything
+#: else a participant reports is left out, e.g. ``compute_s`` (its timing depends on the rows and
+#: is no release; the coordinator reports the reply times it observed instead).
+PRIVATE_SUMMARY_KEYS = frozenset({"participant", "rows", "steps_taken", "events", "notes", "B"})
+
+
+def wire_summary(summary: dict, private: bool) -> dict:
+    """``summary`` as the SUMMARY frame carries it: under DP only :data:`PRIVATE_SUMMARY_KEYS`;
+    the privacy events packed (:func:`~bnsl_cli.federated.net.common.pack_events`)."""
+    out = {k: v for k, v in summary.items() if not private or k in PRIVATE_SUMMARY_KEYS}
+    if isinstance(out.get("events"), list):
+        out["events"] = pack_events(out["events"])
+    return out
 
 
 def default_summary(participant) -> dict:
@@ -77,13 +96,30 @@ def _masked(masker, reply: bytes) -> bytes:
     try:
         y = masker.mask(values, f"kind{kind}/round{rnd}".encode())
     except SecureSumRangeError as exc:
-        raise SecureSumRangeError(
-            f"{exc} in {describe(kind)} (message kind {kind}, round {rnd}); nothing was sent. Values this "
+        advice = (
+            f" in {describe(kind)} (message kind {kind}, round {rnd}); nothing was sent. Values this "
             "large come from columns in large raw units: rescale those columns at every site (or run with "
             f"--standardize), or ask the coordinator for a smaller --secure-sum-bits (now {masker.scale_bits}; "
             "each bit less doubles the range and halves the resolution)"
-        ) from None
+        )
+        err = SecureSumRangeError(f"{exc}{advice}")
+        # what the coordinator is told: the public range, not the offending value's magnitude (a
+        # number from this site's rows that the secure sum exists to hide)
+        limit = 2.0 ** (63 - masker.scale_bits) / max(int(masker.n), 1)
+        err.public_reason = (
+            f"secure sum: a value is not finite or exceeds the fixed-point range |v| < {limit:.3g}{advice}"
+        )
+        raise err from None
     return reply[:start] + y.astype("<u8").tobytes()
+
+
+def _is_private(plan_body: dict, events: list) -> bool:
+    """Whether the run is private: the plan says so (``plan.privacy``), or (a bare plan body, as
+    in-process tests send) the participant already made releases."""
+    inner = plan_body.get("plan")
+    if isinstance(inner, dict) and "privacy" in inner:
+        return inner["privacy"] is not None
+    return bool(events)
 
 
 def _is_stop(request: bytes) -> bool:
@@ -159,6 +195,28 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             transcript.sent(kind_name, raw, payload)
         outq.put(raw)
 
+    def send_control(kind: int, body: dict) -> None:
+        """A control frame; the transcript records its body as sent."""
+        raw = F.control(kind, body)
+        if transcript is not None:
+            transcript.sent(F.KIND_NAMES[kind], raw, body=body)
+        outq.put(raw)
+
+    def abort(exc: BaseException, refused: bool = False) -> None:
+        """Tell the coordinator why this site stops (``refused``: the plan is beyond its limits),
+        let the ABORT reach it (it ends our stream on receipt), and stop; the caller re-raises."""
+        body = {"reason": str(getattr(exc, "public_reason", None) or exc)}
+        if refused:
+            body["refused"] = True
+        send_control(F.ABORT, body)
+        outq.put(None)
+        try:
+            for _ in frames:
+                pass
+        except grpc.RpcError:
+            pass
+        state["done"] = True
+
     stub = channel.stream_stream(METHOD)
     call = stub(requests())
     state = {"timed_out": False, "last": time.monotonic(), "done": False}
@@ -176,9 +234,16 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
     masker = None
     plan = None
     summary = None
+    private = False
+    frames = iter(call)
+
+    def report():
+        body = wire_summary(summarize(participant), private)
+        send_control(F.SUMMARY, body)
+        return body
+
     try:
-        send("HELLO", F.control(F.HELLO, hello))
-        frames = iter(call)
+        send_control(F.HELLO, hello)
         while True:
             try:
                 raw = next(frames)
@@ -201,19 +266,14 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 try:
                     participant = on_plan(plan)
                 except BnslError as exc:
-                    send("ABORT", F.control(F.ABORT, {"reason": str(exc)}))
-                    outq.put(None)
-                    try:  # let the ABORT reach the coordinator: it ends our stream on receipt
-                        for _ in frames:
-                            pass
-                    except grpc.RpcError:
-                        pass
-                    state["done"] = True
+                    abort(exc, refused=isinstance(exc, RefusedError))
                     raise
                 masker = _secure_sum(plan, secure_key)
+                events = _events(participant)
+                private = _is_private(plan, events)
                 if transcript is not None:  # one-off releases made while the participant was built
-                    transcript.releases(_events(participant))
-                send("ACCEPT", F.control(F.ACCEPT, {}))
+                    transcript.releases(events)
+                send_control(F.ACCEPT, {})
                 log(f"plan accepted; running as participant {int(plan.get('index', 0)) + 1}")
                 continue
             if summary is not None:
@@ -223,8 +283,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                     return {"plan": plan, "summary": summary}
                 raise FederationError(f"the coordinator sent {frame.name} after the run (out of order)")
             if frame.kind == F.FINISH:  # the exchanges are over without a stop broadcast (fed-moments)
-                summary = summarize(participant)
-                send("SUMMARY", F.control(F.SUMMARY, summary))
+                summary = report()
                 continue
             if frame.kind != F.DATA:
                 raise FederationError(f"the coordinator sent {frame.name} during the rounds (out of order)")
@@ -236,14 +295,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 try:
                     masked = _masked(masker, reply)
                 except BnslError as exc:  # out of range: tell the coordinator why, send nothing else
-                    send("ABORT", F.control(F.ABORT, {"reason": str(exc)}))
-                    outq.put(None)
-                    try:  # let the ABORT reach the coordinator: it ends our stream on receipt
-                        for _ in frames:
-                            pass
-                    except grpc.RpcError:
-                        pass
-                    state["done"] = True
+                    abort(exc)
                     raise
                 out = F.encode(F.Frame(F.MASKED, masked))
                 send("MASKED", out, reply[: HEADER.size])
@@ -254,8 +306,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 transcript.releases(_events(participant))
             if reply is None and _is_stop(frame.body):  # the stop broadcast: report and wait for DONE
                 # (other requests that need no reply, e.g. the standardisation broadcast, get EMPTY only)
-                summary = summarize(participant)
-                send("SUMMARY", F.control(F.SUMMARY, summary))
+                summary = report()
     except grpc.RpcError as exc:
         if state["timed_out"]:
             raise FederationError(
@@ -268,7 +319,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
         ) from None
     except KeyboardInterrupt:
         try:
-            send("ABORT", F.control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"}))
+            send_control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"})
             time.sleep(0.05)
         finally:
             call.cancel()

@@ -6,9 +6,11 @@ Records (``event`` field):
 - ``run``: a run starts (``site``, ``coordinator``, ``csv``, ``rows``, ``columns``, ``started`` UTC);
 - ``plan``: the coordinator's plan as received (``method``, ``rounds``, ``epsilon``, ``delta``,
   ``releases``) and the site's ``decision`` (``accepted`` or ``refused: reason``);
-- ``sent``: every frame the site sent — ``frame`` (HELLO, ACCEPT, DATA, EMPTY, SUMMARY, ABORT),
-  ``type`` (the protocol message type for DATA), ``round``, ``bytes`` (the frame's size on the
-  wire, excluding gRPC/TLS framing) and ``sha256`` (of those bytes);
+- ``sent``: every frame the site sent — ``frame`` (HELLO, ACCEPT, DATA, MASKED, EMPTY, SUMMARY,
+  ABORT), ``type`` (the protocol message type for DATA and MASKED), ``round``, ``bytes`` (the
+  frame's size on the wire, excluding gRPC/TLS framing) and ``sha256`` (of those bytes); a control
+  frame (HELLO, ACCEPT, SUMMARY, ABORT) also has its ``body``, the JSON object exactly as sent (its
+  compact encoding hashes to ``sha256`` after the 2-byte frame header);
 - ``release`` (private runs): every privacy release made while answering the message just sent,
   with ``mechanism``, ``count``, ``sensitivity``, ``noise_scale`` and its zCDP cost ``rho``
   (``rho_total`` is the site's running total);
@@ -62,9 +64,12 @@ class Transcript:
         self._fh.write(json.dumps(record, separators=(",", ":"), default=_default) + "\n")
         self._fh.flush()
 
-    def sent(self, frame_name: str, raw: bytes, payload: Optional[bytes] = None) -> None:
-        """Record one frame sent (``payload``: the protocol message inside a DATA frame)."""
+    def sent(self, frame_name: str, raw: bytes, payload: Optional[bytes] = None, body: Optional[dict] = None) -> None:
+        """Record one frame sent (``payload``: the protocol message inside a DATA frame; ``body``:
+        a control frame's JSON body, recorded in full)."""
         rec = {"event": "sent", "frame": frame_name, "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+        if body is not None:
+            rec["body"] = body
         if payload is not None and len(payload) >= HEADER.size:
             kind, _, rnd, _, _, _ = HEADER.unpack_from(payload, 0)
             rec["type"] = MESSAGE_TYPES.get(kind, f"kind-{kind}")

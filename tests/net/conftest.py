@@ -79,14 +79,25 @@ def small_world(tmp_path_factory, certs):
     return certs, write_sites(tmp_path_factory.mktemp("small"), [t.X for t in tabs], sim.names)
 
 
+#: variables and sites of :func:`site_tables`
+D, P = 6, 3
+
+
 @pytest.fixture(scope="session")
 def site_tables():
     """Three in-memory sites (d = 6, 400 rows each; tables named site0..site2) for in-process runs."""
     from bnsl_cli.io.data import Table
     from tests._sim import simulated_tables
 
-    _, t = simulated_tables(6, 3, 400, 7)
+    _, t = simulated_tables(D, P, 400, 7)
     return [Table(x.X, x.names, f"site{k}") for k, x in enumerate(t)]
+
+
+@pytest.fixture
+def tables(site_tables):
+    """:func:`site_tables`, checked to have the shape ``D, P`` the tests count on."""
+    assert (site_tables[0].d, len(site_tables)) == (D, P)
+    return site_tables
 
 
 # -- parties as subprocesses ---------------------------------------------------------------------

@@ -18,16 +18,7 @@ from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summab
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.run import participant_rngs, run, run_tables  # noqa: E402
-from tests.net.conftest import join, networked, quiet, serve  # noqa: E402
-
-D, P = 6, 3
-
-
-@pytest.fixture
-def tables(site_tables):
-    assert (site_tables[0].d, len(site_tables)) == (D, P)
-    return site_tables
-
+from tests.net.conftest import D, P, join, networked, quiet, serve  # noqa: E402
 
 class Recording:
     """An in-process fleet that records the replies of every exchange."""

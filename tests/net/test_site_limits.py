@@ -22,16 +22,7 @@ from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.run import participant_rngs, run_tables  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
-from tests.net.conftest import networked, quiet  # noqa: E402
-
-D, P = 6, 3
-
-
-@pytest.fixture
-def tables(site_tables):
-    assert (site_tables[0].d, len(site_tables)) == (D, P)
-    return site_tables
-
+from tests.net.conftest import D, P, networked, quiet  # noqa: E402
 
 def _limits(**kw):
     base = {"max_epsilon": 10.0, "max_delta": 1.0, "allow_non_private": True, "max_rounds": None, "methods": None,

@@ -17,7 +17,7 @@ Adding a method = one more entry here (and its two roles in their own module).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np

@@ -32,7 +32,6 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from typing import Callable, Optional, Sequence
 

@@ -183,6 +183,13 @@ def join(certs: Path, port: int, csv: Path, party: str, *args: str, creds: list[
     return Party(["join", f"127.0.0.1:{port}", str(csv), *(creds if creds is not None else tls(certs, party)), *args])
 
 
+def all_ok(coord: Party, sites: list[Party]) -> None:
+    """Every site, then the coordinator, ended with exit code 0 (the failing party's stderr shown)."""
+    for party in (*sites, coord):
+        code, _, err = party.done()
+        assert code == 0, err
+
+
 def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("error:")]
 

@@ -14,7 +14,7 @@ pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
 from bnsl_cli.federated.net import frames as F  # noqa: E402
-from tests.net.conftest import BNSL, ENV, Party, error_lines, join, no_outputs, serve, tls  # noqa: E402
+from tests.net.conftest import BNSL, ENV, Party, all_ok, error_lines, join, no_outputs, serve, tls  # noqa: E402
 
 
 def _records(path):
@@ -39,11 +39,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     assert code == 6 and len(error_lines(err)) == 1 and "TLS handshake" in err and "Traceback" not in err
     code, _, err = learn.done()
     assert code == 0, err
-    for s in sites:
-        code, _, err = s.done()
-        assert code == 0, err
-    code, _, err = coord.done()
-    assert code == 0, err
+    all_ok(coord, sites)
     for name in ("adjacency.csv", "edges.csv", "graph.dot"):
         assert (served / name).read_bytes() == (learned / name).read_bytes(), name
     rep = json.loads((served / "report.json").read_text())
@@ -284,11 +280,7 @@ def test_private_run_with_secure_sum_transcripts_match_the_report(world, tmp_pat
     sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "5", "--require-secure-sum",
                   "--transcript", str(tmp_path / f"t{k + 1}.jsonl"), *(["--sep", ";"] if k == 2 else []))
              for k, p in enumerate(paths[:2] + [semi])]
-    for s in sites:
-        code, _, err = s.done()
-        assert code == 0, err
-    code, _, err = coord.done()
-    assert code == 0, err
+    all_ok(coord, sites)
     rep = json.loads((out / "report.json").read_text())
     assert rep["network"]["secure_sum"] is True
     assert rep["network"]["participant_timing"].startswith("reply times observed by the coordinator")

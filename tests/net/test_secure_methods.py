@@ -18,7 +18,8 @@ from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summab
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.run import participant_rngs, run, run_tables  # noqa: E402
-from tests.net.conftest import D, P, join, networked, quiet, serve  # noqa: E402
+from tests.net.conftest import D, P, all_ok, join, networked, quiet, serve  # noqa: E402
+
 
 class Recording:
     """An in-process fleet that records the replies of every exchange."""
@@ -193,11 +194,7 @@ def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     cfg = LearnConfig(method="fed-bnsl", dp=DPConfig(epsilon=20, value_bound=20.0), rounds=20, seed=2, workers=1)
     tabs = [read_table(p) for p in paths]
     local = quiet(run_tables, RunPlan.resolve(cfg, Shapes.of_tables(tabs)), tabs)
-    for s in sites:
-        code, _, err = s.done()
-        assert code == 0, err
-    code, _, err = coord.done()
-    assert code == 0, err
+    all_ok(coord, sites)
     a = json.loads((out / "report.json").read_text())
     assert a["network"]["secure_sum"] is True and a["network"]["secure_sum_bits"] == 32
     W = np.zeros((D, D))

@@ -24,6 +24,7 @@ from bnsl_cli.run import participant_rngs, run_tables  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 from tests.net.conftest import D, P, networked, quiet  # noqa: E402
 
+
 def _limits(**kw):
     base = {"max_epsilon": 10.0, "max_delta": 1.0, "allow_non_private": True, "max_rounds": None, "methods": None,
             "releases": None, "accept_seeded_noise": False, "accept_split_noise": False,

@@ -28,13 +28,13 @@ from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import (
     METHOD,
-    unpack_events,
     SERVER_OPTIONS,
     SERVICE,
     ColumnMismatchError,
     FederationError,
     SiteRefusedError,
     need_grpc,
+    unpack_events,
 )
 
 __all__ = ["NetworkFleet", "SiteInfo", "check_reply", "SUMMABLE_KINDS"]

@@ -17,10 +17,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import BnslError
+from bnsl_cli.errors import BnslError, RefusedError
 from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
-from bnsl_cli.errors import RefusedError
 from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc, pack_events
 from bnsl_cli.federated.net.tls import split_hostport
 from bnsl_cli.federated.secure_sum import summable_span

@@ -18,6 +18,8 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "GuardRefusedError",
+    "InvalidReplyError",
 ]
 
 
@@ -75,3 +77,17 @@ class OptionError(BnslError):
 class PrivacyWarning(UserWarning):
     """A private run's guarantee is weaker than it looks (e.g. a participant with very few rows),
     or a result derived from private output is not private itself."""
+
+
+class GuardRefusedError(RefusedError):
+    """A site's guard refused a message beyond the plan it accepted: a round beyond the plan's,
+    a replayed or reordered round, a second polish, plan or statistics request, or a release the
+    remaining budget does not cover. Nothing was sent for that message. Exit code 5."""
+
+
+class InvalidReplyError(BnslError):
+    """A participant's reply failed the coordinator's validation (a value that is not finite or
+    out of the protocol's range, a wrong shape, an index outside the matrix); the message names the
+    participant. Exit code 6, like every other federation failure."""
+
+    exit_code = 6

@@ -39,9 +39,32 @@ def fail(message: str, code: int) -> "typer.Exit":
 
 
 def print_json(obj) -> None:
-    """Write a JSON document to stdout (results only go there)."""
-    sys.stdout.write(json.dumps(obj, indent=2, allow_nan=False, default=_json_default) + "\n")
+    """Write a JSON document to stdout (results only go there), strict as :func:`json_text`."""
+    sys.stdout.write(json_text(obj))
     sys.stdout.flush()
+
+
+def finite_json(obj):
+    """``obj`` with every non-finite float (NaN, ±inf; numpy's too) replaced by ``None``, so that it
+    is strict JSON: a report states "no number" as ``null``, never as the non-JSON ``NaN``."""
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite_json(obj.tolist())
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
+def json_text(obj, indent: int = 2) -> str:
+    """``obj`` as strict JSON text (non-finite numbers as ``null``: :func:`finite_json`), newline-terminated."""
+    return json.dumps(finite_json(obj), indent=indent, allow_nan=False, default=_json_default) + "\n"
 
 
 def _json_default(o):

@@ -105,18 +105,20 @@ def command(
 
     table = read_table(csv, sep=sep)
     name = site_id or csv.name
-    limits = {
-        "max_epsilon": max_epsilon,
-        "max_delta": max_delta if max_delta is not None else 1.0 / table.n,
-        "allow_non_private": allow_non_private,
-        "max_rounds": max_rounds,
-        "methods": None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
-        "releases": None if releases is None else [r.strip() for r in releases.split(",") if r.strip()],
-        "accept_seeded_noise": accept_seeded_noise,
-        "accept_split_noise": accept_split_noise,
-        "refuse_standardize": refuse_standardize,
-        "require_secure_sum": require_secure_sum,
-    }
+    from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, plan_record
+
+    limits = SiteLimits(
+        max_epsilon=max_epsilon,
+        max_delta=max_delta if max_delta is not None else 1.0 / table.n,
+        allow_non_private=allow_non_private,
+        max_rounds=max_rounds,
+        methods=None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
+        releases=None if releases is None else [r.strip() for r in releases.split(",") if r.strip()],
+        accept_seeded_noise=accept_seeded_noise,
+        accept_split_noise=accept_split_noise,
+        refuse_standardize=refuse_standardize,
+        require_secure_sum=require_secure_sum,
+    )
     from bnsl_cli.federated.net.transcript import Transcript
     from bnsl_cli.federated.secure_sum import generate_keypair
 
@@ -124,21 +126,16 @@ def command(
     tr = Transcript(tpath)
     tr.write({
         "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
-        "columns": list(table.names), "limits": limits,
+        "columns": list(table.names), "limits": limits.to_dict(),
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
     })
     sk, pk = generate_keypair()
-    hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits, "x25519": pk.hex()}
-
-    def on_plan(body: dict):
-        plan, index, X = _check_plan(body, table, limits, name)
-        tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
-                  "secure_sum": bool(body.get("secure_sum"))})
-        from bnsl_cli.federated.roles import make_participant
-        from bnsl_cli.run import participant_rngs
-
-        rng = participant_rngs(plan)[index] if plan.private else None
-        return make_participant(plan, index, X, rng)
+    hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
+             "x25519": pk.hex()}
+    guard = SiteGuard(table, limits, name, on_accept=lambda acc: tr.write({
+        "event": "plan", "decision": "accepted", **plan_record(acc.plan), "index": acc.index,
+        "secure_sum": acc.secure_sum,
+    }))
 
     status = "error"
     try:
@@ -146,7 +143,7 @@ def command(
         from bnsl_cli.federated.net.site import run_site
 
         res = run_site(
-            coordinator, hello, _recording(on_plan, tr), secure_key=sk, credentials=creds, timeout=timeout,
+            coordinator, hello, _recording(guard.on_plan, tr), secure_key=sk, credentials=creds, timeout=timeout,
             connect_timeout=connect_timeout, transcript=tr, log=log,
         )
         status = "ok"
@@ -179,118 +176,12 @@ def _recording(on_plan, tr):
     return wrapped
 
 
-def _plan_record(plan) -> dict:
-    rec = {"method": plan.method, "rounds": plan.rounds, "steps": plan.steps, "participants": plan.P,
-           "n_total": plan.n_total, "private": plan.private}
-    if plan.private:
-        eps, rho = plan.privacy.spend()
-        rec.update(epsilon=plan.privacy.epsilon, epsilon_recomputed=eps, rho=rho, delta=plan.privacy.delta,
-                   releases=[r.to_dict() for r in plan.privacy.releases])
-    return rec
-
-
 def _plan_record_safe(body) -> dict:
+    from bnsl_cli.federated.net.policy import plan_record
+
     try:
         from bnsl_cli.plan import RunPlan
 
-        return _plan_record(RunPlan.from_dict(body["plan"]))
+        return plan_record(RunPlan.from_dict(body["plan"]))
     except Exception:  # a malformed plan: record what we got
         return {"plan_raw": str(body)[:2000]}
-
-
-#: Methods whose plan's ``rounds`` are ADMM rounds (one exchange with every site per round). For
-#: fed-moments ``rounds`` are the coordinator's NOTEARS steps on the pooled moments: no exchange.
-ADMM_METHODS = ("fed-sparse", "fed-bnsl")
-
-
-def admm_rounds(plan) -> int:
-    """The most ADMM rounds ``plan`` can run (what ``--max-rounds`` compares): 0 for fed-moments."""
-    return int(plan.rounds) if plan.method in ADMM_METHODS else 0
-
-
-def _check_plan(body: dict, table, limits: dict, name: str):
-    """The plan, this site's index and its rows in the plan's column order. Raises
-    :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond this site's limits,
-    :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
-    describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
-    from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
-    from bnsl_cli.federated.net.common import FederationError
-    from bnsl_cli.plan import RunPlan
-
-    try:
-        plan = RunPlan.from_dict(body["plan"])
-        index = int(body["index"])
-    except BnslError:
-        raise
-    except Exception as exc:
-        raise FederationError(f"the coordinator's plan is malformed ({type(exc).__name__}: {exc})") from None
-    if not 0 <= index < plan.P:
-        raise FederationError(f"the coordinator gave this site index {index + 1} of {plan.P}")
-    me = plan.participants[index]
-    if me.label != name or me.rows != table.n:
-        raise FederationError(
-            f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
-        )
-    if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
-        raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
-    idx = [table.names.index(n) for n in plan.names]
-    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
-    secure = bool(body.get("secure_sum"))
-    if limits["methods"] is not None and plan.method not in limits["methods"]:
-        raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")
-    if limits["max_rounds"] is not None and admm_rounds(plan) > limits["max_rounds"]:
-        raise RefusedError(
-            f"the plan runs up to {admm_rounds(plan)} ADMM rounds, more than --max-rounds {limits['max_rounds']}"
-        )
-    if limits.get("refuse_standardize") and plan.standardize:
-        raise RefusedError(
-            "the plan standardises the rows with the pooled column statistics (--standardize); refused "
-            "(--refuse-standardize)"
-        )
-    if limits.get("require_secure_sum") and not secure:
-        raise RefusedError(
-            "the plan has no secure aggregation: the coordinator would see this site's summable replies "
-            "(column statistics, moments); refused (--require-secure-sum; the coordinator adds serve --secure-sum)"
-        )
-    if not plan.private:
-        if not limits["allow_non_private"]:
-            raise RefusedError(
-                "the coordinator asks for a non-private run (exact updates would leave this site); "
-                f"this site accepts private runs with ε ≤ {limits['max_epsilon']:g} only (--allow-non-private to accept)"
-            )
-        return plan, index, X
-    pv = plan.privacy
-    if limits["max_epsilon"] is None:
-        raise RefusedError("the coordinator asks for a private run but this site set no --max-epsilon")
-    eps, _ = pv.spend()
-    worst = max(eps, pv.epsilon)
-    if not worst <= limits["max_epsilon"] * (1 + 1e-12):
-        raise RefusedError(
-            f"the plan spends ε = {worst:.4g} (recomputed here from its release list), more than this site's "
-            f"--max-epsilon {limits['max_epsilon']:g}"
-        )
-    if not pv.delta <= limits["max_delta"] * (1 + 1e-12):
-        raise RefusedError(f"the plan's δ = {pv.delta:.3g} exceeds this site's --max-delta {limits['max_delta']:.3g}")
-    if limits["releases"] is not None:
-        kinds = sorted({getattr(r.kind, "value", str(r.kind)) for r in pv.releases})
-        bad = [k for k in kinds if k not in limits["releases"]]
-        if bad:
-            raise RefusedError(f"the plan releases {', '.join(bad)}, not among --releases {','.join(limits['releases'])}")
-    split = max(int(getattr(r, "split", 1)) for r in pv.releases)
-    if split > 1:
-        if not limits.get("accept_split_noise"):
-            raise RefusedError(
-                "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
-                "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
-            )
-        if not secure or split != plan.P:
-            raise RefusedError(
-                "the plan splits DP noise " + ("without a secure sum" if not secure
-                                               else f"over {split} sites but has {plan.P}") + "; refused"
-            )
-    if plan.seed is not None and not limits["accept_seeded_noise"]:
-        raise RefusedError(
-            "the plan seeds the DP noise (--seed): the coordinator could reproduce and remove this site's noise; "
-            "refused (--accept-seeded-noise for tests)"
-        )
-    return plan, index, X

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -189,9 +188,9 @@ def command(
         progress.close()
     result = _run_with_progress(tables, cfg, quiet)
     if od is not None:
-        _write_outputs(od, result, method)
+        output.write_learn_outputs(od, result, method)
     output.write_single_outputs(singles, result)
-    _summary(result, out, quiet)
+    output.print_run_summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
     elif out is None and "-" not in (adjacency_out, edges_out):
@@ -242,53 +241,3 @@ def _run_with_progress(tables, cfg, quiet):
             console.print(line, highlight=False)
 
     return run_tables(plan, tables, plain)
-
-
-def _write_outputs(od, result, method: str) -> None:
-    from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
-
-    texts = {}
-    if result.local is not None:
-        for k, W in enumerate(result.local):
-            sub = f"participant-{k + 1:02d}"
-            texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
-            texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
-            texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
-    else:
-        texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
-        texts["edges.csv"] = edges_csv_text(result.W, result.names)
-        texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
-    if result.personal is not None:
-        for k, B in enumerate(result.personal):
-            texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)
-    texts["report.json"] = json.dumps(result.report, indent=2, default=common._json_default) + "\n"
-    for name, text in texts.items():
-        od.write_text(name, text)
-    od.commit()
-
-
-def _summary(result, out, quiet) -> None:
-    if quiet:
-        return
-    rep = result.report
-    comm = rep.get("communication", {})
-    edges = int((result.W != 0).sum()) if result.local is None else None
-    parts = [f"[bold]{rep['method']}[/]", f"{rep.get('rounds')} rounds"]
-    if edges is not None:
-        parts.append(f"{edges} edges")
-    pol = rep.get("polish") or {}
-    if pol.get("applied"):
-        mv = pol["moves"]
-        parts.append(
-            f"polish {pol['edges_before']} → {pol['edges_after']} edges "
-            f"(+{mv['add']} −{mv['delete']} ⇄{mv['reverse']})"
-        )
-    if comm.get("bytes_total"):
-        parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")
-    parts.append(f"{rep['timing']['wall_s']:.2f} s")
-    if rep.get("privacy"):
-        pv = rep["privacy"]
-        parts.append(f"(ε = {pv['epsilon']:.3g}, δ = {pv['delta']:.2g})")
-    common.err_console.print(", ".join(parts))
-    if out is not None:
-        common.err_console.print(f"wrote {out}/")

@@ -139,3 +139,60 @@ def stdout_edges_text(result, tables) -> str:
         for row in csv.reader(body):
             writer.writerow([k + 1, src, *row])
     return buf.getvalue()
+
+
+def write_learn_outputs(od, result, method: str) -> None:
+    """Write a run's output folder (``od``: a prepared :func:`prepare_learn_dir`): the graph files
+    (one set per participant for local-notears), the personal matrices, report.json (strict JSON:
+    :func:`~bnsl_cli.cli.common.json_text`), then commit it as one unit."""
+    from bnsl_cli.cli import common
+    from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
+
+    texts = {}
+    if result.local is not None:
+        for k, W in enumerate(result.local):
+            sub = f"participant-{k + 1:02d}"
+            texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
+            texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
+            texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
+    else:
+        texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
+        texts["edges.csv"] = edges_csv_text(result.W, result.names)
+        texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
+    if result.personal is not None:
+        for k, B in enumerate(result.personal):
+            texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)
+    texts["report.json"] = common.json_text(result.report)
+    for name, text in texts.items():
+        od.write_text(name, text)
+    od.commit()
+
+
+def print_run_summary(result, out, quiet: bool) -> None:
+    """The one-line summary of a finished run on stderr (and where its outputs went)."""
+    from bnsl_cli.cli import common
+
+    if quiet:
+        return
+    rep = result.report
+    comm = rep.get("communication", {})
+    edges = int((result.W != 0).sum()) if result.local is None else None
+    parts = [f"[bold]{rep['method']}[/]", f"{rep.get('rounds')} rounds"]
+    if edges is not None:
+        parts.append(f"{edges} edges")
+    pol = rep.get("polish") or {}
+    if pol.get("applied"):
+        mv = pol["moves"]
+        parts.append(
+            f"polish {pol['edges_before']} → {pol['edges_after']} edges "
+            f"(+{mv['add']} −{mv['delete']} ⇄{mv['reverse']})"
+        )
+    if comm.get("bytes_total"):
+        parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")
+    parts.append(f"{rep['timing']['wall_s']:.2f} s")
+    if rep.get("privacy"):
+        pv = rep["privacy"]
+        parts.append(f"(ε = {pv['epsilon']:.3g}, δ = {pv['delta']:.2g})")
+    common.err_console.print(", ".join(parts))
+    if out is not None:
+        common.err_console.print(f"wrote {out}/")

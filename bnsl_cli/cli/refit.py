@@ -216,7 +216,7 @@ def command(
     }
     for fname, fit in zip(files, fits):
         od.write_text(fname, adjacency_csv_text(fit.W, names))
-    od.write_text(SUMMARY, json.dumps(summary, indent=2, default=common._json_default) + "\n")
+    od.write_text(SUMMARY, common.json_text(summary))
     od.commit()  # one unit: stale participant files of an earlier, larger refit go
     if not quiet:
         _render(rows)

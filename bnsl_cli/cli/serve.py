@@ -170,9 +170,7 @@ def _serve(
             else "compute times reported by the sites",
         }
         if od is not None:
-            from bnsl_cli.cli.learn import _write_outputs
-
-            _write_outputs(od, result, plan.method)
+            output.write_learn_outputs(od, result, plan.method)
         output.write_single_outputs(singles, result)
         ok = True
     except KeyboardInterrupt:
@@ -188,9 +186,7 @@ def _serve(
         if od is not None and not ok:
             od.abort()
         fleet.close(ok=ok)
-    from bnsl_cli.cli.learn import _summary
-
-    _summary(result, out, quiet)
+    output.print_run_summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
     elif out is None and "-" not in singles.values():

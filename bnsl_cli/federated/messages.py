@@ -19,14 +19,21 @@ Orientation: a matrix entry ``(i, j)`` is the edge ``i → j``.
 
 from __future__ import annotations
 
+import enum
 import struct
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 __all__ = [
     "HEADER",
+    "MessageKind",
+    "Header",
+    "read_header",
+    "is_stop",
+    "SUMMABLE_KINDS",
+    "summable_span",
     "SparseEntries",
     "SupportState",
     "ConsensusBroadcast",
@@ -38,21 +45,88 @@ __all__ = [
     "encode_matrix",
     "decode_matrix",
     "StatsRequest",
-    "StatsReply",
     "StandardizeBroadcast",
     "MomentRequest",
-    "MomentReply",
     "ShareReply",
     "CentreBroadcast",
 ]
 
 HEADER = struct.Struct("<BBIIII")
 _VERSION = 1
-_KIND_BROADCAST = 1
-_KIND_SPARSE_UPDATE = 2
-_KIND_DENSE_UPDATE = 3
-_KIND_GRAM_REQUEST = 4
-_KIND_GRAM_REPLY = 5
+
+
+class MessageKind(enum.IntEnum):
+    """The kind byte of every protocol message (the first byte of its header). The numbers are the
+    wire format: they never change, new kinds are appended."""
+
+    BROADCAST = 1  #: :class:`ConsensusBroadcast`
+    SPARSE_UPDATE = 2  #: :class:`SparseUpdate`
+    DENSE_UPDATE = 3  #: :class:`DenseUpdate`
+    GRAM_REQUEST = 4  #: :class:`GramRequest`
+    GRAM_REPLY = 5  #: :class:`GramReply`
+    STATS_REQUEST = 20  #: :class:`StatsRequest`
+    STANDARDIZE = 22  #: :class:`StandardizeBroadcast`
+    MOMENT_REQUEST = 23  #: :class:`MomentRequest`
+    SHARE_REPLY = 25  #: :class:`ShareReply`
+    CENTRE = 26  #: :class:`CentreBroadcast`
+    # 21 and 24 (the per-participant statistics and moments before the sum-shaped encoding) are
+    # retired: no build sends or accepts them, and the numbers are not reused
+
+
+class Header(NamedTuple):
+    """The fixed header of a message."""
+
+    kind: int
+    version: int
+    round: int
+    sender: int
+    d: int
+    count: int
+
+
+def read_header(data: bytes) -> Header:
+    """The header of an encoded message (``ValueError`` when ``data`` is shorter than a header)."""
+    if data is None or len(data) < HEADER.size:
+        raise ValueError(f"a message needs at least {HEADER.size} bytes, got {0 if data is None else len(data)}")
+    return Header(*HEADER.unpack_from(data, 0))
+
+
+#: the flags that follow the header of a consensus broadcast: format, stop, ρ₂
+_BROADCAST_FLAGS = struct.Struct("<BBd")
+
+
+def is_stop(data: Optional[bytes]) -> bool:
+    """Whether ``data`` is the consensus broadcast that ends the rounds (its stop flag set)."""
+    return (
+        data is not None and len(data) > HEADER.size + 1 and data[0] == MessageKind.BROADCAST
+        and data[HEADER.size + 1] == 1
+    )
+
+
+#: Kinds whose values the coordinator only ever sums over the participants: fed-bnsl's dense update
+#: ``B_p`` (with its objective when present), the polish's second moments, the shares of the column
+#: statistics and of fed-moments' pooled moments. A secure sum may hide their terms.
+SUMMABLE_KINDS = frozenset({MessageKind.DENSE_UPDATE, MessageKind.GRAM_REPLY, MessageKind.SHARE_REPLY})
+
+
+def summable_span(reply: Optional[bytes]) -> Optional[tuple[int, int]]:
+    """``(start, count)``: the float64 values of a summable message (``reply[start:]``, ``count`` of
+    them; the bytes before ``start`` travel in the clear and are equal across the participants up to
+    the sender field), or ``None`` when the message is not summable."""
+    if reply is None or len(reply) < HEADER.size or reply[0] not in SUMMABLE_KINDS:
+        return None
+    # the dense update's objective flag stays clear
+    start = HEADER.size + (1 if reply[0] == MessageKind.DENSE_UPDATE else 0)
+    if len(reply) < start or (len(reply) - start) % 8:
+        return None
+    return start, (len(reply) - start) // 8
+
+
+_KIND_BROADCAST = MessageKind.BROADCAST
+_KIND_SPARSE_UPDATE = MessageKind.SPARSE_UPDATE
+_KIND_DENSE_UPDATE = MessageKind.DENSE_UPDATE
+_KIND_GRAM_REQUEST = MessageKind.GRAM_REQUEST
+_KIND_GRAM_REPLY = MessageKind.GRAM_REPLY
 _F64 = struct.Struct("<d")
 _PAIR = np.dtype([("k", "<i4"), ("v", "<f8")])
 
@@ -88,7 +162,7 @@ class SparseEntries:
 
 
 def message_kind(data: bytes) -> int:
-    """The kind byte of an encoded message."""
+    """The kind byte of an encoded message (compare with :class:`MessageKind`)."""
     return data[0]
 
 
@@ -216,14 +290,14 @@ class ConsensusBroadcast:
     def encode(self, state: Optional[SupportState] = None) -> bytes:
         fmt, count, payload = encode_matrix(self.W, allow_sparse=not self.dense_only, state=state)
         head = HEADER.pack(_KIND_BROADCAST, _VERSION, self.round, 0, self.d, count)
-        flags = struct.pack("<BBd", fmt, int(self.stop), self.rho2)
+        flags = _BROADCAST_FLAGS.pack(fmt, int(self.stop), self.rho2)
         return head + flags + payload
 
     @classmethod
     def decode(cls, data: bytes, state: Optional[SupportState] = None) -> "ConsensusBroadcast":
         rnd, _, d, count = _header(data, _KIND_BROADCAST, "broadcast")
-        fmt, stop, rho2 = struct.unpack_from("<BBd", data, HEADER.size)
-        W = decode_matrix(fmt, count, d, memoryview(data)[HEADER.size + 10 :], state)
+        fmt, stop, rho2 = _BROADCAST_FLAGS.unpack_from(data, HEADER.size)
+        W = decode_matrix(fmt, count, d, memoryview(data)[HEADER.size + _BROADCAST_FLAGS.size :], state)
         return cls(rnd, d, W, rho2, bool(stop), fmt == 1)
 
 
@@ -333,11 +407,9 @@ class GramReply:
 # -- the pre-round column statistics (--standardize, the scale check) and fed-moments ------------
 # (kinds 20–24; appended so the numbers of the other kinds never change)
 
-_KIND_STATS_REQUEST = 20
-_KIND_STATS_REPLY = 21
-_KIND_STANDARDIZE = 22
-_KIND_MOMENT_REQUEST = 23
-_KIND_MOMENT_REPLY = 24
+_KIND_STATS_REQUEST = MessageKind.STATS_REQUEST
+_KIND_STANDARDIZE = MessageKind.STANDARDIZE
+_KIND_MOMENT_REQUEST = MessageKind.MOMENT_REQUEST
 
 
 def _vectors(data: bytes, off: int, sizes) -> list:
@@ -364,33 +436,6 @@ class StatsRequest:
     def decode(cls, data: bytes) -> "StatsRequest":
         rnd, _, d, _ = _header(data, _KIND_STATS_REQUEST, "column-statistics request")
         return cls(rnd, d)
-
-
-@dataclass(frozen=True)
-class StatsReply:
-    """Participant → server: its row count (header ``count``, public), the column sums ``Σ x_j`` and the
-    sums of squares about its own mean ``Σ (x_j − x̄_j)²`` (float64 each). Under DP both are
-    post-processing of the participant's released column means and second moments (``n_p·ĉ`` and
-    ``n_p·v̂``)."""
-
-    round: int
-    sender: int
-    d: int
-    rows: int
-    sums: np.ndarray
-    sumsq: np.ndarray
-
-    kind = _KIND_STATS_REPLY
-
-    def encode(self) -> bytes:
-        head = HEADER.pack(_KIND_STATS_REPLY, _VERSION, self.round, self.sender, self.d, self.rows)
-        return head + np.asarray(self.sums, "<f8").tobytes() + np.asarray(self.sumsq, "<f8").tobytes()
-
-    @classmethod
-    def decode(cls, data: bytes) -> "StatsReply":
-        rnd, sender, d, rows = _header(data, _KIND_STATS_REPLY, "column-statistics reply")
-        sums, sumsq = _vectors(data, HEADER.size, (d, d))
-        return cls(rnd, sender, d, rows, sums, sumsq)
 
 
 @dataclass(frozen=True)
@@ -440,38 +485,11 @@ class MomentRequest:
         return cls(rnd, d)
 
 
-@dataclass(frozen=True)
-class MomentReply:
-    """Participant → server (fed-moments): its row count (header ``count``), column sums ``Σ x``
-    (d float64) and the upper triangle (row-major, diagonal included: d(d+1)/2 float64) of its
-    second-moment matrix ``Σ (x − c)(x − c)ᵀ`` about its centre ``c = sums / rows``. Under DP the
-    centre is its released column means and the matrix a noisy clipped release."""
-
-    round: int
-    sender: int
-    d: int
-    rows: int
-    sums: np.ndarray
-    upper: np.ndarray
-
-    kind = _KIND_MOMENT_REPLY
-
-    def encode(self) -> bytes:
-        head = HEADER.pack(_KIND_MOMENT_REPLY, _VERSION, self.round, self.sender, self.d, self.rows)
-        return head + np.asarray(self.sums, "<f8").tobytes() + np.asarray(self.upper, "<f8").tobytes()
-
-    @classmethod
-    def decode(cls, data: bytes) -> "MomentReply":
-        rnd, sender, d, rows = _header(data, _KIND_MOMENT_REPLY, "moment reply")
-        sums, upper = _vectors(data, HEADER.size, (d, d * (d + 1) // 2))
-        return cls(rnd, sender, d, rows, sums, upper)
-
-
 # -- sum-shaped replies (kinds 25, 26): everything the coordinator pools is a plain sum over the
 # participants, so a secure sum can hide the terms (``bnsl serve --secure-sum``)
 
-_KIND_SHARE_REPLY = 25
-_KIND_CENTRE = 26
+_KIND_SHARE_REPLY = MessageKind.SHARE_REPLY
+_KIND_CENTRE = MessageKind.CENTRE
 
 
 @dataclass(frozen=True)

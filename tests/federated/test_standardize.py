@@ -198,8 +198,13 @@ def test_standardize_same_result_in_worker_processes(shards):
 
 
 def test_network_fleet_accepts_the_new_exchanges():
-    from bnsl_cli.federated.messages import MomentReply, MomentRequest, StatsReply
+    from bnsl_cli.federated.messages import HEADER, MomentRequest
     from bnsl_cli.federated.net.fleet import check_reply
+
+    def retired(kind, rnd, sender, d, rows, n_values):
+        """A message of a retired kind (21: per-site statistics, 24: per-site moments) as the old
+        encoding laid it out: header, then float64 values."""
+        return HEADER.pack(kind, 1, rnd, sender, d, rows) + np.zeros(n_values).tobytes()
 
     d = 4
     req = StatsRequest(0, d).encode()
@@ -208,7 +213,7 @@ def test_network_fleet_accepts_the_new_exchanges():
     assert "malformed" in check_reply(req, good[:-8], 1)
     assert check_reply(req, None, 1) is not None
     # the per-site statistics of the old encoding are no longer an answer
-    assert check_reply(req, StatsReply(0, 1, d, 10, np.zeros(d), np.ones(d)).encode(), 1) is not None
+    assert check_reply(req, retired(21, 0, 1, d, 10, 2 * d), 1) is not None
     centre = CentreBroadcast(1, d, np.zeros(d)).encode()
     assert check_reply(centre, ShareReply(1, 1, d, np.zeros(d)).encode(), 1) is None
     assert check_reply(centre, ShareReply(0, 1, d, np.zeros(d)).encode(), 1) is not None  # wrong round
@@ -216,7 +221,7 @@ def test_network_fleet_accepts_the_new_exchanges():
     assert check_reply(StandardizeBroadcast(0, d, np.zeros(d), np.ones(d)).encode(), None, 0) is None
     mreq = MomentRequest(0, d).encode()
     assert check_reply(mreq, ShareReply(0, 2, d, np.zeros(d)).encode(), 2) is None
-    assert check_reply(mreq, MomentReply(0, 2, d, 10, np.zeros(d), np.zeros(d * (d + 1) // 2)).encode(), 2) is not None
+    assert check_reply(mreq, retired(24, 0, 2, d, 10, d + d * (d + 1) // 2), 2) is not None
     full = CentreBroadcast(1, d, np.zeros(d), full=True).encode()
     assert check_reply(full, ShareReply(1, 2, d, np.zeros(d * (d + 1) // 2)).encode(), 2) is None
     assert "malformed" in check_reply(full, ShareReply(1, 2, d, np.zeros(d)).encode(), 2)

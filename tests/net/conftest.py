@@ -234,12 +234,13 @@ class Spy:
 def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=None):
     """``run(plan)`` with the coordinator's fleet on loopback and one site per table in a thread.
 
-    ``part_for(plan, index, X, rng)`` builds a site's participant (default: the run's own);
+    ``part_for(plan, index, X, rng)`` builds a site's participant (default: the run's own behind its SpendGuard);
     ``transcripts``: a list of paths, one per site, to write their transcripts to. The PLAN frame
     carries the real plan (``plan.to_dict()``). Returns ``(result or the BnslError that stopped
     the run, spy, {site: exception})``."""
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.fleet import NetworkFleet
+    from bnsl_cli.federated.net.policy import SpendGuard
     from bnsl_cli.federated.net.site import run_site
     from bnsl_cli.federated.net.transcript import Transcript
     from bnsl_cli.federated.roles import make_participant
@@ -252,7 +253,8 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=
     fleet.secure_sum, fleet.scale_bits = secure, bits
     spy = Spy(fleet)
     errors, threads = {}, []
-    make = part_for or (lambda plan, k, X, rng: make_participant(plan, k, X, rng))
+    # by default every site runs the run's participant behind the site's guard (as bnsl join does)
+    make = part_for or (lambda plan, k, X, rng: SpendGuard(make_participant(plan, k, X, rng), plan))
 
     def site(k, t):
         tr = Transcript(transcripts[k]) if transcripts else None

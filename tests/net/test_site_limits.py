@@ -17,6 +17,7 @@ from bnsl_cli.federated.messages import CentreBroadcast, ShareReply, StatsReques
 from bnsl_cli.federated.net import frames as F  # noqa: E402
 from bnsl_cli.federated.net.common import FederationError, SiteRefusedError, pack_events, unpack_events  # noqa: E402
 from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
+from bnsl_cli.federated.net.policy import SiteLimits, admm_rounds, check_plan  # noqa: E402
 from bnsl_cli.federated.roles import make_participant  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
@@ -30,7 +31,7 @@ def _limits(**kw):
             "releases": None, "accept_seeded_noise": False, "accept_split_noise": False,
             "refuse_standardize": False, "require_secure_sum": False}
     base.update(kw)
-    return base
+    return SiteLimits(**base)
 
 
 def _body(tables, cfg, secure=False):
@@ -56,43 +57,34 @@ REFUSALS = [
 
 @pytest.mark.parametrize("opts, secure, limits, says", REFUSALS, ids=[r[3][:30] for r in REFUSALS])
 def test_every_refusal_is_a_refused_error_with_exit_code_5(tables, opts, secure, limits, says):
-    from bnsl_cli.cli.join import _check_plan
-
     with pytest.raises(RefusedError, match=None) as info:
-        _check_plan(_body(tables, LearnConfig(**opts), secure), tables[0], _limits(**limits), "site0")
+        check_plan(_body(tables, LearnConfig(**opts), secure), tables[0], _limits(**limits), "site0")
     assert says in str(info.value) and info.value.exit_code == 5 and "\n" not in str(info.value)
 
 
 def test_the_same_plans_pass_within_the_limits(tables):
-    from bnsl_cli.cli.join import _check_plan
-
     ok = _limits(max_rounds=80, refuse_standardize=True, require_secure_sum=True)
-    plan, index, X = _check_plan(_body(tables, LearnConfig(rounds=80), secure=True), tables[0], ok, "site0")
-    assert plan.rounds == 80 and index == 0 and np.array_equal(X, tables[0].X)
-    _check_plan(_body(tables, LearnConfig(standardize=True)), tables[0], _limits(), "site0")
-    _check_plan(_body(tables, LearnConfig(dp=DPConfig(epsilon=5), seed=3)), tables[0],
+    acc = check_plan(_body(tables, LearnConfig(rounds=80), secure=True), tables[0], ok, "site0")
+    assert acc.plan.rounds == 80 and acc.index == 0 and np.array_equal(acc.X, tables[0].X) and acc.secure_sum
+    check_plan(_body(tables, LearnConfig(standardize=True)), tables[0], _limits(), "site0")
+    check_plan(_body(tables, LearnConfig(dp=DPConfig(epsilon=5), seed=3)), tables[0],
                 _limits(accept_seeded_noise=True), "site0")
 
 
 def test_max_rounds_counts_admm_rounds_only(tables):
     """fed-moments' --rounds are the coordinator's NOTEARS steps (two exchanges in all): no ADMM rounds."""
-    from bnsl_cli.cli.join import _check_plan, admm_rounds
-
     body = _body(tables, LearnConfig(method="fed-moments", rounds=60))
     assert body["plan"]["rounds"] == 60
-    plan, _, _ = _check_plan(body, tables[0], _limits(max_rounds=1), "site0")
-    assert admm_rounds(plan) == 0
+    assert admm_rounds(check_plan(body, tables[0], _limits(max_rounds=1), "site0").plan) == 0
     assert admm_rounds(RunPlan.from_dict(_body(tables, LearnConfig(method="fed-bnsl", rounds=9))["plan"])) == 9
 
 
 def test_a_plan_that_does_not_describe_this_site_is_a_federation_error(tables):
-    from bnsl_cli.cli.join import _check_plan
-
     body = _body(tables, LearnConfig())
     with pytest.raises(FederationError, match="this site is 'elsewhere'"):
-        _check_plan(body, tables[0], _limits(), "elsewhere")
+        check_plan(body, tables[0], _limits(), "elsewhere")
     with pytest.raises(FederationError, match="malformed"):
-        _check_plan({"plan": {"version": 1}, "index": 0}, tables[0], _limits(), "site0")
+        check_plan({"plan": {"version": 1}, "index": 0}, tables[0], _limits(), "site0")
 
 
 def test_a_site_that_aborts_for_another_reason_is_not_a_refusal(tables):

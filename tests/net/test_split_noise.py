@@ -14,6 +14,7 @@ from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.split import split_noise_plan  # noqa: E402
+from bnsl_cli.federated.net.policy import SiteLimits, check_plan  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402
 
@@ -59,18 +60,16 @@ def _limits(**kw):
     base = {"max_epsilon": 10.0, "max_delta": 1.0, "allow_non_private": False, "max_rounds": None, "methods": None,
             "releases": None, "accept_seeded_noise": True, "accept_split_noise": False}
     base.update(kw)
-    return base
+    return SiteLimits(**base)
 
 
 def test_a_site_refuses_split_noise_unless_it_opted_in_and_the_sum_is_secure(tables):
-    from bnsl_cli.cli.join import _check_plan
-
     sp = split_noise_plan(_plan(tables))
     spec = {"public_keys": ["00" * 32] * P, "run_id": "00" * 16, "scale_bits": 32}
     body = {"plan": sp.to_dict(), "index": 0, "secure_sum": spec}
     with pytest.raises(RefusedError, match="--accept-split-noise"):
-        _check_plan(body, tables[0], _limits(), "site0")
+        check_plan(body, tables[0], _limits(), "site0")
     with pytest.raises(RefusedError, match="without a secure sum"):
-        _check_plan({**body, "secure_sum": None}, tables[0], _limits(accept_split_noise=True), "site0")
-    plan, index, _ = _check_plan(body, tables[0], _limits(accept_split_noise=True), "site0")
-    assert index == 0 and plan == sp
+        check_plan({**body, "secure_sum": None}, tables[0], _limits(accept_split_noise=True), "site0")
+    acc = check_plan(body, tables[0], _limits(accept_split_noise=True), "site0")
+    assert acc.index == 0 and acc.plan == sp

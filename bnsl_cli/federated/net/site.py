@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import BnslError, RefusedError
+from bnsl_cli.errors import BnslError, GuardRefusedError, RefusedError
 from bnsl_cli.federated.messages import HEADER
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc, pack_events
@@ -119,6 +119,17 @@ def _is_private(plan_body: dict, events: list) -> bool:
     if isinstance(inner, dict) and "privacy" in inner:
         return inner["privacy"] is not None
     return bool(events)
+
+
+def _record_refusal(transcript, exc: BaseException, request: Optional[bytes]) -> None:
+    """The transcript's record of a message the site refused (it answers none)."""
+    if transcript is None:
+        return
+    rec = {"event": "refused", "reason": str(exc)}
+    if request is not None and len(request) >= HEADER.size:
+        kind, _, rnd, _, _, _ = HEADER.unpack_from(request, 0)
+        rec.update(kind=int(kind), round=int(rnd))
+    transcript.write(rec)
 
 
 def _is_stop(request: bytes) -> bool:
@@ -275,6 +286,11 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 send_control(F.ACCEPT, {})
                 log(f"plan accepted; running as participant {int(plan.get('index', 0)) + 1}")
                 continue
+            if frame.kind == F.PLAN:  # one plan per run: a second could widen what the site spends
+                exc = GuardRefusedError("the coordinator sent a second plan; a site accepts one plan per run")
+                _record_refusal(transcript, exc, None)
+                abort(exc, refused=True)
+                raise exc
             if summary is not None:
                 if frame.kind == F.DONE:
                     state["done"] = True
@@ -288,6 +304,10 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 raise FederationError(f"the coordinator sent {frame.name} during the rounds (out of order)")
             try:
                 reply = participant.handle(frame.body)
+            except RefusedError as exc:  # the site's guard: beyond the accepted plan; nothing is sent
+                _record_refusal(transcript, exc, frame.body)
+                abort(exc, refused=True)
+                raise
             except (ValueError, IndexError) as exc:
                 raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
             if masker is not None and summable_span(reply) is not None:

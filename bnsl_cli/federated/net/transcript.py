@@ -14,6 +14,9 @@ Records (``event`` field):
 - ``release`` (private runs): every privacy release made while answering the message just sent,
   with ``mechanism``, ``count``, ``sensitivity``, ``noise_scale`` and its zCDP cost ``rho``
   (``rho_total`` is the site's running total);
+- ``refused``: a message beyond the plan the site accepted (the site's guard,
+  :mod:`bnsl_cli.federated.net.policy`): ``reason``, and the refused message's ``kind`` and ``round``;
+  no answer was sent, the site stops;
 - ``end``: ``status`` ``ok`` or the error that stopped the run, ``bytes_sent`` in all.
 """
 

@@ -1,0 +1,509 @@
+"""A site's guard: what it accepts (:class:`SiteLimits`, :func:`check_plan`) and what it lets its
+participant release while the run goes on (:class:`SpendGuard`).
+
+The coordinator is not trusted with the site's budget. Before anything data-dependent is computed,
+:func:`check_plan` recomputes the plan's privacy part from its public quantities alone (ε, δ, the
+conversion, the budget shares, the clip, the clip levels, the value bound, the rounds and steps the
+participant will run, whether it polishes) with the same builder the coordinator used
+(:func:`bnsl_cli.plan.resolve_privacy`, i.e. :mod:`bnsl_cli.privacy.release_plan`), and refuses a plan
+whose release list (kinds, mechanisms, noise multipliers, counts, split) is not exactly that list, or
+whose ε recomputed from it exceeds the site's ``max_epsilon``. The participant is then built from
+the plan, so it uses the multipliers and step counts the site checked.
+
+At run time :class:`SpendGuard` wraps the participant. Before it hands a message on it checks the
+message against the accepted plan: consensus rounds numbered 1, 2, 3, … with no gap, replay or
+reordering and no more than the plan's rounds; the polish's second-moment request once, after a
+round, only when the plan polishes; each pre-round statistics request once, before the rounds;
+nothing after the stop broadcast. It predicts the releases the message asks for (the DP-PGCD steps
+of a round, the polish's moments, a split-noise moment matrix) and refuses when they would exceed
+the planned count of their kind or the remaining ρ. After the participant answered, it reads the
+participant's ledger again and withholds the answer if any release exceeded the plan (a count, a
+per-release cost, the total ρ). A refusal is a :class:`~bnsl_cli.errors.GuardRefusedError` (exit 5):
+the site sends no answer, tells the coordinator why, and stops; the guard stays closed.
+
+A site run from Python gets the same guard: :class:`SiteGuard` (``on_plan`` for
+:func:`~bnsl_cli.federated.net.site.run_site`) or :func:`guarded_participant`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Callable, Optional
+
+import numpy as np
+
+from bnsl_cli.errors import BnslError, GuardRefusedError, OptionError, RefusedError, ShardMismatchError
+from bnsl_cli.federated.messages import CentreBroadcast, MessageKind, is_stop, read_header
+from bnsl_cli.federated.net.common import FederationError
+from bnsl_cli.plan import CLIP_LEVELS, DPConfig, PrivacyPlan, RunPlan, resolve_privacy
+from bnsl_cli.privacy.releases import ReleaseKind
+
+__all__ = [
+    "SiteLimits",
+    "AcceptedPlan",
+    "ADMM_METHODS",
+    "admm_rounds",
+    "check_plan",
+    "expected_privacy",
+    "plan_record",
+    "SpendGuard",
+    "SiteGuard",
+    "guarded_participant",
+]
+
+#: Relative slack on ρ comparisons: a run's ledger recomputes each release's ρ from its actual
+#: sensitivity and noise, a few ulps apart from the plan's.
+RHO_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class SiteLimits:
+    """What a site accepts (``bnsl join``'s options). ``None`` means "no limit" except for
+    ``max_epsilon`` (``None``: no private run) and ``max_delta`` (``None``: 1 / this site's rows)."""
+
+    max_epsilon: Optional[float] = None
+    max_delta: Optional[float] = None
+    allow_non_private: bool = False
+    max_rounds: Optional[int] = None
+    methods: Optional[tuple] = None
+    releases: Optional[tuple] = None
+    accept_seeded_noise: bool = False
+    accept_split_noise: bool = False
+    refuse_standardize: bool = False
+    require_secure_sum: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_epsilon is not None and not (isinstance(self.max_epsilon, (int, float)) and self.max_epsilon > 0):
+            raise OptionError(f"max_epsilon must be > 0, got {self.max_epsilon!r}")
+        if self.max_delta is not None and not (isinstance(self.max_delta, (int, float)) and self.max_delta > 0):
+            raise OptionError(f"max_delta must be > 0, got {self.max_delta!r}")
+        if self.max_rounds is not None and not (isinstance(self.max_rounds, int) and self.max_rounds >= 1):
+            raise OptionError(f"max_rounds must be at least 1, got {self.max_rounds!r}")
+        for name in ("methods", "releases"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, tuple(str(x) for x in v))
+
+    def to_dict(self) -> dict:
+        """JSON-able (the HELLO and the transcript carry it)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("methods", "releases"):
+            if out[name] is not None:
+                out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SiteLimits":
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+@dataclass(frozen=True)
+class AcceptedPlan:
+    """A plan this site accepted: the plan, its participant index, its rows in the plan's column
+    order, whether the plan has a secure sum, and the zCDP ρ and ε the site accepted (0 and 0 for
+    a non-private plan), recomputed here."""
+
+    plan: RunPlan
+    index: int
+    X: np.ndarray
+    secure_sum: bool
+    rho: float
+    epsilon: float
+
+
+#: Methods whose plan's ``rounds`` are ADMM rounds (one exchange with every site per round). For
+#: fed-moments ``rounds`` are the coordinator's NOTEARS steps on the pooled moments: no exchange.
+ADMM_METHODS = ("fed-sparse", "fed-bnsl")
+
+
+def admm_rounds(plan) -> int:
+    """The most ADMM rounds ``plan`` can run (what ``max_rounds`` compares): 0 for fed-moments."""
+    return int(plan.rounds) if plan.method in ADMM_METHODS else 0
+
+
+def expected_privacy(plan: RunPlan) -> PrivacyPlan:
+    """The privacy part ``plan`` must have: recomputed from its public quantities (target, shares,
+    clip, clip levels, value bound, the rounds and steps the participant will run, the polish) by
+    the builder the coordinator uses, with the plan's split noise applied the way ``serve
+    --split-noise`` applies it. Raises :class:`RefusedError` when they cannot make a plan."""
+    pv = plan.privacy
+    try:
+        dp = DPConfig(
+            epsilon=pv.epsilon, delta=pv.delta if pv.delta_given else None, clip=pv.clip,
+            selection_share=pv.selection_share, conversion=pv.conversion, public_means=pv.public_means,
+            value_bound=pv.value_bound, clip_levels=pv.clip_levels if pv.clip_levels in CLIP_LEVELS else "auto",
+            polish_share=pv.polish_share,
+        )
+        want = resolve_privacy(
+            plan.method, dp, delta=pv.delta, rounds=plan.rounds, steps=plan.steps, polish=plan.polish, d=plan.d,
+            mean_share=pv.mean_share, moment_share=pv.moment_share,
+        )
+        split = max((int(r.split) for r in pv.releases), default=1)
+        if split > 1:
+            from bnsl_cli.privacy.split import split_noise_plan
+
+            want = split_noise_plan(replace(plan, privacy=want)).privacy
+    except BnslError as exc:
+        raise RefusedError(f"the plan's privacy part cannot be recomputed from its public quantities ({exc})") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise RefusedError(f"the plan's privacy part is malformed ({type(exc).__name__}: {exc})") from None
+    return want
+
+
+def _release_mismatch(got: PrivacyPlan, want: PrivacyPlan) -> Optional[str]:
+    """What differs between the plan's privacy part and the recomputed one (``None``: nothing)."""
+    if got == want:
+        return None
+    for f in fields(PrivacyPlan):
+        if f.name != "releases" and getattr(got, f.name) != getattr(want, f.name):
+            return f"its {f.name} is {getattr(got, f.name)!r}, its public quantities give {getattr(want, f.name)!r}"
+    if len(got.releases) != len(want.releases):
+        return f"it lists {len(got.releases)} releases, its public quantities give {len(want.releases)}"
+    for a, b in zip(got.releases, want.releases):
+        if a != b:
+            return (
+                f"its {a.kind} release is {a.count} × noise multiplier {a.multiplier:.6g}"
+                f"{f' split {a.split}' if a.split > 1 else ''}; its public quantities give {b.kind}: {b.count} × "
+                f"{b.multiplier:.6g}{f' split {b.split}' if b.split > 1 else ''}"
+            )
+    return "its release list differs"  # pragma: no cover - equal fields and releases compare equal
+
+
+def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan:
+    """The plan in ``body`` (a PLAN frame's body: ``plan``, ``index``, ``secure_sum``) checked
+    against this site (``table``: its rows, ``name``: its declared name) and its ``limits``.
+
+    Raises :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond the limits or
+    its release list is not the one its public quantities give,
+    :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
+    describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
+    try:
+        plan = RunPlan.from_dict(body["plan"])
+        index = int(body["index"])
+    except BnslError:
+        raise
+    except Exception as exc:
+        raise FederationError(f"the coordinator's plan is malformed ({type(exc).__name__}: {exc})") from None
+    if not 0 <= index < plan.P:
+        raise FederationError(f"the coordinator gave this site index {index + 1} of {plan.P}")
+    me = plan.participants[index]
+    if me.label != name or me.rows != table.n:
+        raise FederationError(
+            f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
+        )
+    if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
+        raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
+    idx = [table.names.index(n) for n in plan.names]
+    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    secure = bool(body.get("secure_sum"))
+    if limits.methods is not None and plan.method not in limits.methods:
+        raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits.methods)}")
+    if limits.max_rounds is not None and admm_rounds(plan) > limits.max_rounds:
+        raise RefusedError(
+            f"the plan runs up to {admm_rounds(plan)} ADMM rounds, more than --max-rounds {limits.max_rounds}"
+        )
+    if limits.refuse_standardize and plan.standardize:
+        raise RefusedError(
+            "the plan standardises the rows with the pooled column statistics (--standardize); refused "
+            "(--refuse-standardize)"
+        )
+    if limits.require_secure_sum and not secure:
+        raise RefusedError(
+            "the plan has no secure aggregation: the coordinator would see this site's summable replies "
+            "(column statistics, moments); refused (--require-secure-sum; the coordinator adds serve --secure-sum)"
+        )
+    if not plan.private:
+        if not limits.allow_non_private:
+            raise RefusedError(
+                "the coordinator asks for a non-private run (exact updates would leave this site); "
+                f"this site accepts private runs with ε ≤ {limits.max_epsilon:g} only (--allow-non-private to accept)"
+            )
+        return AcceptedPlan(plan, index, X, secure, 0.0, 0.0)
+    pv = plan.privacy
+    if limits.max_epsilon is None:
+        raise RefusedError("the coordinator asks for a private run but this site set no --max-epsilon")
+    want = expected_privacy(plan)
+    why = _release_mismatch(pv, want)
+    if why is not None:
+        raise RefusedError(
+            f"the plan's release list is not the one its public quantities give (rounds {plan.rounds}, steps "
+            f"{plan.steps}, ε {pv.epsilon:g}): {why}; refused"
+        )
+    eps, rho = want.spend()
+    worst = max(eps, pv.epsilon)
+    if not worst <= limits.max_epsilon * (1 + 1e-12):
+        raise RefusedError(
+            f"the plan spends ε = {worst:.4g} (recomputed here from its release list), more than this site's "
+            f"--max-epsilon {limits.max_epsilon:g}"
+        )
+    max_delta = limits.max_delta if limits.max_delta is not None else 1.0 / table.n
+    if not pv.delta <= max_delta * (1 + 1e-12):
+        raise RefusedError(f"the plan's δ = {pv.delta:.3g} exceeds this site's --max-delta {max_delta:.3g}")
+    if limits.releases is not None:
+        kinds = sorted({getattr(r.kind, "value", str(r.kind)) for r in pv.releases})
+        bad = [k for k in kinds if k not in limits.releases]
+        if bad:
+            raise RefusedError(f"the plan releases {', '.join(bad)}, not among --releases {','.join(limits.releases)}")
+    split = max(int(getattr(r, "split", 1)) for r in pv.releases)
+    if split > 1:
+        if not limits.accept_split_noise:
+            raise RefusedError(
+                "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
+                "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
+            )
+        if not secure or split != plan.P:
+            raise RefusedError(
+                "the plan splits DP noise " + ("without a secure sum" if not secure
+                                               else f"over {split} sites but has {plan.P}") + "; refused"
+            )
+    if plan.seed is not None and not limits.accept_seeded_noise:
+        raise RefusedError(
+            "the plan seeds the DP noise (--seed): the coordinator could reproduce and remove this site's noise; "
+            "refused (--accept-seeded-noise for tests)"
+        )
+    return AcceptedPlan(plan, index, X, secure, float(rho), float(eps))
+
+
+def plan_record(plan) -> dict:
+    """The public part of ``plan`` a transcript records."""
+    rec = {"method": plan.method, "rounds": plan.rounds, "steps": plan.steps, "participants": plan.P,
+           "n_total": plan.n_total, "private": plan.private}
+    if plan.private:
+        eps, rho = plan.privacy.spend()
+        rec.update(epsilon=plan.privacy.epsilon, epsilon_recomputed=eps, rho=rho, delta=plan.privacy.delta,
+                   releases=[r.to_dict() for r in plan.privacy.releases])
+    return rec
+
+
+# ----------------------------------------------------------------------------------------------
+# at run time
+# ----------------------------------------------------------------------------------------------
+
+
+def _events(participant) -> list:
+    """A participant's privacy events so far (its ``events()``, or its ledger's)."""
+    if callable(getattr(participant, "events", None)):
+        return list(participant.events())
+    ledger = getattr(participant, "ledger", None)
+    return [] if ledger is None else list(ledger.events(participant.pid))
+
+
+#: The pre-round requests a site answers once each, before the rounds (kind, and for the centre
+#: broadcast whether it asks for the full matrix).
+_ONCE_BEFORE_ROUNDS = {
+    MessageKind.STATS_REQUEST: "column-statistics request",
+    MessageKind.MOMENT_REQUEST: "moment request",
+    MessageKind.STANDARDIZE: "standardisation broadcast",
+}
+
+
+class SpendGuard:
+    """``participant`` held to the accepted ``plan`` (see the module docstring). ``rho`` is the zCDP
+    budget the site accepted (default: the plan's release list's spend). A refusal raises
+    :class:`~bnsl_cli.errors.GuardRefusedError`; after one, every message is refused."""
+
+    def __init__(self, participant, plan: RunPlan, rho: Optional[float] = None):
+        self.inner = participant
+        self.plan = plan
+        self.pid = int(getattr(participant, "pid", 0))
+        self.planned_count: dict = {}
+        self.planned_rho_each: dict = {}
+        if plan.private:
+            for r in plan.privacy.releases:
+                self.planned_count[r.kind] = self.planned_count.get(r.kind, 0) + int(r.count)
+                self.planned_rho_each[r.kind] = max(self.planned_rho_each.get(r.kind, 0.0), float(r.rho_each))
+            self.rho_accepted = float(plan.privacy.spend()[1] if rho is None else rho)
+        else:
+            self.rho_accepted = 0.0
+        self.last_round = 0
+        self.stopped = False
+        self.polished = False
+        self.seen: set = set()
+        self.refused: Optional[str] = None
+        self.messages = 0
+        self._check_ledger("when the participant was built")
+
+    # -- what the site spent -----------------------------------------------------------------------
+    def spent(self) -> tuple[dict, float]:
+        """``({release kind: count}, ρ)`` of the participant's ledger so far."""
+        counts: dict = {}
+        rho = 0.0
+        for ev in _events(self.inner):
+            counts[ev.release] = counts.get(ev.release, 0) + int(ev.count)
+            rho += float(ev.rho)
+        return counts, rho
+
+    @property
+    def rho_spent(self) -> float:
+        return self.spent()[1]
+
+    def _refuse(self, why: str):
+        self.refused = why
+        return GuardRefusedError(f"participant {self.pid + 1} refused a message beyond the accepted plan: {why}")
+
+    def _check_ledger(self, when: str) -> None:
+        if not self.plan.private:
+            if _events(self.inner):
+                raise self._refuse(f"a privacy release {when} in a non-private plan")
+            return
+        counts, rho = self.spent()
+        for ev in _events(self.inner):
+            allowed = self.planned_rho_each.get(ev.release)
+            if allowed is None:
+                raise self._refuse(f"a {ev.release} release {when}, which the plan does not list")
+            if not ev.rho_each <= allowed * (1 + RHO_SLACK):
+                raise self._refuse(
+                    f"a {ev.release} release {when} with less noise than planned (ρ {ev.rho_each:.4g} each, "
+                    f"planned {allowed:.4g})"
+                )
+        for kind, n in counts.items():
+            if n > self.planned_count.get(kind, 0):
+                raise self._refuse(f"{n} {kind} releases {when}, more than the plan's {self.planned_count.get(kind, 0)}")
+        if not rho <= self.rho_accepted * (1 + RHO_SLACK):
+            raise self._refuse(f"zCDP ρ {rho:.6g} spent {when}, more than the accepted {self.rho_accepted:.6g}")
+
+    # -- before a message --------------------------------------------------------------------------
+    def _predicted(self, kind: int, data: bytes) -> dict:
+        """The releases the participant would make answering a message of ``kind`` (by the plan)."""
+        if kind == MessageKind.BROADCAST and not is_stop(data):
+            out = {ReleaseKind.SELECTION: int(self.plan.steps), ReleaseKind.UPDATE: int(self.plan.steps)}
+        elif kind == MessageKind.GRAM_REQUEST:
+            out = {ReleaseKind.POLISH: 1}
+        elif kind == MessageKind.STANDARDIZE:
+            out = {ReleaseKind.MOMENT_MATRIX: 1}  # fed-moments with split noise releases on this scale
+        else:
+            out = {}
+        return {k: n for k, n in out.items() if k in self.planned_count}
+
+    def _admit(self, data: bytes) -> None:
+        """Refuse ``data`` when it is beyond the accepted plan (sequence, count or budget)."""
+        try:
+            head = read_header(data)
+        except ValueError as exc:
+            raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
+        kind, rnd = head.kind, head.round
+        if self.stopped:
+            raise self._refuse(f"a kind-{kind} message after the stop broadcast")
+        if kind == MessageKind.BROADCAST:
+            stop = is_stop(data)
+            if rnd != self.last_round + 1:
+                raise self._refuse(
+                    f"a {'stop broadcast' if stop else 'round'} numbered {rnd} after round {self.last_round} (rounds "
+                    "must follow one another: a replayed, skipped or reordered round)"
+                )
+            if stop:
+                self.stopped = True
+                return
+            if self.polished:
+                raise self._refuse(f"round {rnd} after the polish request")
+            if rnd > self.plan.rounds:
+                raise self._refuse(f"round {rnd}, beyond the plan's {self.plan.rounds} rounds")
+        elif kind == MessageKind.GRAM_REQUEST:
+            if self.polished:
+                raise self._refuse("a second polish request")
+            if not self.plan.polish:
+                raise self._refuse("a polish request in a plan without the polish")
+            if self.last_round == 0 or rnd != self.last_round + 1:
+                raise self._refuse(f"a polish request numbered {rnd} after round {self.last_round}")
+        elif kind in _ONCE_BEFORE_ROUNDS or kind == MessageKind.CENTRE:
+            if kind == MessageKind.CENTRE:
+                try:
+                    full = CentreBroadcast.decode(data).full
+                except ValueError as exc:
+                    raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
+                what = ("centre broadcast (full)" if full else "centre broadcast")
+            else:
+                what = _ONCE_BEFORE_ROUNDS[kind]
+            if what in self.seen:
+                raise self._refuse(f"a second {what}")
+            if self.last_round > 0:
+                raise self._refuse(f"a {what} after the rounds began")
+        else:
+            raise self._refuse(f"a message of kind {kind}, which no plan sends to a site")
+        predicted = self._predicted(kind, data)
+        if predicted:
+            counts, rho = self.spent()
+            extra = 0.0
+            for k, n in predicted.items():
+                if counts.get(k, 0) + n > self.planned_count[k]:
+                    raise self._refuse(
+                        f"{n} more {k} releases after {counts.get(k, 0)}, beyond the plan's {self.planned_count[k]}"
+                    )
+                extra += n * self.planned_rho_each[k]
+            if not rho + extra <= self.rho_accepted * (1 + RHO_SLACK):
+                raise self._refuse(
+                    f"releases costing ρ {extra:.4g} with {self.rho_accepted - rho:.4g} of the accepted "
+                    f"{self.rho_accepted:.4g} left"
+                )
+
+    def _commit(self, data: bytes) -> None:
+        """Record that ``data`` was answered (the sequence moves on)."""
+        head = read_header(data)
+        if head.kind == MessageKind.BROADCAST and not is_stop(data):
+            self.last_round = head.round
+        elif head.kind == MessageKind.GRAM_REQUEST:
+            self.polished = True
+        elif head.kind == MessageKind.CENTRE:
+            self.seen.add("centre broadcast (full)" if CentreBroadcast.decode(data).full else "centre broadcast")
+        elif head.kind in _ONCE_BEFORE_ROUNDS:
+            self.seen.add(_ONCE_BEFORE_ROUNDS[head.kind])
+
+    # -- the participant's interface ---------------------------------------------------------------
+    def handle(self, data: bytes) -> Optional[bytes]:
+        """The participant's answer to ``data``, or :class:`GuardRefusedError` (nothing answered)."""
+        if self.refused is not None:
+            raise GuardRefusedError(f"participant {self.pid + 1} stopped earlier: {self.refused}")
+        self._admit(data)
+        reply = self.inner.handle(data)
+        self._commit(data)
+        self.messages += 1
+        self._check_ledger(f"answering message {self.messages}")
+        return reply
+
+    def events(self) -> list:
+        return _events(self.inner)
+
+    def summary(self) -> dict:
+        return self.inner.summary()
+
+
+def guarded_participant(accepted: AcceptedPlan, rng: Optional[np.random.Generator] = None,
+                        make: Optional[Callable] = None) -> SpendGuard:
+    """The site's participant for an accepted plan, wrapped in its :class:`SpendGuard`. ``rng``:
+    its noise source (default: the run's, from the plan); ``make(plan, index, X, rng)``: the
+    participant factory (default: the method's)."""
+    from bnsl_cli.federated.roles import make_participant
+    from bnsl_cli.run import participant_rngs
+
+    plan = accepted.plan
+    if rng is None and plan.private:
+        rng = participant_rngs(plan)[accepted.index]
+    build = make or make_participant
+    return SpendGuard(build(plan, accepted.index, accepted.X, rng), plan, accepted.rho if plan.private else None)
+
+
+class SiteGuard:
+    """A site's policy for one run, for :func:`~bnsl_cli.federated.net.site.run_site`: ``on_plan``
+    checks the (first and only) plan with :func:`check_plan` and returns the guarded participant;
+    a second plan is refused. ``on_accept(accepted)`` is called once a plan is accepted (e.g. to
+    record it in the transcript)."""
+
+    def __init__(self, table, limits: SiteLimits, name: str, *, make: Optional[Callable] = None,
+                 on_accept: Optional[Callable[[AcceptedPlan], None]] = None):
+        self.table = table
+        self.limits = limits
+        self.name = name
+        self.make = make
+        self.on_accept = on_accept
+        self.accepted: Optional[AcceptedPlan] = None
+        self.guard: Optional[SpendGuard] = None
+
+    def on_plan(self, body: dict) -> SpendGuard:
+        if self.accepted is not None:
+            raise GuardRefusedError("the coordinator sent a second plan; a site accepts one plan per run")
+        accepted = check_plan(body, self.table, self.limits, self.name)
+        self.accepted = accepted
+        if self.on_accept is not None:
+            self.on_accept(accepted)
+        self.guard = guarded_participant(accepted, make=self.make)
+        return self.guard

@@ -13,9 +13,20 @@ import multiprocessing as mp
 import os
 from typing import Optional, Sequence
 
-from bnsl_cli.errors import BnslError
+from bnsl_cli.errors import BnslError, InvalidReplyError
+from bnsl_cli.federated.messages import validate_reply
 
-__all__ = ["LocalFleet", "ProcessFleet", "make_fleet", "default_workers"]
+__all__ = ["LocalFleet", "ProcessFleet", "make_fleet", "default_workers", "checked_replies"]
+
+
+def checked_replies(msg: bytes, replies: Sequence[Optional[bytes]]) -> list[Optional[bytes]]:
+    """``replies`` (in participant order) after :func:`~bnsl_cli.federated.messages.validate_reply`:
+    the first bad one raises :class:`~bnsl_cli.errors.InvalidReplyError` naming its participant."""
+    for k, reply in enumerate(replies):
+        why = validate_reply(msg, reply, k)
+        if why is not None:
+            raise InvalidReplyError(f"participant {k + 1} {why}; the run stopped")
+    return list(replies)
 
 
 def default_workers(n_participants: int) -> int:
@@ -39,7 +50,7 @@ class LocalFleet:
         return len(self._send)
 
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
-        return [send(msg) for send in self._send]
+        return checked_replies(msg, [send(msg) for send in self._send])
 
     def finish(self) -> list[dict]:
         """Every participant's JSON-able summary, in participant order."""
@@ -126,7 +137,7 @@ class ProcessFleet:
         for idx, conn in zip(self.groups, self.conns):
             for i, reply in zip(idx, _received(conn)):
                 out[i] = reply
-        return out
+        return checked_replies(msg, out)
 
     def finish(self) -> list[dict]:
         """Every participant's JSON-able summary (from its worker), in participant order; the

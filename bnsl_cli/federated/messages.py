@@ -34,6 +34,10 @@ __all__ = [
     "is_stop",
     "SUMMABLE_KINDS",
     "summable_span",
+    "REPLY_VALUE_LIMIT",
+    "validate_reply",
+    "with_sender",
+    "same_but_sender",
     "SparseEntries",
     "SupportState",
     "ConsensusBroadcast",
@@ -89,6 +93,22 @@ def read_header(data: bytes) -> Header:
     if data is None or len(data) < HEADER.size:
         raise ValueError(f"a message needs at least {HEADER.size} bytes, got {0 if data is None else len(data)}")
     return Header(*HEADER.unpack_from(data, 0))
+
+
+#: where the sender field lies in the header
+_SENDER_AT = struct.calcsize("<BBI")
+_SENDER = struct.Struct("<I")
+
+
+def with_sender(data: bytes, sender: int) -> bytes:
+    """``data`` (a message, or a prefix holding its header) with its header's sender field set to ``sender``."""
+    return data[:_SENDER_AT] + _SENDER.pack(sender) + data[_SENDER_AT + _SENDER.size:]
+
+
+def same_but_sender(a: bytes, b: bytes) -> bool:
+    """Whether two messages are equal except for the sender field of their headers."""
+    end = _SENDER_AT + _SENDER.size
+    return len(a) == len(b) and a[:_SENDER_AT] == b[:_SENDER_AT] and a[end:] == b[end:]
 
 
 #: the flags that follow the header of a consensus broadcast: format, stop, ρ₂
@@ -543,3 +563,113 @@ class CentreBroadcast:
         if count not in (1, 2) or len(data) != HEADER.size + 8 * d:
             raise ValueError("a malformed centre broadcast")
         return cls(rnd, d, np.frombuffer(data, dtype="<f8", count=d, offset=HEADER.size).copy(), count == 2)
+
+
+# -- reply validation: what the coordinator checks before it uses a participant's reply ----------
+
+#: The kinds of reply that answer each request kind (a request kind not listed needs no reply).
+_ANSWERS = {
+    MessageKind.BROADCAST: (MessageKind.SPARSE_UPDATE, MessageKind.DENSE_UPDATE),
+    MessageKind.GRAM_REQUEST: (MessageKind.GRAM_REPLY,),
+    MessageKind.STATS_REQUEST: (MessageKind.SHARE_REPLY,),
+    MessageKind.MOMENT_REQUEST: (MessageKind.SHARE_REPLY,),
+    MessageKind.CENTRE: (MessageKind.SHARE_REPLY,),
+}
+
+#: The largest magnitude a value in a reply may have. Every value a participant sends is a weight,
+#: a share of a mean or of a second moment of finite data: anything this large cannot come from
+#: data in any sensible units, and its sum over the participants or its square in the coordinator's
+#: solvers would overflow to ``inf`` (``1e100² = 1e200`` is still finite).
+REPLY_VALUE_LIMIT = 1e100
+
+_WHAT_REPLY = {
+    MessageKind.SPARSE_UPDATE: "sparse update",
+    MessageKind.DENSE_UPDATE: "dense update",
+    MessageKind.GRAM_REPLY: "second-moment reply",
+    MessageKind.SHARE_REPLY: "share",
+}
+
+
+def _bad_values(values: np.ndarray, what: str) -> Optional[str]:
+    if values.size == 0:
+        return None
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = float(values[~finite][0])
+        return f"sent a non-finite value ({bad!r}) in its {what}"
+    big = float(np.max(np.abs(values)))
+    if big >= REPLY_VALUE_LIMIT:
+        return f"sent a value of magnitude {big:.3g} in its {what} (at most {REPLY_VALUE_LIMIT:.0e} is accepted)"
+    return None
+
+
+def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: bool = True) -> Optional[str]:
+    """Why ``reply`` (from the participant at ``index``, 0-based) cannot be the answer to
+    ``request``; ``None`` if it can.
+
+    Checked: a reply is there exactly when the request needs one; its kind answers the request's;
+    its header carries the request's round and ``d`` and the participant's own index; its length
+    matches its declared count (a share or second-moment reply: the count the request implies; a
+    dense update: ``d²`` values); a sparse update names distinct entries inside the ``d × d``
+    matrix. With ``values`` (every reply not masked by a secure sum): every value and the objective
+    are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude."""
+    if request is None or len(request) < HEADER.size:
+        return None
+    r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
+    no_reply = is_stop(request) or r_kind == MessageKind.STANDARDIZE
+    if reply is None:
+        return None if no_reply else "sent no reply to a request that needs one"
+    if no_reply:
+        return "replied to the stop broadcast" if r_kind == MessageKind.BROADCAST else "replied to a broadcast that needs no reply"
+    if len(reply) < HEADER.size + 1:
+        return f"sent a {len(reply)}-byte message, shorter than the message header"
+    kind, _, rnd, sender, d, count = HEADER.unpack_from(reply, 0)
+    allowed = _ANSWERS.get(r_kind)
+    if allowed is not None and kind not in allowed:
+        return f"answered a kind-{r_kind} message with a kind-{kind} message"
+    if rnd != r_round:
+        return f"sent a message for round {rnd} during round {r_round} (out of order)"
+    if sender != index:
+        return f"sent a message signed as participant {sender + 1}, not {index + 1}"
+    if d != r_d:
+        return f"sent a message for d = {d}, not {r_d}"
+    body = len(reply) - HEADER.size
+    objective = None
+    if kind in (MessageKind.SPARSE_UPDATE, MessageKind.DENSE_UPDATE):
+        flag = reply[HEADER.size]
+        if flag not in (0, 1):
+            return "sent a message with a malformed objective field"
+        if flag == 1 and body >= 9:
+            objective = np.frombuffer(reply, dtype="<f8", count=1, offset=HEADER.size + 1)
+        body -= 1 + 8 * flag
+        if kind == MessageKind.SPARSE_UPDATE:
+            if body != 12 * count:
+                return f"sent a sparse update of {body} payload bytes for {count} entries (malformed)"
+            arr = np.frombuffer(memoryview(reply)[len(reply) - body:], dtype=_PAIR)
+            if count and (arr["k"].min() < 0 or arr["k"].max() >= d * d):
+                return "sent a sparse update naming an entry outside the d × d matrix"
+            if count > 1 and np.unique(arr["k"]).size != count:
+                return "sent a sparse update naming an entry twice"
+            vals = arr["v"]
+        else:
+            if count != d * d or body != 8 * d * d:
+                return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
+            vals = np.frombuffer(reply, dtype="<f8", offset=len(reply) - body)
+    elif kind == MessageKind.SHARE_REPLY:
+        want = d * (d + 1) // 2 if (r_kind == MessageKind.CENTRE and r_count == 2) else d
+        if count != want or body != 8 * count:
+            return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
+        vals = np.frombuffer(reply, dtype="<f8", offset=HEADER.size)
+    elif kind == MessageKind.GRAM_REPLY:
+        if count != r_count or body != 8 * count:
+            return f"sent {count} second moments ({body} bytes) for {r_count} requested (malformed)"
+        vals = np.frombuffer(reply, dtype="<f8", offset=HEADER.size)
+    else:
+        return None
+    if not values:
+        return None
+    if objective is not None:
+        why = _bad_values(objective, "objective")
+        if why is not None:
+            return why
+    return _bad_values(vals, _WHAT_REPLY[MessageKind(kind)])

@@ -33,6 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
+from bnsl_cli.federated.messages import SUMMABLE_KINDS, MessageKind, summable_span
 
 __all__ = [
     "SCALE_BITS", "ALL_SITES", "SUMMABLE_KINDS", "summable_span", "describe", "SecureSumRangeError",
@@ -46,28 +47,13 @@ _INFO = b"bnsl secure-sum v1"
 #: coordinator under secure aggregation instead of any one site's reply).
 ALL_SITES = 0xFFFFFFFF
 
-#: Protocol message kinds whose values the coordinator only ever sums over the participants:
-#: fed-bnsl's dense update ``B_p`` (3, with its objective when present), the polish's second
-#: moments (5), the shares of the column statistics and of fed-moments' pooled moments (25).
-SUMMABLE_KINDS = {3, 5, 25}
-_HEADER_SIZE = 18
+#: What each summable message kind carries (:data:`~bnsl_cli.federated.messages.SUMMABLE_KINDS`;
+#: which bytes are summed: :func:`~bnsl_cli.federated.messages.summable_span`).
 _WHAT = {
-    3: "its local matrix B_p",
-    5: "its share of the polish's second moments",
-    25: "its share of the pooled statistics",
+    MessageKind.DENSE_UPDATE: "its local matrix B_p",
+    MessageKind.GRAM_REPLY: "its share of the polish's second moments",
+    MessageKind.SHARE_REPLY: "its share of the pooled statistics",
 }
-
-
-def summable_span(reply: bytes):
-    """``(start, count)``: the float64 values of a summable protocol message (``reply[start:]``,
-    ``count`` of them; the bytes before ``start`` travel in the clear and must be equal across the
-    sites up to the sender), or ``None`` when the message is not summable."""
-    if reply is None or len(reply) < _HEADER_SIZE or reply[0] not in SUMMABLE_KINDS:
-        return None
-    start = _HEADER_SIZE + (1 if reply[0] == 3 else 0)  # the dense update's objective flag stays clear
-    if len(reply) < start or (len(reply) - start) % 8:
-        return None
-    return start, (len(reply) - start) // 8
 
 
 def describe(kind: int) -> str:

@@ -199,7 +199,7 @@ def test_standardize_same_result_in_worker_processes(shards):
 
 def test_network_fleet_accepts_the_new_exchanges():
     from bnsl_cli.federated.messages import HEADER, MomentRequest
-    from bnsl_cli.federated.net.fleet import check_reply
+    from bnsl_cli.federated.messages import validate_reply as check_reply
 
     def retired(kind, rnd, sender, d, rows, n_values):
         """A message of a retired kind (21: per-site statistics, 24: per-site moments) as the old

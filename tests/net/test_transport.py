@@ -16,7 +16,8 @@ from bnsl_cli.federated.fleet import LocalFleet  # noqa: E402
 from bnsl_cli.federated.messages import SparseEntries, SparseUpdate  # noqa: E402
 from bnsl_cli.federated.net import frames as F  # noqa: E402
 from bnsl_cli.federated.net.common import ColumnMismatchError, FederationError, SiteRefusedError  # noqa: E402
-from bnsl_cli.federated.net.fleet import NetworkFleet, check_reply  # noqa: E402
+from bnsl_cli.federated.messages import validate_reply as check_reply  # noqa: E402
+from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
 from bnsl_cli.federated.net.site import run_site  # noqa: E402
 from bnsl_cli.federated.net.tls import TLSError, load_party, make_certs  # noqa: E402
 from bnsl_cli.federated.net.transcript import Transcript  # noqa: E402

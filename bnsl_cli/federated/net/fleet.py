@@ -9,9 +9,12 @@ otherwise). Any fault — a site that disconnects, times out, sends a malformed,
 unexpected frame — raises :class:`FederationError` naming the site, and every other site receives
 ABORT with the same reason.
 
-Every reply is checked against the broadcast before the coordinator sees it: its kind must answer
-the request's kind, its header must carry the broadcast's round, the site's index and ``d``, and its
-length must match its declared entry count (so a truncated or padded message is refused here).
+Every reply is checked against the broadcast before the coordinator sees it
+(:func:`~bnsl_cli.federated.messages.validate_reply`): its kind must answer the request's kind, its
+header must carry the broadcast's round, the site's index and ``d``, its length must match its
+declared entry count (so a truncated or padded message is refused here), its indices must lie in
+the matrix, and its values (when not masked by a secure sum) must be finite and in range. A bad
+reply stops the run (:class:`FederationError`, exit 6) naming the site.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.federated.messages import HEADER
+from bnsl_cli.federated.messages import is_stop, same_but_sender, summable_span, validate_reply, with_sender
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import (
     METHOD,
@@ -37,73 +40,16 @@ from bnsl_cli.federated.net.common import (
     unpack_events,
 )
 
-__all__ = ["NetworkFleet", "SiteInfo", "check_reply", "SUMMABLE_KINDS"]
+__all__ = ["NetworkFleet", "SiteInfo"]
 
-#: Protocol message kinds whose replies the coordinator only ever sums over the sites: fed-bnsl's
-#: dense update (3), the polish's second moments (5) and the shares of the column statistics and
-#: fed-moments (25). Under secure aggregation the sites send their values masked
-#: (:func:`~bnsl_cli.federated.secure_sum.summable_span` says which bytes) and the fleet hands the
-#: coordinator the sum as site 1's reply and zeros for the others, every header's sender set to
-#: :data:`~bnsl_cli.federated.secure_sum.ALL_SITES`: the coordinator never holds one site's values.
-from bnsl_cli.federated.secure_sum import ALL_SITES, SUMMABLE_KINDS, summable_span  # noqa: E402
+#: Under secure aggregation the sites send their summable replies (:func:`~bnsl_cli.federated.messages.summable_span`
+#: says which bytes) masked, and the fleet hands the coordinator the sum as site 1's reply and zeros for
+#: the others, every header's sender set to :data:`~bnsl_cli.federated.secure_sum.ALL_SITES`: the
+#: coordinator never holds one site's values.
+from bnsl_cli.federated.secure_sum import ALL_SITES  # noqa: E402
 
 _CLOSE = object()
 _HELLO_KEYS = {"site": str, "columns": list, "rows": int}
-
-# protocol message kinds (messages.py) and what answers them
-_BROADCAST, _SPARSE, _DENSE, _GRAM_REQ, _GRAM_REPLY = 1, 2, 3, 4, 5
-_ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
-# column statistics / standardisation / fed-moments (messages.py kinds 20–24); the standardisation
-# broadcast needs no reply
-# (kinds 21 and 24, the per-site statistics before the sum-shaped encoding, are no longer accepted)
-_STATS_REQ, _STANDARDIZE, _MOMENT_REQ, _SHARE, _CENTRE = 20, 22, 23, 25, 26
-_ANSWERS.update({_STATS_REQ: (_SHARE,), _MOMENT_REQ: (_SHARE,), _CENTRE: (_SHARE,)})
-
-
-def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[str]:
-    """Why ``reply`` (from the site at ``index``) cannot be the answer to ``request``; ``None`` if it can."""
-    if len(request) < HEADER.size:
-        return None
-    r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
-    stop = (r_kind == _BROADCAST and request[HEADER.size + 1] == 1) or r_kind == _STANDARDIZE
-    if reply is None:
-        return None if stop else "sent no reply to a request that needs one"
-    if stop:
-        return "replied to the stop broadcast"
-    if len(reply) < HEADER.size + 1:
-        return f"sent a {len(reply)}-byte message, shorter than the message header"
-    kind, _, rnd, sender, d, count = HEADER.unpack_from(reply, 0)
-    allowed = _ANSWERS.get(r_kind)
-    if allowed is not None and kind not in allowed:
-        return f"answered a kind-{r_kind} message with a kind-{kind} message"
-    if rnd != r_round:
-        return f"sent a message for round {rnd} during round {r_round} (out of order)"
-    if sender != index:
-        return f"sent a message signed as participant {sender + 1}, not {index + 1}"
-    if d != r_d:
-        return f"sent a message for d = {d}, not {r_d}"
-    body = len(reply) - HEADER.size
-    if kind in (_SPARSE, _DENSE):
-        flag = reply[HEADER.size]
-        if flag not in (0, 1):
-            return "sent a message with a malformed objective field"
-        body -= 1 + 8 * flag
-        if kind == _SPARSE:
-            if body != 12 * count:
-                return f"sent a sparse update of {body} payload bytes for {count} entries (malformed)"
-            arr = np.frombuffer(memoryview(reply)[len(reply) - body:], dtype=[("k", "<i4"), ("v", "<f8")])
-            if count and (arr["k"].min() < 0 or arr["k"].max() >= d * d):
-                return "sent a sparse update naming an entry outside the d × d matrix"
-        elif count != d * d or body != 8 * d * d:
-            return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
-    elif kind == _SHARE:
-        want = d * (d + 1) // 2 if (r_kind == _CENTRE and r_count == 2) else d
-        if count != want or body != 8 * count:
-            return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
-    elif kind == _GRAM_REPLY:
-        if count != r_count or body != 8 * count:
-            return f"sent {count} second moments ({body} bytes) for {r_count} requested (malformed)"
-    return None
 
 
 @dataclass
@@ -378,7 +324,7 @@ class NetworkFleet:
         return len(self.sites)
 
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
-        self._stopped = len(msg) > HEADER.size + 1 and msg[0] == _BROADCAST and msg[HEADER.size + 1] == 1
+        self._stopped = is_stop(msg)
         raw = F.data(msg)
         sent = time.monotonic()
         for s in self.sites:
@@ -397,7 +343,8 @@ class NetworkFleet:
                 )
             s.reply_s += max(s.arrived - sent, 0.0)
             reply = frame.body
-            why = check_reply(msg, reply, s.index)
+            # a masked reply's values are checked by the site (finite, in the fixed-point range)
+            why = validate_reply(msg, reply, s.index, values=frame.kind != F.MASKED)
             if why is not None:
                 raise self._fail(s, why)
             out.append(reply)
@@ -479,11 +426,11 @@ def _unmask(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
     start = summable_span(replies[0])[0]
     first = replies[0]
     for r in replies[1:]:
-        if len(r) != len(first) or r[:6] != first[:6] or r[10:start] != first[10:start]:
+        if len(r) != len(first) or not same_but_sender(r[:start], first[:start]):
             raise ValueError("masked replies of different shapes")
     vals = [np.frombuffer(r, dtype="<u8", offset=start) for r in replies]
     total = unmask_sum(vals, scale_bits)
-    prefix = first[:6] + HEADER.pack(0, 0, 0, ALL_SITES, 0, 0)[6:10] + first[10:start]
+    prefix = with_sender(first[:start], ALL_SITES)
     zeros = np.zeros_like(total).astype("<f8").tobytes()
     return [prefix + (total.astype("<f8").tobytes() if k == 0 else zeros) for k in range(len(replies))]
 

@@ -18,11 +18,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from bnsl_cli.errors import BnslError, GuardRefusedError, RefusedError
-from bnsl_cli.federated.messages import HEADER
+from bnsl_cli.federated.messages import HEADER, is_stop, read_header, summable_span
 from bnsl_cli.federated.net import frames as F
 from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc, pack_events
 from bnsl_cli.federated.net.tls import split_hostport
-from bnsl_cli.federated.secure_sum import summable_span
 
 __all__ = ["run_site", "default_summary", "wire_summary", "PRIVATE_SUMMARY_KEYS"]
 
@@ -90,7 +89,8 @@ def _masked(masker, reply: bytes) -> bytes:
     from bnsl_cli.federated.secure_sum import SecureSumRangeError, describe
 
     start, count = summable_span(reply)
-    kind, _, rnd, _, _, _ = HEADER.unpack_from(reply, 0)
+    head = read_header(reply)
+    kind, rnd = head.kind, head.round
     values = np.frombuffer(reply, dtype="<f8", count=count, offset=start)
     try:
         y = masker.mask(values, f"kind{kind}/round{rnd}".encode())
@@ -127,14 +127,9 @@ def _record_refusal(transcript, exc: BaseException, request: Optional[bytes]) ->
         return
     rec = {"event": "refused", "reason": str(exc)}
     if request is not None and len(request) >= HEADER.size:
-        kind, _, rnd, _, _, _ = HEADER.unpack_from(request, 0)
-        rec.update(kind=int(kind), round=int(rnd))
+        head = read_header(request)
+        rec.update(kind=int(head.kind), round=int(head.round))
     transcript.write(rec)
-
-
-def _is_stop(request: bytes) -> bool:
-    """Whether ``request`` is the consensus broadcast that ends the rounds (kind 1, stop flag set)."""
-    return len(request) > HEADER.size + 1 and request[0] == 1 and request[HEADER.size + 1] == 1
 
 
 def run_site(
@@ -323,7 +318,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 send("DATA" if reply is not None else "EMPTY", out, reply)
             if transcript is not None:
                 transcript.releases(_events(participant))
-            if reply is None and _is_stop(frame.body):  # the stop broadcast: report and wait for DONE
+            if reply is None and is_stop(frame.body):  # the stop broadcast: report and wait for DONE
                 # (other requests that need no reply, e.g. the standardisation broadcast, get EMPTY only)
                 summary = report()
     except grpc.RpcError as exc:

@@ -33,10 +33,10 @@ from typing import Sequence
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.federated.messages import SUMMABLE_KINDS, MessageKind, summable_span
+from bnsl_cli.federated.messages import MessageKind, summable_span
 
 __all__ = [
-    "SCALE_BITS", "ALL_SITES", "SUMMABLE_KINDS", "summable_span", "describe", "SecureSumRangeError",
+    "SCALE_BITS", "ALL_SITES", "summable_span", "describe", "SecureSumRangeError",
     "generate_keypair", "SecureSum", "encode_fixed", "decode_sum", "unmask_sum",
 ]
 

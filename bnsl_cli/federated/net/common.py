@@ -63,11 +63,6 @@ def need_grpc():
     return grpc
 
 
-#: One packed privacy event: the index of its kind (release, mechanism, split) in ``kinds``, then
-#: what varies between records of one kind. Derived numbers (ρ, noise multiplier) are recomputed.
-PACKED_EVENT_ROW = ("kind", "sensitivity", "noise_scale", "count")
-
-
 def pack_events(events: list) -> dict:
     """A participant's event dicts (``PrivacyEvent.to_dict()``) in the compact form a SUMMARY
     carries: ``{"kinds": [[release, mechanism, split], ...], "rows": [[kind, sensitivity,

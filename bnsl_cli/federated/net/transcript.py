@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import Optional
 
 from bnsl_cli.errors import BnslError
-from bnsl_cli.federated.messages import HEADER
+from bnsl_cli.federated.messages import HEADER, MessageKind, read_header
 
 __all__ = ["Transcript", "MESSAGE_TYPES"]
 
 MESSAGE_TYPES = {
-    1: "consensus-broadcast",
-    2: "sparse-update",
-    3: "dense-update",
-    4: "second-moment-request",
-    5: "second-moment-reply",
+    MessageKind.BROADCAST: "consensus-broadcast",
+    MessageKind.SPARSE_UPDATE: "sparse-update",
+    MessageKind.DENSE_UPDATE: "dense-update",
+    MessageKind.GRAM_REQUEST: "second-moment-request",
+    MessageKind.GRAM_REPLY: "second-moment-reply",
 }
 
 
@@ -74,9 +74,9 @@ class Transcript:
         if body is not None:
             rec["body"] = body
         if payload is not None and len(payload) >= HEADER.size:
-            kind, _, rnd, _, _, _ = HEADER.unpack_from(payload, 0)
-            rec["type"] = MESSAGE_TYPES.get(kind, f"kind-{kind}")
-            rec["round"] = int(rnd)
+            head = read_header(payload)
+            rec["type"] = MESSAGE_TYPES.get(head.kind, f"kind-{head.kind}")
+            rec["round"] = int(head.round)
         self.bytes_sent += len(raw)
         self.write(rec)
 

@@ -137,7 +137,7 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes)."""
     from bnsl_cli.privacy.split import check_split_allowed
 
-    check_split_allowed(plan, bool(getattr(fleet, "secure_sum", False)))  # split noise: secure sums only
+    check_split_allowed(plan, bool(fleet.secure_sum))  # split noise: secure sums only
     from bnsl_cli.federated.roles import PRE_ROUND_STAGES, roles_for
     from bnsl_cli.io.graphs import graph_to_json
     from bnsl_cli.numerics import single_blas_thread
@@ -164,7 +164,7 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
         report["numerics"] = {"floating_point_events": fp_seen, "kinds": sorted(fp["kinds"])}
     if stage is not None:  # original units, the scale warning (or error), the stage's bytes
         after_rounds(plan, outcome, report, pre, fp_seen)
-    report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
+    report["timing"]["workers"] = int(fleet.workers)
     if outcome.local is not None:
         for entry in report["local"]:
             entry["graph"] = graph_to_json(entry.pop("W"), plan.names)
@@ -367,6 +367,4 @@ def run_tables(plan: RunPlan, tables, progress: Optional[Callable[[dict], None]]
     try:
         return run(plan, fleet, progress)
     finally:
-        close = getattr(fleet, "close", None)
-        if close is not None:
-            close()
+        fleet.close()

@@ -132,7 +132,8 @@ def _serve(
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
     try:
-        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log)
+        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log, secure_sum=secure_sum,
+                             scale_bits=secure_sum_bits)
     except BaseException:
         if od is not None:
             od.abort()
@@ -151,8 +152,6 @@ def _serve(
             from bnsl_cli.privacy.split import split_noise_plan
 
             plan = split_noise_plan(plan)
-        fleet.secure_sum = spec is not None
-        fleet.scale_bits = secure_sum_bits
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
         log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")

@@ -400,9 +400,10 @@ class DPSparseParticipant(_PrivateHolder):
         polish_clip: float = POLISH_CLIP,
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
+        report_B: bool = False,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
-        super().__init__(pid, X, n_total, lam, centre=centre)
+        super().__init__(pid, X, n_total, lam, centre=centre, report_B=report_B)
         self._record(events)
         self.notes = notes
         self.label = label or f"participant {pid + 1}"
@@ -426,7 +427,7 @@ class DPSparseParticipant(_PrivateHolder):
             pid, X, plan.n_total, plan.lam, plan.steps, one_offs=_one_off_multipliers(pv), value_bound=pv.value_bound,
             gumbel_multiplier=pv.multiplier(ReleaseKind.SELECTION), sigma_multiplier=pv.multiplier(ReleaseKind.UPDATE),
             rng=rng, clip=pv.clip, clip_levels=pv.clip_levels, polish_multiplier=pv.multiplier(ReleaseKind.POLISH),
-            label=plan.participants[pid].label, preprocessed=preprocessed,
+            label=plan.participants[pid].label, preprocessed=preprocessed, report_B=plan.personal,
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
@@ -474,9 +475,10 @@ class DPDenseParticipant(_PrivateHolder):
         clip: float = 1.5,
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
+        report_B: bool = False,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
-        super().__init__(pid, X, n_total, 0.0, centre=centre)
+        super().__init__(pid, X, n_total, 0.0, centre=centre, report_B=report_B)
         self._record(events)
         self.notes = notes
         self.label = label or f"participant {pid + 1}"
@@ -490,7 +492,7 @@ class DPDenseParticipant(_PrivateHolder):
         return cls(
             pid, X, plan.n_total, one_offs=_one_off_multipliers(pv), value_bound=pv.value_bound,
             sigma_multiplier=pv.multiplier(ReleaseKind.COVARIANCE), rng=rng, clip=pv.clip,
-            label=plan.participants[pid].label, preprocessed=preprocessed,
+            label=plan.participants[pid].label, preprocessed=preprocessed, report_B=plan.personal,
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:

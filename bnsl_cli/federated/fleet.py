@@ -44,6 +44,7 @@ class LocalFleet:
     def __init__(self, participants: Sequence):
         self.participants = list(participants)
         self.workers = 1
+        self.secure_sum = False  # every reply arrives in the clear
         self._send = [p if callable(p) and not hasattr(p, "handle") else p.handle for p in self.participants]
 
     def __len__(self) -> int:
@@ -117,6 +118,7 @@ class ProcessFleet:
         self.n = len(participants)
         self.groups = [list(range(w, self.n, workers)) for w in range(workers)]
         self.workers = len(self.groups)
+        self.secure_sum = False
         self.participants = list(participants)
         self.conns, self.procs = [], []
         for idx in self.groups:

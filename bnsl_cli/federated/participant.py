@@ -30,13 +30,16 @@ class Participant:
 
     ``X`` is centred here with ``centre`` — by default the participant's own column means
     (non-private runs; a private run passes a released or declared centre). ``n_total`` is the
-    public total number of rows over all participants.
+    public total number of rows over all participants. ``report_B``: include ``B_p`` in
+    :meth:`summary` (the plan's ``personal``).
     """
 
     uses_exact_moments = True
 
-    def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float, centre: Optional[np.ndarray] = None):
+    def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float, centre: Optional[np.ndarray] = None,
+                 report_B: bool = False):
         self.pid = int(pid)
+        self.report_B = bool(report_B)
         Xc = X - (X.mean(axis=0, keepdims=True) if centre is None else np.asarray(centre)[None, :])
         self._Xc = Xc
         # private participants never form the exact second-moment matrix
@@ -92,9 +95,6 @@ class Participant:
             out[sl] = np.einsum("ij,ij->j", self._Xc[:, a[sl]], self._Xc[:, b[sl]])
         return out / float(self.n_total)
 
-    #: include ``B_p`` in :meth:`summary` (set from the plan's ``personal``)
-    report_B = False
-
     def events(self) -> list:
         """The privacy events this participant recorded (none for a non-private participant)."""
         return []
@@ -122,8 +122,8 @@ class Participant:
 class SparseParticipant(Participant):
     """Fed-Sparse-BNSL: PGCD from the previous ``B_p``; sends only the changed coordinates."""
 
-    def __init__(self, pid, X, n_total, lam, steps: int, tol: float = 1e-8):
-        super().__init__(pid, X, n_total, lam)
+    def __init__(self, pid, X, n_total, lam, steps: int, tol: float = 1e-8, report_B: bool = False):
+        super().__init__(pid, X, n_total, lam, report_B=report_B)
         self.steps = int(steps)
         self.tol = float(tol)
 
@@ -141,8 +141,8 @@ class DenseParticipant(Participant):
 
     No ℓ₁ locally (λ sits on W at the server)."""
 
-    def __init__(self, pid, X, n_total):
-        super().__init__(pid, X, n_total, lam=0.0)
+    def __init__(self, pid, X, n_total, report_B: bool = False):
+        super().__init__(pid, X, n_total, lam=0.0, report_B=report_B)
 
     def _local_update(self, rnd: int) -> DenseUpdate:
         A = self._S + self.rho2 * np.eye(self.d)

@@ -72,7 +72,7 @@ def _fed_sparse_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=Non
         return DPSparseParticipant.from_plan(plan, pid, X, rng, preprocessed=preprocessed)
     from bnsl_cli.federated.participant import SparseParticipant
 
-    return SparseParticipant(pid, X, plan.n_total, plan.lam, plan.steps, plan.tol)
+    return SparseParticipant(pid, X, plan.n_total, plan.lam, plan.steps, plan.tol, report_B=plan.personal)
 
 
 def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None):
@@ -82,7 +82,7 @@ def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None)
         return DPDenseParticipant.from_plan(plan, pid, X, rng, preprocessed=preprocessed)
     from bnsl_cli.federated.participant import DenseParticipant
 
-    return DenseParticipant(pid, X, plan.n_total)
+    return DenseParticipant(pid, X, plan.n_total, report_B=plan.personal)
 
 
 def _notears_participant(plan, pid: int, X: np.ndarray, rng):
@@ -192,6 +192,4 @@ def make_participant(plan, pid: int, X: np.ndarray, rng: Optional[np.random.Gene
         raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
     if X.shape[1] != plan.d:
         raise OptionError(f"participant {pid + 1}: {X.shape[1]} columns, the plan has {plan.d}")
-    p = roles_for(plan.method).make_participant(plan, pid, X, rng)
-    p.report_B = plan.personal
-    return p
+    return roles_for(plan.method).make_participant(plan, pid, X, rng)

@@ -176,7 +176,6 @@ class StatsSite:
         self._plan = plan
         self._rng = rng
         self._build = build
-        self._report_B = False
         self.inner = None
         self._asked: set = set()
         X = np.asarray(X, dtype=float)
@@ -197,20 +196,8 @@ class StatsSite:
             self._X = None
             self._make(X, self._pre)
 
-    # the plan's ``personal`` flag is set on the wrapper; the participant holds it
-    @property
-    def report_B(self) -> bool:
-        return self._report_B
-
-    @report_B.setter
-    def report_B(self, value: bool) -> None:
-        self._report_B = bool(value)
-        if self.inner is not None:
-            self.inner.report_B = self._report_B
-
     def _make(self, X: np.ndarray, pre) -> None:
         self.inner = self._build(self._plan, self.pid, X, self._rng, pre)
-        self.inner.report_B = self._report_B
 
     def handle(self, data: bytes) -> Optional[bytes]:
         kind = message_kind(data)

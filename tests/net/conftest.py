@@ -249,8 +249,7 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=
 
     keys = [generate_keypair() for _ in tables]
     rngs = participant_rngs(plan) if plan.private else [None] * plan.P
-    fleet = NetworkFleet("127.0.0.1:0", plan.P, timeout=30)
-    fleet.secure_sum, fleet.scale_bits = secure, bits
+    fleet = NetworkFleet("127.0.0.1:0", plan.P, timeout=30, secure_sum=secure, scale_bits=bits)
     spy = Spy(fleet)
     errors, threads = {}, []
     # by default every site runs the run's participant behind the site's guard (as bnsl join does)

@@ -29,7 +29,7 @@ class Recording:
 
         rngs = participant_rngs(plan) if plan.private else [None] * plan.P
         self.inner = LocalFleet([make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)])
-        self.handed, self.workers = [], 1
+        self.handed, self.workers, self.secure_sum = [], 1, False
 
     def __len__(self):
         return len(self.inner)
@@ -41,6 +41,9 @@ class Recording:
 
     def finish(self):
         return self.inner.finish()
+
+    def close(self):
+        self.inner.close()
 
 
 CASES = {

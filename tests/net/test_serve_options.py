@@ -68,9 +68,9 @@ class LoopbackFleet:
     plans: list = []
     stop_at_plan = True
 
-    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None):
+    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None, *, secure_sum=False, scale_bits=32):
         assert n_sites == len(self.tables)
-        self.port, self.workers, self.secure_sum, self.scale_bits = 7443, 1, False, 32
+        self.port, self.workers, self.secure_sum, self.scale_bits = 7443, 1, secure_sum, scale_bits
         self.sites, self.inner, self.closed = [], None, None
 
     def gather(self, join_timeout):

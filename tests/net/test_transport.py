@@ -377,8 +377,7 @@ def test_secure_sum_hides_terms_and_keeps_the_sum(tables):
     c0 = _coord()
     run_admm(c0, LocalFleet(_parts(tables)), ROUNDS, polish=st0)
     keys = [generate_keypair() for _ in range(P)]
-    fleet = NetworkFleet("127.0.0.1:0", P, timeout=20)
-    fleet.secure_sum = True
+    fleet = NetworkFleet("127.0.0.1:0", P, timeout=20, secure_sum=True)
     parts = _parts(tables)
     seen = []
     orig = NetworkFleet._next

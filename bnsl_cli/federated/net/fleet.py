@@ -91,19 +91,19 @@ class NetworkFleet:
     hosts ``n_sites`` remote participants. ``credentials`` is a
     :class:`~bnsl_cli.federated.net.tls.PartyCredentials` (mutual TLS: sites must present a
     certificate from the same CA) or ``None`` for plaintext (loopback only; the CLI enforces it).
-    ``timeout`` bounds every wait for a site's frame (seconds)."""
+    ``timeout`` bounds every wait for a site's frame (seconds). ``secure_sum``: the plan asks for
+    secure aggregation, with the fixed-point scale ``scale_bits`` (the sites then mask their summable
+    replies and this fleet hands the coordinator only their sums)."""
 
     def __init__(self, listen: str, n_sites: int, credentials=None, timeout: float = 120.0,
-                 log: Optional[Callable[[str], None]] = None):
+                 log: Optional[Callable[[str], None]] = None, *, secure_sum: bool = False, scale_bits: int = 32):
         grpc = need_grpc()
         from concurrent.futures import ThreadPoolExecutor
 
         self.n = int(n_sites)
         self.workers = self.n
-        #: set by the caller before :meth:`start` when the plan asks for secure aggregation, with
-        #: the plan's fixed-point scale
-        self.secure_sum = False
-        self.scale_bits = 32
+        self.secure_sum = bool(secure_sum)
+        self.scale_bits = int(scale_bits)
         self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)

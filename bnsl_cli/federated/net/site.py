@@ -46,17 +46,8 @@ def wire_summary(summary: dict, private: bool) -> dict:
 
 def default_summary(participant) -> dict:
     """What a site reports at the end: the participant's own ``summary()`` (B_p when the plan asks
-    for it, timings, privacy events), or its timing and events for an older participant."""
-    if hasattr(participant, "summary"):
-        return participant.summary()
-    out = {
-        "compute_s": float(getattr(participant, "compute_s", 0.0)),
-        "steps_taken": int(getattr(participant, "steps_taken", 0)),
-    }
-    ledger = getattr(participant, "ledger", None)
-    if ledger is not None:
-        out["events"] = [ev.to_dict() for ev in ledger.events(participant.pid)]
-    return out
+    for it, timings, privacy events; :class:`~bnsl_cli.federated.contracts.Participant`)."""
+    return participant.summary()
 
 
 def _events(participant) -> list:

@@ -1,8 +1,9 @@
 """The exception hierarchy of the bnsl library.
 
 The library never prints or exits; it raises these. The CLI maps them to exit codes:
-``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` and
-``RefusedError`` -> 5, ``OptionError`` -> 2.
+``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError``,
+``RefusedError`` and ``GuardRefusedError`` -> 5, ``InvalidReplyError`` (and the network's
+``FederationError``) -> 6, ``OptionError`` -> 2.
 """
 
 from __future__ import annotations

@@ -353,3 +353,14 @@ def test_honest_plans_pass_the_recomputation(tables, opts):
     acc = check_plan(_body(_plan(tables, **opts)), tables[0], SiteLimits(max_epsilon=10.0, max_delta=1.0), "site0")
     assert acc.rho == pytest.approx(acc.plan.privacy.spend()[1], rel=1e-15)
     assert acc.epsilon <= acc.plan.privacy.epsilon
+
+
+def test_the_recomputation_tolerates_last_bit_rounding_only(tables):
+    """Another machine's libm may round the calibration in the last bits: a relative 1e-12 passes
+    (ε and ρ then read from the larger of the two lists), 1e-6 is refused."""
+    plan = _plan(tables)
+    close = _divided(plan, 1 + 1e-12, 1)
+    acc = check_plan(_body(close), tables[0], LIMITS, "site0")
+    assert acc.rho >= plan.privacy.spend()[1]
+    with pytest.raises(RefusedError, match="release list is not the one"):
+        check_plan(_body(_divided(plan, 1 + 1e-6, 1)), tables[0], LIMITS, "site0")

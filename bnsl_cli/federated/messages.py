@@ -612,7 +612,8 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     matches its declared count (a share or second-moment reply: the count the request implies; a
     dense update: ``d²`` values); a sparse update names distinct entries inside the ``d × d``
     matrix. With ``values`` (every reply not masked by a secure sum): every value and the objective
-    are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude."""
+    are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude, and a share of the pooled variances
+    (the answer to a centre broadcast of count 1) is not negative."""
     if request is None or len(request) < HEADER.size:
         return None
     r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
@@ -672,4 +673,9 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
         why = _bad_values(objective, "objective")
         if why is not None:
             return why
-    return _bad_values(vals, _WHAT_REPLY[MessageKind(kind)])
+    why = _bad_values(vals, _WHAT_REPLY[MessageKind(kind)])
+    if why is None and r_kind == MessageKind.CENTRE and r_count == 1 and vals.size and float(vals.min()) < 0:
+        # a share of the pooled variances is a sum of squares (or, under DP, of a released v̂ > 0
+        # and a square) divided by n: never negative
+        return f"sent a negative variance share ({float(vals.min()):.3g})"
+    return why

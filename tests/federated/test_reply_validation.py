@@ -79,6 +79,12 @@ def test_indices_and_shapes_are_checked():
     assert validate_reply(_bcast(), DenseUpdate(3, 1, D + 1, np.zeros((D + 1, D + 1))).encode(), 1) is not None
     full = CentreBroadcast(1, D, np.zeros(D), full=True).encode()
     assert "malformed" in validate_reply(full, ShareReply(1, 0, D, np.zeros(D)).encode(), 0)
+    # a share of the pooled variances is never negative (a share of the full moment matrix may be,
+    # under DP: its noise is symmetric)
+    var = CentreBroadcast(1, D, np.zeros(D)).encode()
+    assert validate_reply(var, ShareReply(1, 0, D, np.full(D, 0.5)).encode(), 0) is None
+    assert "negative variance share" in validate_reply(var, ShareReply(1, 0, D, np.full(D, -0.5)).encode(), 0)
+    assert validate_reply(full, ShareReply(1, 0, D, -np.ones(D * (D + 1) // 2)).encode(), 0) is None
     assert "malformed" in validate_reply(_bcast(), _sparse([1.0, 2.0])[:-3], 1)
     # the header: its kind, round and sender
     assert "signed as participant" in validate_reply(_bcast(), _sparse([1.0]), 0)

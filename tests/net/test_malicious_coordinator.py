@@ -364,3 +364,40 @@ def test_the_recomputation_tolerates_last_bit_rounding_only(tables):
     assert acc.rho >= plan.privacy.spend()[1]
     with pytest.raises(RefusedError, match="release list is not the one"):
         check_plan(_body(_divided(plan, 1 + 1e-6, 1)), tables[0], LIMITS, "site0")
+
+
+def test_run_site_guards_a_callers_own_participant(tables):
+    """A site run from Python with its own ``on_plan`` (no SiteGuard) is still held to its plan:
+    run_site puts the participant behind a SpendGuard."""
+    from bnsl_cli.errors import BnslError
+    from bnsl_cli.federated.net.fleet import NetworkFleet
+    from bnsl_cli.federated.net.site import run_site
+    from bnsl_cli.federated.roles import make_participant
+
+    plan = _plan(tables[:1], dp=None)
+    t = tables[0]
+    fleet = NetworkFleet("127.0.0.1:0", 1, timeout=20)
+    errors = []
+
+    def site():
+        try:
+            run_site(f"127.0.0.1:{fleet.port}", {"site": t.path, "columns": list(t.names), "rows": t.n},
+                     lambda body: make_participant(plan, 0, t.X), connect_timeout=5, timeout=20)
+        except BnslError as exc:
+            errors.append(exc)
+
+    th = threading.Thread(target=site)
+    th.start()
+    answered = []
+    try:
+        fleet.gather(20)
+        fleet.start(lambda i: _body(plan, i))
+        with pytest.raises(RefusedError, match="beyond the plan's 5 rounds"):
+            for r in range(1, 10):
+                fleet.exchange(_round(r, plan.d))
+                answered.append(r)
+    finally:
+        fleet.close()
+        th.join(20)
+    assert answered == [1, 2, 3, 4, 5]
+    assert len(errors) == 1 and isinstance(errors[0], GuardRefusedError) and errors[0].exit_code == 5

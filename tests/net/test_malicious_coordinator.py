@@ -29,7 +29,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
 from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.releases import ReleaseKind  # noqa: E402
-from tests.net.conftest import ENV, Party  # noqa: E402
+from tests.net.conftest import Party  # noqa: E402
 
 LIMITS = SiteLimits(max_epsilon=8.0, max_delta=1.0)
 ROUNDS, STEPS = 5, 20

@@ -7,8 +7,9 @@ Formats written by bnsl:
 
 - adjacency CSV: header ``,a,b,c`` then one row per node ``a,0.0,1.25,0.0`` (first column = parent);
 - edges CSV: ``source,target,weight`` with one row per non-zero entry;
-- DOT: a ``digraph`` written as text; nodes by safe ids with ``label=`` names, weight as edge label,
-  |weight| as penwidth, sign as colour;
+- DOT: a ``digraph`` written as text; the node names are the ids (quoted when they are not plain
+  identifiers), the exact weight is the ``weight`` attribute, a rounded weight the edge label,
+  |weight| the pen width and the sign the colour;
 - report JSON: ``{"graph": {"nodes": [...], "edges": [{"source", "target", "weight"}, ...]}, ...}``.
 
 Readers also accept a plain 0/1 (or weighted) matrix with a header row of names and no index column.
@@ -123,16 +124,31 @@ def edges_csv_text(W: np.ndarray, names: Sequence[str]) -> str:
     return _csv_text(rows)
 
 
-def _dot_id(k: int) -> str:
-    return f"n{k}"
+_DOT_PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DOT_NUMERAL = re.compile(r"-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)\Z")
 
 
 def _dot_quote(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _dot_id(s: str) -> str:
+    """``s`` as a DOT id: bare when it is a plain identifier (and no DOT keyword), else quoted."""
+    if _DOT_PLAIN_ID.match(s) and s.lower() not in _DOT_KEYWORDS:
+        return s
+    return _dot_quote(s)
+
+
+def _dot_number(x: float) -> str:
+    """A weight as a DOT value: the exact float text, quoted when it is no DOT numeral (``1e-05``)."""
+    text = format_float(x)
+    return text if _DOT_NUMERAL.match(text) else _dot_quote(text)
+
+
 def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl") -> str:
-    """A Graphviz ``digraph``: weight as label, |weight| as penwidth, sign as colour."""
+    """A Graphviz ``digraph`` with the node names as ids and the exact weight under ``weight``
+    (pydot and networkx read both back); a rounded weight as the edge label, |weight| as the pen
+    width and the sign as the colour are for the eye."""
     W = np.asarray(W, dtype=float)
     lines = [
         f"// {title}",
@@ -141,8 +157,8 @@ def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl") -> str:
         "  rankdir=TB;",
         "  node [shape=ellipse];",
     ]
-    for k, name in enumerate(names):
-        lines.append(f"  {_dot_id(k)} [label={_dot_quote(name)}];")
+    for name in names:
+        lines.append(f"  {_dot_id(name)};")
     nz = np.abs(W[W != 0])
     scale = float(nz.max()) if nz.size else 1.0
     for i, j in zip(*np.nonzero(W)):
@@ -150,7 +166,7 @@ def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl") -> str:
         pen = 0.5 + 3.5 * abs(w) / scale
         colour = "#1f5fbf" if w > 0 else "#c0392b"
         lines.append(
-            f"  {_dot_id(i)} -> {_dot_id(j)} [weight_value={_dot_quote(format_float(w))}, "
+            f"  {_dot_id(names[i])} -> {_dot_id(names[j])} [weight={_dot_number(w)}, "
             f'label="{w:.3g}", penwidth={pen:.2f}, color="{colour}"];'
         )
     lines.append("}")

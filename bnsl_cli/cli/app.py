@@ -55,6 +55,7 @@ SUBCOMMANDS = (
     ("learn", "learn"),
     ("evaluate", "evaluate"),
     ("refit", "refit"),
+    ("show", "show"),
     ("privacy-budget", "privacy_budget"),
     # networked runs (need the extra bnsl-cli[net]; grpc/cryptography are imported when a command runs)
     ("serve", "serve"),

@@ -55,8 +55,8 @@ SUBCOMMANDS = (
     ("learn", "learn"),
     ("evaluate", "evaluate"),
     ("refit", "refit"),
-    ("show", "show"),
     ("privacy-budget", "privacy_budget"),
+    ("show", "show"),
     # networked runs (need the extra bnsl-cli[net]; grpc/cryptography are imported when a command runs)
     ("serve", "serve"),
     ("join", "join"),

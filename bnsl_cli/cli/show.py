@@ -33,6 +33,10 @@ def command(
         show_default=False,
     ),
     fmt: str = typer.Option("svg,png,html", "--format", "-f", help="Comma-separated: svg, png, html."),
+    participant: Optional[int] = typer.Option(
+        None, "--participant", metavar="K", min=1,
+        help="For a local-notears run (one graph per participant): draw participant K's graph (1-based).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No summary line on stderr."),
 ) -> None:
     """Draw the learned graph (graph.svg, graph.png) and write report.html: the graph, the convergence
@@ -50,7 +54,7 @@ def command(
     from bnsl_cli.io.showrun import load_run, render_run
 
     formats = _formats(fmt)
-    run = load_run(run_dir)
+    run = load_run(run_dir, participant)
     target = Path(out) if out is not None else run.folder
     if target.exists() and not target.is_dir():
         raise OutputDirError(f"{target}: exists and is not a directory; choose another --out")

@@ -42,8 +42,9 @@ class Run:
     names: tuple
 
 
-def load_run(path) -> Run:
-    """Read ``path/report.json`` (or ``path`` itself when it is a report.json). Every problem is an
+def load_run(path, participant: Optional[int] = None) -> Run:
+    """Read ``path/report.json`` (or ``path`` itself when it is a report.json). A local-notears report
+    holds one graph per participant: ``participant`` (1-based) chooses one. Every problem is an
     :class:`InputDataError` naming the path."""
     from bnsl_cli.io.graphs import _graph_from_json_obj, read_text_file
 
@@ -65,10 +66,21 @@ def load_run(path) -> Run:
     if not isinstance(report, dict) or "method" not in report or "graph" not in report:
         raise InputDataError(f"{rep_path}: not a bnsl learn report (no 'method' and 'graph')")
     if report["graph"] is None:
-        raise InputDataError(
-            f"{rep_path}: a local-notears report holds one graph per participant; "
-            "run bnsl show on a run that learns one graph"
-        )
+        local = report.get("local")
+        if not isinstance(local, list) or not local:
+            raise InputDataError(f"{rep_path}: the report holds no graph")
+        if participant is None:
+            raise InputDataError(
+                f"{rep_path}: a local-notears report holds one graph per participant ({len(local)}); "
+                "choose one with --participant K"
+            )
+        entry = next((e for k, e in enumerate(local, start=1)
+                      if isinstance(e, dict) and e.get("participant", k) == participant), None)
+        if entry is None:
+            raise InputDataError(f"{rep_path}: the report has no participant {participant}; choose another --participant")
+        g = _graph_from_json_obj(rep_path, entry, f" (participant {participant})")
+        report = {**report, "method": f"{report['method']}, participant {participant}"}
+        return Run(folder, report, g.W, g.names)
     g = _graph_from_json_obj(rep_path, report)
     return Run(folder, report, g.W, g.names)
 
@@ -270,6 +282,7 @@ def render_run(run: Run, formats=FORMATS, truth=None, truth_name=None) -> dict:
     T = None
     if truth is not None:
         where = str(truth_name or "truth")
+        truth = truth.named(run.names, source=where, other="the run's graph")  # a headerless matrix
         unknown = [n for n in truth.names if n not in set(run.names)]
         lacking = [n for n in run.names if n not in set(truth.names)]
         if unknown:

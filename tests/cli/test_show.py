@@ -32,6 +32,7 @@ def _one_line_error(res, code):
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, res.stderr
     assert "Traceback" not in res.output
+    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +208,31 @@ def test_missing_matplotlib_is_one_clear_line(run_dir, monkeypatch):
     _one_line_error(res, 1)
     assert "pip install 'bnsl-cli[plots]'" in res.stderr
     assert not (run_dir / "graph.svg").exists() and not (run_dir / "report.html").exists()
+
+
+def test_local_notears_report_needs_and_takes_a_participant(run_dir):
+    rep = json.loads((run_dir / "report.json").read_text())
+    names = rep["graph"]["nodes"]
+    g1 = {"nodes": names, "edges": [{"source": names[0], "target": names[1], "weight": 0.5}]}
+    g2 = {"nodes": names, "edges": [{"source": names[2], "target": names[3], "weight": -0.7},
+                                    {"source": names[3], "target": names[4], "weight": 1.1}]}
+    rep.update(method="local-notears", graph=None,
+               local=[{"participant": 1, "graph": g1}, {"participant": 2, "graph": g2}])
+    (run_dir / "report.json").write_text(json.dumps(rep))
+    line = _one_line_error(run("show", run_dir), 3)
+    assert "--participant" in line
+    _one_line_error(run("show", run_dir, "--participant", 3), 3)
+    res = run("show", run_dir, "--participant", 2, "--format", "svg", "-q")
+    assert res.exit_code == 0, res.output
+    ids = {i for i in _svg_ids((run_dir / "graph.svg").read_bytes()) if i.startswith("edge-")}
+    assert ids == {"edge-sign--2-3", "edge-sign+-3-4"}
+
+
+def test_headerless_truth_is_matched_by_position(run_dir, tmp_path):
+    g = read_graph(run_dir / "adjacency.csv")
+    bare = tmp_path / "amat.csv"
+    bare.write_text("\n".join(",".join("1" if v else "0" for v in row) for row in (g.W != 0)) + "\n")
+    res = run("show", run_dir, "--truth", bare, "--format", "svg", "-q")
+    assert res.exit_code == 0, res.output
+    ids = {i for i in _svg_ids((run_dir / "graph.svg").read_bytes()) if i.startswith("edge-")}
+    assert ids and all(i.startswith("edge-true-") for i in ids)

@@ -119,10 +119,10 @@ def command(
 
     Exit code 3 for unreadable or mismatched files and for a cyclic truth without --allow-cyclic-truth.
     """
-    from bnsl_cli.errors import InputDataError
-    from bnsl_cli.io.graphs import read_graph, read_graphs
     import numpy as np
 
+    from bnsl_cli.errors import InputDataError
+    from bnsl_cli.io.graphs import read_graph, read_graphs
     from bnsl_cli.metrics import pdag_undirected, structure_metrics
 
     if as_json and as_csv:

@@ -367,10 +367,15 @@ def _read_csv_graph(path: Path, text: str) -> Graph:
     header = [c.strip() for c in numbered[0][1]]
     body = numbered[1:]
     lower = [h.lower() for h in header]
-    if lower[:2] == ["from", "to"]:
-        return _read_arc_list(path, body, (0, 1))
-    if lower[:3] == ["", "from", "to"]:  # R's write.csv: a column of row numbers first
-        return _read_arc_list(path, body, (1, 2))
+    arcs = (0, 1) if lower[:2] == ["from", "to"] else (1, 2) if lower[:3] == ["", "from", "to"] else None
+    if arcs is not None:  # (1, 2): R's write.csv, a column of row numbers first
+        extra = [h for h in header[arcs[1] + 1:] if h]
+        if extra:
+            raise InputDataError(
+                f"{path}: a bnlearn arc list has the columns from,to; this one also has {', '.join(map(repr, extra))} "
+                "(arc strengths list every pair: keep the arcs you accept, e.g. arcs(averaged.network(strength)))"
+            )
+        return _read_arc_list(path, body, arcs)
     if lower[:2] == ["source", "target"]:
         has_w = len(lower) >= 3 and lower[2] == "weight"
         edges, order = [], []

@@ -71,6 +71,13 @@ def test_bnlearn_arc_listed_both_ways_is_an_undirected_edge(tmp_path, truth):
     assert r["shd_cpdag"] == 1
 
 
+def test_bnlearn_arc_strengths_are_refused_with_a_hint(tmp_path, truth):
+    p = tmp_path / "strength.csv"
+    p.write_text("from,to,strength,direction\na,b,0.9,0.7\nb,a,0.9,0.3\na,c,0.05,0.5\n")
+    line = _one_line(run(p, "--truth", truth))
+    assert str(p) in line and "'strength'" in line and "averaged.network" in line
+
+
 # -- Tetrad -------------------------------------------------------------------------------------
 
 TETRAD = """Graph Nodes:

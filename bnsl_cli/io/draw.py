@@ -78,6 +78,20 @@ def _trim(c, p, hw, hh):
     return (c[0] + t * dx, c[1] + t * dy)
 
 
+def _smooth_path(MPath, pts):
+    """A straight line for two points; through bends, a quadratic B-spline: the bends are control
+    points and the curve runs through the midpoints between them, ending on the two ends."""
+    if len(pts) == 2:
+        return MPath(pts, [MPath.MOVETO, MPath.LINETO])
+    verts = [pts[0], ((pts[0][0] + pts[1][0]) / 2, (pts[0][1] + pts[1][1]) / 2)]
+    codes = [MPath.MOVETO, MPath.LINETO]
+    for k in range(1, len(pts) - 1):
+        nxt = pts[k + 1] if k + 1 == len(pts) - 1 else ((pts[k][0] + pts[k + 1][0]) / 2, (pts[k][1] + pts[k + 1][1]) / 2)
+        verts += [pts[k], nxt]
+        codes += [MPath.CURVE3, MPath.CURVE3]
+    return MPath(verts, codes)
+
+
 def _label_spot(pts, placed, w=0.42, h=0.16):
     """A point on the middle segment of the polyline ``pts`` for a weight label, the first of a few
     candidates whose label box (``w`` × ``h``) overlaps no label in ``placed``."""
@@ -147,7 +161,7 @@ def graph_figure(W, names: Sequence[str], truth=None, title: Optional[str] = Non
         sign_colour = POSITIVE if w > 0 else NEGATIVE
         colour = STATUS_COLOURS[st] if st is not None else sign_colour
         lw = 1.0 if st == "missing" else 0.8 + 2.2 * abs(w) / scale
-        path = MPath(pts, [MPath.MOVETO] + [MPath.LINETO] * (len(pts) - 1))
+        path = _smooth_path(MPath, pts)
         arrow = FancyArrowPatch(
             path=path, arrowstyle="-|>", mutation_scale=11, linewidth=lw, color=colour,
             linestyle="--" if st == "missing" else "-", zorder=1, joinstyle="round", capstyle="round",

@@ -84,7 +84,7 @@ def command(
     ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
-        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json), "
+        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, cpdag.csv, graph.dot, report.json), "
         "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
         "printed on stdout.",
     ),
@@ -243,7 +243,8 @@ def _run_with_progress(tables, cfg, quiet):
 
 
 def _write_outputs(od, result, method: str) -> None:
-    from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
+    from bnsl_cli.dag import is_dag
+    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, dot_text, edges_csv_text
 
     texts = {}
     if result.local is not None:
@@ -252,10 +253,14 @@ def _write_outputs(od, result, method: str) -> None:
             texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
             texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
             texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
+            if is_dag(W):  # learned graphs are made acyclic; a CPDAG exists only for a DAG
+                texts[f"{sub}/cpdag.csv"] = cpdag_csv_text(W, result.names)
     else:
         texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
         texts["edges.csv"] = edges_csv_text(result.W, result.names)
         texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
+        if is_dag(result.W):
+            texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)
     if result.personal is not None:
         for k, B in enumerate(result.personal):
             texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)

@@ -19,10 +19,15 @@ from bnsl_cli.errors import InputDataError
 LEARN_OWNED = (
     "adjacency.csv",
     "edges.csv",
+    "cpdag.csv",
     "graph.dot",
     "report.json",
+    "graph.svg",
+    "graph.png",
+    "report.html",
     "participant-*/adjacency.csv",
     "participant-*/edges.csv",
+    "participant-*/cpdag.csv",
     "participant-*/graph.dot",
     "participant-*/personal-adjacency.csv",
 )
@@ -63,7 +68,7 @@ def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_partic
         return None
     from bnsl_cli.io.outdir import OutputDir
 
-    names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
+    names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"]
     if per_participant:
         names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
     return OutputDir(
@@ -146,7 +151,8 @@ def write_learn_outputs(od, result, method: str) -> None:
     (one set per participant for local-notears), the personal matrices, report.json (strict JSON:
     :func:`~bnsl_cli.cli.common.json_text`), then commit it as one unit."""
     from bnsl_cli.cli import common
-    from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
+    from bnsl_cli.dag import is_dag
+    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, dot_text, edges_csv_text
 
     texts = {}
     if result.local is not None:
@@ -155,10 +161,14 @@ def write_learn_outputs(od, result, method: str) -> None:
             texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
             texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
             texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
+            if is_dag(W):  # learned graphs are made acyclic; a CPDAG exists only for a DAG
+                texts[f"{sub}/cpdag.csv"] = cpdag_csv_text(W, result.names)
     else:
         texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
         texts["edges.csv"] = edges_csv_text(result.W, result.names)
         texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
+        if is_dag(result.W):
+            texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)
     if result.personal is not None:
         for k, B in enumerate(result.personal):
             texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)

@@ -7,7 +7,7 @@ import pytest
 
 from bnsl_cli.federated.contracts import Fleet, Participant
 from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet
-from bnsl_cli.federated.roles import make_participant
+from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
 from bnsl_cli.run import participant_rngs, run
 from tests._sim import simulated_tables

@@ -27,7 +27,7 @@ from bnsl_cli.federated.messages import (
     read_header,
     validate_reply,
 )
-from bnsl_cli.federated.roles import make_participant
+from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.io.data import Table
 from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
 from bnsl_cli.run import participant_rngs, run

@@ -115,7 +115,7 @@ def test_a_plan_whose_steps_do_not_match_its_release_list_is_refused(tables):
     # and the run-time guard alone (had the plan check been skipped) refuses the first round: its
     # 200 steps exceed the 5 × 20 selections the release list allows
     tampered = RunPlan.from_dict(bad)
-    from bnsl_cli.federated.roles import make_participant
+    from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.run import participant_rngs
 
     g = SpendGuard(make_participant(tampered, 0, tables[0].X, participant_rngs(tampered)[0]), tampered)
@@ -146,7 +146,7 @@ def test_divided_multipliers_are_refused(tables, counts_divisor):
 def test_matching_counts_are_caught_by_the_run_time_count_too(tables):
     """Had the plan check been skipped and the tampered list's own ρ accepted, the guard still
     refuses the first round: its 20 selections exceed the list's count of 1."""
-    from bnsl_cli.federated.roles import make_participant
+    from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.run import participant_rngs
 
     bad = _divided(_plan(tables), 10.0, 100)
@@ -161,7 +161,7 @@ def test_divided_multipliers_spend_beyond_the_accepted_budget_is_refused_at_buil
     already exceed the accepted ρ, so the guard refuses before anything is answered."""
     plan = _plan(tables)
     bad = _divided(plan, 10.0, 1)
-    from bnsl_cli.federated.roles import make_participant
+    from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.run import participant_rngs
 
     with pytest.raises(GuardRefusedError, match="more than the accepted"):
@@ -366,23 +366,29 @@ def test_the_recomputation_tolerates_last_bit_rounding_only(tables):
         check_plan(_body(_divided(plan, 1 + 1e-6, 1)), tables[0], LIMITS, "site0")
 
 
-def test_run_site_guards_a_callers_own_participant(tables):
-    """A site run from Python with its own ``on_plan`` (no SiteGuard) is still held to its plan:
-    run_site puts the participant behind a SpendGuard."""
+def test_a_python_site_with_its_own_participant_factory_is_guarded(tables):
+    """A site run from Python (run_site with ``SiteGuard(...).on_plan`` and its own participant
+    factory) is held to its plan like ``bnsl join``."""
     from bnsl_cli.errors import BnslError
+    from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.federated.net.fleet import NetworkFleet
     from bnsl_cli.federated.net.site import run_site
-    from bnsl_cli.federated.roles import make_participant
 
     plan = _plan(tables[:1], dp=None)
     t = tables[0]
     fleet = NetworkFleet("127.0.0.1:0", 1, timeout=20)
-    errors = []
+    built, errors = [], []
+
+    def make(plan, index, X, rng):
+        built.append(index)
+        return make_participant(plan, index, X, rng)
+
+    site_guard = SiteGuard(t, SiteLimits(allow_non_private=True), t.path, make=make)
 
     def site():
         try:
             run_site(f"127.0.0.1:{fleet.port}", {"site": t.path, "columns": list(t.names), "rows": t.n},
-                     lambda body: make_participant(plan, 0, t.X), connect_timeout=5, timeout=20)
+                     site_guard.on_plan, connect_timeout=5, timeout=20)
         except BnslError as exc:
             errors.append(exc)
 
@@ -399,5 +405,5 @@ def test_run_site_guards_a_callers_own_participant(tables):
     finally:
         fleet.close()
         th.join(20)
-    assert answered == [1, 2, 3, 4, 5]
+    assert built == [0] and answered == [1, 2, 3, 4, 5]
     assert len(errors) == 1 and isinstance(errors[0], GuardRefusedError) and errors[0].exit_code == 5

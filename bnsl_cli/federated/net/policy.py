@@ -35,6 +35,7 @@ import numpy as np
 
 from bnsl_cli.errors import BnslError, GuardRefusedError, OptionError, RefusedError, ShardMismatchError
 from bnsl_cli.federated.messages import CentreBroadcast, MessageKind, is_stop, read_header
+from bnsl_cli.federated.methods import Rounds, make_participant, method_spec
 from bnsl_cli.federated.net.common import FederationError
 from bnsl_cli.plan import CLIP_LEVELS, DPConfig, PrivacyPlan, RunPlan, resolve_privacy
 from bnsl_cli.privacy.releases import ReleaseKind
@@ -42,7 +43,6 @@ from bnsl_cli.privacy.releases import ReleaseKind
 __all__ = [
     "SiteLimits",
     "AcceptedPlan",
-    "ADMM_METHODS",
     "admm_rounds",
     "check_plan",
     "expected_privacy",
@@ -112,14 +112,11 @@ class AcceptedPlan:
     epsilon: float
 
 
-#: Methods whose plan's ``rounds`` are ADMM rounds (one exchange with every site per round). For
-#: fed-moments ``rounds`` are the coordinator's NOTEARS steps on the pooled moments: no exchange.
-ADMM_METHODS = ("fed-sparse", "fed-bnsl")
-
-
 def admm_rounds(plan) -> int:
-    """The most ADMM rounds ``plan`` can run (what ``max_rounds`` compares): 0 for fed-moments."""
-    return int(plan.rounds) if plan.method in ADMM_METHODS else 0
+    """The most ADMM rounds ``plan`` can run (what ``max_rounds`` compares): the plan's ``rounds``
+    when they are ADMM rounds (one exchange with every site per round); 0 when they are the
+    coordinator's NOTEARS steps (fed-moments: no exchange)."""
+    return int(plan.rounds) if method_spec(plan.method).rounds is Rounds.ADMM else 0
 
 
 def expected_privacy(plan: RunPlan) -> PrivacyPlan:
@@ -487,7 +484,6 @@ def guarded_participant(accepted: AcceptedPlan, rng: Optional[np.random.Generato
     """The site's participant for an accepted plan, wrapped in its :class:`SpendGuard`. ``rng``:
     its noise source (default: the run's, from the plan); ``make(plan, index, X, rng)``: the
     participant factory (default: the method's)."""
-    from bnsl_cli.federated.roles import make_participant
     from bnsl_cli.run import participant_rngs
 
     plan = accepted.plan

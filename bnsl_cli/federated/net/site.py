@@ -112,23 +112,6 @@ def _is_private(plan_body: dict, events: list) -> bool:
     return bool(events)
 
 
-def _guarded(participant, body: dict):
-    """``participant`` behind the site's :class:`~bnsl_cli.federated.net.policy.SpendGuard` for the
-    plan in ``body`` (the guard ``bnsl join`` builds, or one made here for a caller's own ``on_plan``,
-    so that no site answers beyond its plan); unchanged when the body holds no plan (in-process tests
-    send bare bodies)."""
-    from bnsl_cli.federated.net.policy import SpendGuard
-    from bnsl_cli.plan import RunPlan
-
-    if isinstance(participant, SpendGuard):
-        return participant
-    try:
-        plan = RunPlan.from_dict(body["plan"])
-    except Exception:  # noqa: BLE001 - no plan to hold the participant to
-        return participant
-    return SpendGuard(participant, plan)
-
-
 def _record_refusal(transcript, exc: BaseException, request: Optional[bytes]) -> None:
     """The transcript's record of a message the site refused (it answers none)."""
     if transcript is None:
@@ -155,9 +138,9 @@ def run_site(
 ) -> dict:
     """Join the run at ``target`` (``HOST:PORT``). ``on_plan(plan_body)`` returns the participant
     (an object with ``handle(bytes) -> bytes | None``) or raises a :class:`BnslError` to refuse
-    (its message goes to the coordinator as the reason); the participant always runs behind the
-    site's :class:`~bnsl_cli.federated.net.policy.SpendGuard` (``policy.SiteGuard(...).on_plan``
-    also checks the plan first). ``secure_key``: this run's X25519 private
+    (its message goes to the coordinator as the reason). ``policy.SiteGuard(...).on_plan``
+    (:mod:`bnsl_cli.federated.net.policy`) checks the plan and returns the participant behind the
+    site's :class:`~bnsl_cli.federated.net.policy.SpendGuard`: what ``bnsl join`` uses. ``secure_key``: this run's X25519 private
 key (its public key is in the HELLO) for secure aggregation. ``credentials``: mutual TLS
     (:class:`~bnsl_cli.federated.net.tls.PartyCredentials`) or ``None`` for plaintext. ``timeout``
     bounds the wait for each coordinator frame. Returns the plan body and the site's summary."""
@@ -279,7 +262,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                     raise FederationError(f"the coordinator sent {frame.name} before the plan (out of order)")
                 plan = frame.body
                 try:
-                    participant = _guarded(on_plan(plan), plan)
+                    participant = on_plan(plan)
                 except BnslError as exc:
                     abort(exc, refused=isinstance(exc, RefusedError))
                     raise

@@ -18,6 +18,10 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "DataWarning",
+    "IdentifierColumnWarning",
+    "SmallSampleWarning",
+    "MissingRowsWarning",
 ]
 
 
@@ -75,3 +79,20 @@ class OptionError(BnslError):
 class PrivacyWarning(UserWarning):
     """A private run's guarantee is weaker than it looks (e.g. a participant with very few rows),
     or a result derived from private output is not private itself."""
+
+
+class DataWarning(UserWarning):
+    """The data read are legal but probably not what the user meant; the run goes on."""
+
+
+class IdentifierColumnWarning(DataWarning):
+    """A column looks like a row identifier (distinct integers in order, or a run of consecutive
+    integers) and would be learned as a variable; ``--index-col``/``--drop`` leave it out."""
+
+
+class SmallSampleWarning(DataWarning):
+    """Fewer rows than variables, or too few rows for edges to stand out from chance correlations."""
+
+
+class MissingRowsWarning(DataWarning):
+    """``--na drop-rows`` dropped rows that held a missing value."""

@@ -65,7 +65,8 @@ DATA_PATTERNS = ("*.csv", "*.tsv", "*.csv.gz", "*.tsv.gz")
 def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) -> list[Path]:
     """Expand files, directories (their ``*.csv``, ``*.tsv`` and gzipped ones), quoted globs and a
     ``--files-from`` list (one path a line; relative paths are relative to the current directory,
-    like ``tar -T`` or ``rsync --files-from``; ``#`` starts a comment line).
+    like ``tar -T`` or ``rsync --files-from``; ``#`` starts a comment line; ``-``: the list is read
+    from standard input).
 
     Returns sorted, de-duplicated paths. Missing files are left in so the reader can name them.
     ``-`` (standard input) is kept as is.
@@ -74,10 +75,15 @@ def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) 
 
     raw: list[str] = list(items)
     if files_from is not None:
-        try:
-            text = Path(files_from).read_text()
-        except OSError as exc:
-            raise InputDataError(f"{files_from}: cannot read file list ({exc.strerror or exc})") from None
+        if str(files_from) == "-":  # the list on standard input (then no shard can be read from it)
+            if "-" in raw:
+                raise InputDataError("--files-from - and a shard - both read standard input; choose one")
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(files_from).read_text()
+            except OSError as exc:
+                raise InputDataError(f"{files_from}: cannot read file list ({exc.strerror or exc})") from None
         for line in text.splitlines():
             line = line.strip()
             if line and not line.startswith("#"):

@@ -38,6 +38,25 @@ def fail(message: str, code: int) -> "typer.Exit":
     return typer.Exit(code)
 
 
+def print_table(renderable, to_stderr: bool = False) -> None:
+    """Print a rich table (or any renderable) as a result (stdout) or as context (stderr). On a
+    terminal rich lays it out at the terminal's width; in a pipe or a file it is drawn at its own
+    natural width, without colour codes and without the trailing spaces that pad every line to the
+    widest one, so that ``| less``, ``> file`` and diffs see plain text."""
+    console = err_console if to_stderr else Console(highlight=False)
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    width = Console(width=100_000).measure(renderable).maximum
+    buf = Console(width=max(width, 40), color_system=None, highlight=False, record=False,
+                  file=__import__("io").StringIO())
+    buf.print(renderable)
+    text = "\n".join(line.rstrip() for line in buf.file.getvalue().splitlines())
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def print_json(obj) -> None:
     """Write a JSON document to stdout (results only go there)."""
     sys.stdout.write(json.dumps(obj, indent=2, allow_nan=False, default=_json_default) + "\n")

@@ -112,6 +112,17 @@ def convergence_warnings(verbose: bool):
         yield
 
 
+def exact_scale_warning(tables) -> None:
+    """In a private run the coordinator's column spreads are noisy, so it does not warn about the
+    columns' scales; whoever holds the rows warns from their exact spreads (nothing is released)."""
+    from bnsl_cli.federated.standardize import ScaleWarning, exact_scale_warning as check
+
+    msg = check(tables, tables[0].names)
+    if msg:
+        warnings.warn(msg + " (checked on the rows here; the private run's own statistics are noisy)", ScaleWarning,
+                      stacklevel=2)
+
+
 def split_names(text: Optional[str]) -> Optional[tuple]:
     """``"a, b,c"`` → ``("a", "b", "c")`` (None stays None). Names keep inner spaces."""
     if text is None:

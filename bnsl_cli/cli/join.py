@@ -137,6 +137,8 @@ def command(
 
     def on_plan(body: dict):
         plan, index, X = _check_plan(body, table, limits, name)
+        if plan.private and not plan.standardize:  # this site's exact spreads (nothing is released)
+            dataopts.exact_scale_warning([_columns_of(table, plan.names, X)])
         tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
                   "secure_sum": bool(body.get("secure_sum"))})
         from bnsl_cli.federated.roles import make_participant
@@ -168,6 +170,12 @@ def command(
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")
+
+
+def _columns_of(table, names, X):
+    from bnsl_cli.io.data import Table
+
+    return Table(X, tuple(names), table.path)
 
 
 def _recording(on_plan, tr):

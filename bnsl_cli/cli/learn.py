@@ -204,6 +204,8 @@ def command(
     tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
     if progress is not None:
         progress.close()
+    if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
+        dataopts.exact_scale_warning(tables)
     with dataopts.convergence_warnings(verbose):
         result = _run_with_progress(tables, cfg, quiet)
     if od is not None:
@@ -296,10 +298,11 @@ def _summary(result, out, quiet) -> None:
         parts.append(f"{edges} edges")
     pol = rep.get("polish") or {}
     if pol.get("applied"):
-        mv = pol["moves"]
-        parts.append(
+        ch = pol.get("changes") or {"added": pol["moves"]["add"], "deleted": pol["moves"]["delete"],
+                                    "reversed": pol["moves"]["reverse"]}
+        parts.append(  # net changes, after the threshold: before + added − deleted = after
             f"polish {pol['edges_before']} → {pol['edges_after']} edges "
-            f"(+{mv['add']} −{mv['delete']} ⇄{mv['reverse']})"
+            f"(+{ch['added']} −{ch['deleted']} ⇄{ch['reversed']})"
         )
     if comm.get("bytes_total"):
         parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")

@@ -119,6 +119,7 @@ def command(
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)
+    _check_shard_sizes(result, chosen, data)
     width = max(2, len(str(P)))
     files = [f"participant-{k:0{width}d}.csv" for k in range(1, P + 1)]
     src = os.path.realpath(data)
@@ -163,6 +164,29 @@ def command(
         _print_table(summary)
     if json_out:
         print_json(summary)
+
+
+def _check_shard_sizes(result, mode: str, data: Path) -> None:
+    """Refuse (exit 3, nothing written) a split that gives a shard fewer rows than ``bnsl learn``
+    accepts (:data:`~bnsl_cli.io.data.MIN_ROWS`); rows are never moved between shards to avoid it
+    (that would change the shares or groups asked for)."""
+    from bnsl_cli.errors import InputDataError
+    from bnsl_cli.io.data import MIN_ROWS
+
+    sizes = [int(idx.size) for idx in result.indices]
+    small = [k for k, m in enumerate(sizes) if m < MIN_ROWS]
+    if not small:
+        return
+    k = small[0]
+    if mode == "group":
+        fix = f"group {result.groups[k]!r} has {sizes[k]} row(s); merge small groups or split by another column"
+    elif mode == "sizes":
+        fix = f"shard {k + 1} would get {sizes[k]} row(s); use larger proportions"
+    else:
+        fix = f"use at most {result.n_rows // MIN_ROWS} participants"
+    raise InputDataError(
+        f"{data}: a shard would get fewer than {MIN_ROWS} rows, fewer than bnsl learn accepts; {fix}"
+    )
 
 
 def _print_table(summary: dict) -> None:

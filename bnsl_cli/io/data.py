@@ -56,6 +56,7 @@ from bnsl_cli.errors import (
 
 __all__ = [
     "Table",
+    "MIN_ROWS",
     "ReadOptions",
     "MISSING",
     "TINY_ROWS",
@@ -86,6 +87,10 @@ _CHUNK_BYTES = 8 << 20  # about this much text per parsed chunk of rows
 #: bytes, so each test is one ``memchr`` over the block.
 _SUSPECT = (b"_", b"r", b"R", b"s", b"S")
 
+
+#: The fewest data rows a participant shard may have (``read_shards``' default; ``bnsl split`` makes
+#: no smaller shard).
+MIN_ROWS = 2
 
 #: Cells ``--na drop-rows`` reads as a missing value (besides an empty cell).
 MISSING = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "None", "?")
@@ -935,7 +940,7 @@ def _mismatch(path: Path, names: Sequence[str], ref: Sequence[str], ref_path: Op
 def read_shards(
     paths: Sequence[str | Path],
     *,
-    min_rows: int = 2,
+    min_rows: int = MIN_ROWS,
     sep: Optional[str] = None,
     progress: Optional[ReadProgress] = None,
     options: Optional[ReadOptions] = None,

@@ -208,6 +208,8 @@ def command(
         dataopts.exact_scale_warning(tables)
     with dataopts.convergence_warnings(verbose):
         result = _run_with_progress(tables, cfg, quiet)
+    if read_opts != type(read_opts)():  # the columns and rows used, when chosen (report.json: input)
+        result.report["input"] = {**read_opts.to_dict(), "dropped_rows": [int(t.dropped_rows) for t in tables]}
     if od is not None:
         _write_outputs(od, result, method)
     output.write_single_outputs(singles, result)

@@ -67,6 +67,8 @@ def test_learn_with_index_col_drop_and_na(messy, tmp_path):
     assert "row identifier" not in res.stderr
     header = (out / "adjacency.csv").read_text().splitlines()[0].split(",")
     assert [h for h in header if h] == ["a", "b", "c"], header
+    used = json.loads((out / "report.json").read_text())["input"]
+    assert used["index_col"] == "id" and used["drop"] == ["site"] and used["dropped_rows"] == [2]
     # --columns chooses and orders
     res = run("learn", messy, "--na", "drop-rows", "--columns", "c,b,a", "--adjacency", "-", "-q", *fast)
     assert res.exit_code == 0, res.output

@@ -119,12 +119,12 @@ def command(
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)
-    _check_shard_sizes(result, chosen, data)
     width = max(2, len(str(P)))
     files = [f"participant-{k:0{width}d}.csv" for k in range(1, P + 1)]
     src = os.path.realpath(data)
     if any(os.path.realpath(out / f) == src for f in files):
         raise fail(f"{data}: the output would overwrite the input; choose another --out", 2)
+    _check_shard_sizes(result, chosen, data)
 
     # one unit: shards of an earlier, larger split (which would be read as participants) go
     od = OutputDir(

@@ -108,7 +108,7 @@ def command(
 
     read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
     table = read_table(csv, sep=sep, options=read_opts, min_columns=2)
-    sample_warnings([table], read_opts)
+    sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name
     limits = {
         "max_epsilon": max_epsilon,

@@ -1015,10 +1015,12 @@ def _looks_like_id(x: np.ndarray) -> bool:
     return u.size == n and float(u[-1] - u[0]) == n - 1
 
 
-def sample_warnings(tables: Sequence[Table], options: Optional[ReadOptions] = None) -> None:
+def sample_warnings(tables: Sequence[Table], options: Optional[ReadOptions] = None, whole: bool = True) -> None:
     """Warn (:class:`IdentifierColumnWarning`, :class:`SmallSampleWarning`) about columns that look
     like row identifiers and about samples too small for the graph to mean much: fewer rows than
-    variables (in all, or at one participant), or fewer than :data:`TINY_ROWS` rows in all."""
+    variables (in all, or at one participant), or fewer than :data:`TINY_ROWS` rows in all.
+    ``whole=False``: ``tables`` are one site's of a larger run (``bnsl join``), whose total is not
+    known here — only the identifier columns and a site with fewer rows than variables are named."""
     if not tables:
         return
     opts = options or _DEFAULT
@@ -1033,6 +1035,16 @@ def sample_warnings(tables: Sequence[Table], options: Optional[ReadOptions] = No
     d = tables[0].d
     n = sum(t.n for t in tables)
     where = _display(tables[0].path) if len(tables) == 1 else f"{len(tables)} shards"
+    if not whole:
+        for t in tables:
+            if t.n < d:
+                warnings.warn(
+                    f"{_display(t.path)}: {t.n} rows for {d} variables (fewer rows than variables): this site's "
+                    "own fit rests on the penalty alone",
+                    SmallSampleWarning,
+                    stacklevel=3,
+                )
+        return
     if n < d:
         warnings.warn(
             f"{where}: {n} rows in all for {d} variables (fewer rows than variables): the covariance is singular "

@@ -252,6 +252,12 @@ def test_small_sample_warnings(tmp_path):
               for k, n in enumerate((100, 3))]
     with pytest.warns(SmallSampleWarning, match=r"p1\.csv: 3 rows for 6 variables .*1 of 2 shards"):
         read_shards(shards)
+    # one site of a larger run (bnsl join): its total is unknown, only rows < variables is named
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sample_warnings([read_table(tiny)], whole=False)
+    with pytest.warns(SmallSampleWarning, match=r"few\.csv: 4 rows for 6 variables .*this site"):
+        sample_warnings([read_table(few)], whole=False)
     ok = write(tmp_path, "ok.csv", rows_text(["a", "b"], _noise(50, 2)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")

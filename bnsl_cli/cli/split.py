@@ -73,6 +73,10 @@ def command(
         help="Field separator of DATA: one character, or 'tab' \\[default: tab for .tsv, else ',']; the shards are comma-separated CSV.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", metavar="NAME",
+        help="Text encoding of DATA (e.g. latin-1, cp1252, utf-16); the shards are written as UTF-8.",
+    ),
 ) -> None:
     """Split the rows of DATA.csv into P participant shards DIR/participant-01.csv … (every row exactly once).
 
@@ -115,7 +119,8 @@ def command(
 
     # --- read and split (nothing is written before this succeeded) ------------------------------
     try:
-        result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep)
+        result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep,
+                                  encoding=encoding)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)

@@ -331,3 +331,14 @@ def test_the_readme_and_quick_examples_write_only_ignored_folders():
     assert full == ROOT / "examples" / "results" / "sachs"
     rel = quick.relative_to(ROOT).as_posix()
     assert _ignored(rel + "/sachs.csv") and not _ignored(full.relative_to(ROOT).as_posix() + "/sachs.csv")
+
+
+def test_split_reads_other_encodings_and_writes_utf8(tmp_path):
+    data = tmp_path / "lat.csv"
+    data.write_bytes("a,Größe\n1.5,2\n2,3.5\n3,1\n4,2.5\n".encode("latin-1"))
+    res = run("split", data, "-p", 2, "--out", tmp_path / "s", "--seed", 1, "-q")
+    assert res.exit_code == 3 and "it looks like Latin-1" in res.stderr and not (tmp_path / "s").exists()
+    res = run("split", data, "-p", 2, "--out", tmp_path / "s", "--seed", 1, "-q", "--encoding", "latin-1")
+    assert res.exit_code == 0, res.output
+    texts = [p.read_bytes().decode("utf-8") for p in sorted((tmp_path / "s").glob("participant-*.csv"))]
+    assert all(t.startswith("a,Größe\n") for t in texts) and sum(t.count("\n") - 1 for t in texts) == 4

@@ -47,11 +47,12 @@ def print_table(renderable, to_stderr: bool = False) -> None:
     if console.is_terminal:
         console.print(renderable)
         return
+    import io
+
     width = Console(width=100_000).measure(renderable).maximum
-    buf = Console(width=max(width, 40), color_system=None, highlight=False, record=False,
-                  file=__import__("io").StringIO())
-    buf.print(renderable)
-    text = "\n".join(line.rstrip() for line in buf.file.getvalue().splitlines())
+    sink = io.StringIO()
+    Console(width=max(width, 40), color_system=None, highlight=False, file=sink).print(renderable)
+    text = "\n".join(line.rstrip() for line in sink.getvalue().splitlines())
     stream = sys.stderr if to_stderr else sys.stdout
     stream.write(text + "\n")
     stream.flush()

@@ -342,3 +342,32 @@ def test_split_reads_other_encodings_and_writes_utf8(tmp_path):
     assert res.exit_code == 0, res.output
     texts = [p.read_bytes().decode("utf-8") for p in sorted((tmp_path / "s").glob("participant-*.csv"))]
     assert all(t.startswith("a,Größe\n") for t in texts) and sum(t.count("\n") - 1 for t in texts) == 4
+
+
+def test_the_readme_own_data_walk_through_prints_what_it_shows(monkeypatch):
+    """README *Your own data*: every ``bnsl`` line of the console block, run on the shipped files,
+    prints the lines shown under it (``…`` ends what is shown) and fails or succeeds as shown."""
+    import shlex
+
+    monkeypatch.chdir(ROOT)  # the commands name the files relative to the checkout
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Your own data")[1].split("```console")[1].split("```")[0]
+    runs: list = []
+    for line in block.strip().splitlines():
+        if line.startswith("$ "):
+            runs.append((line[2:], []))
+        elif runs:
+            runs[-1][1].append(line)
+    bnsl_runs = [(cmd, shown) for cmd, shown in runs if cmd.startswith("bnsl ")]
+    assert len(bnsl_runs) == 4
+    for cmd, shown in bnsl_runs:
+        shown = shown[: shown.index("…")] if "…" in shown else shown
+        res = CliRunner().invoke(app, shlex.split(cmd)[1:], catch_exceptions=False)
+        failed = any(s.startswith("error:") for s in shown)
+        assert (res.exit_code != 0) == failed, (cmd, res.output)
+        printed = res.stderr.splitlines() + res.stdout.splitlines()
+        for s in shown:
+            assert s in printed, (cmd, s, printed)
+    head = next(shown for cmd, shown in runs if cmd.startswith("head -3 "))
+    path = ROOT / runs[0][0].split()[-1]
+    assert path.read_text().splitlines()[:3] == head

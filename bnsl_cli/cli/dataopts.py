@@ -115,7 +115,8 @@ def convergence_warnings(verbose: bool):
 def exact_scale_warning(tables) -> None:
     """In a private run the coordinator's column spreads are noisy, so it does not warn about the
     columns' scales; whoever holds the rows warns from their exact spreads (nothing is released)."""
-    from bnsl_cli.federated.standardize import ScaleWarning, exact_scale_warning as check
+    from bnsl_cli.errors import ScaleWarning
+    from bnsl_cli.stats import exact_scale_warning as check
 
     msg = check(tables, tables[0].names)
     if msg:

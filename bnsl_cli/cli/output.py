@@ -192,10 +192,11 @@ def print_run_summary(result, out, quiet: bool) -> None:
         parts.append(f"{edges} edges")
     pol = rep.get("polish") or {}
     if pol.get("applied"):
-        mv = pol["moves"]
-        parts.append(
+        ch = pol.get("changes") or {"added": pol["moves"]["add"], "deleted": pol["moves"]["delete"],
+                                    "reversed": pol["moves"]["reverse"]}
+        parts.append(  # net changes, after the threshold: before + added − deleted = after
             f"polish {pol['edges_before']} → {pol['edges_after']} edges "
-            f"(+{mv['add']} −{mv['delete']} ⇄{mv['reverse']})"
+            f"(+{ch['added']} −{ch['deleted']} ⇄{ch['reversed']})"
         )
     if comm.get("bytes_total"):
         parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")

@@ -201,8 +201,9 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
         raise FederationError(
             f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
         )
-    if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
+    if not set(plan.names) <= set(table.names) or len(set(plan.names)) != len(plan.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
+    # the coordinator may choose fewer columns (serve --columns/--drop): this site uses those
     idx = [table.names.index(n) for n in plan.names]
     X = table.X[:, idx] if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))

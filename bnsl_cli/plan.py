@@ -84,6 +84,11 @@ class DPConfig:
     value_bound: Optional[float] = None
     clip_levels: str = "auto"
     polish_share: float = POLISH_SHARE  # of the whole budget, for the polish's second moments (fed-sparse)
+    #: "auto" | "distributed" | "per-site": who adds the noise of a summed release (fed-suffstats;
+    #: :func:`bnsl_cli.privacy.split.distribute_noise`)
+    noise: str = "auto"
+    #: distributed noise: the guarantee holds against this many colluding sites
+    collusion_tolerance: int = 0
 
 
 @dataclass
@@ -492,6 +497,9 @@ class RunPlan:
             plan["privacy"] = resolve_privacy(
                 options.method, dp, delta=delta, rounds=plan["rounds"], steps=plan["steps"], polish=plan["polish"], d=d
             )
+            from bnsl_cli.privacy.split import distribute_noise
+
+            plan["privacy"] = distribute_noise(plan["privacy"], options.method, len(parts), dp.noise, dp.collusion_tolerance)
         return cls(**plan)
 
     # -- serialisation ------------------------------------------------------------------------

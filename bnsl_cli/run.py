@@ -268,6 +268,15 @@ def _dp_options(plan: RunPlan) -> dict:
     }
 
 
+def _clip_entry(plan: RunPlan) -> dict:
+    pv = plan.privacy
+    if plan.method == "fed-suffstats":
+        from bnsl_cli.federated.suffstats import CLIP
+
+        return {"multiplier": CLIP, "levels": "row L2 norm of [1, whitened row], C = multiplier·sqrt(d + 1)"}
+    return {"multiplier": pv.clip, "levels": pv.clip_levels if plan.method == "fed-sparse" else "row L2 norm"}
+
+
 def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
     from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 
@@ -296,6 +305,13 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
         )
     elif plan.method == "fed-moments":
         mechanism = "one Gaussian release of the clipped moment matrix per participant, then NOTEARS on the pooled moments (post-processing)"
+    elif plan.method == "fed-suffstats":
+        from bnsl_cli.federated.suffstats import STAGES
+
+        mechanism = (
+            f"Gaussian releases of summed statistics: the scale histograms, then the clipped second moments in {STAGES} "
+            "whitened stages; a noise-aware score search on them (post-processing)"
+        )
     else:
         mechanism = "one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)"
     privacy.update(
@@ -305,13 +321,21 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
         public=PUBLIC_QUANTITIES,
         mechanism=mechanism,
         plan=pv.summary(),
-        clip={"multiplier": pv.clip, "levels": pv.clip_levels if plan.method == "fed-sparse" else "row L2 norm"},
+        clip=_clip_entry(plan),
         centring=(summaries[0].get("notes") or {}).get("centring"),
         value_bound=pv.value_bound,
         seeded=seeded,
         noise_source="numpy PCG64 seeded with --seed" if seeded else "numpy PCG64 seeded from operating-system entropy",
         released_values=sorted({ev["release"] for p in privacy["participants"] for ev in p["events"]}),
     )
+    from bnsl_cli.privacy.split import split_of, trust_statement
+
+    k = split_of(plan)
+    privacy["noise"] = {
+        "mode": "distributed" if k > 1 else "per-site",
+        "sites": plan.P,
+        **({"collusion_tolerance": plan.P - k, "trust": trust_statement(k, plan.P)} if k > 1 else {}),
+    }
     if seeded:
         privacy["warning"] = (
             "the noise was drawn from --seed: anyone who knows the seed can reproduce it and remove it; "
@@ -348,6 +372,13 @@ def local_fleet(plan: RunPlan, tables):
         return make_fleet([make_participant(plan, 0, np.vstack([t.X for t in tables]))], 1)
     rngs = participant_rngs(plan) if plan.private else [None] * plan.P
     parts = [make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)]
+    from bnsl_cli.privacy.split import DISTRIBUTED, split_of
+
+    if split_of(plan) > 1 and plan.method in DISTRIBUTED:
+        # distributed noise: the sites' shares reach the coordinator only as their secure sum
+        from bnsl_cli.federated.suffstats import SecureLocalFleet
+
+        return SecureLocalFleet(make_fleet(parts, plan.workers), plan.P)
     return make_fleet(parts, plan.workers)
 
 

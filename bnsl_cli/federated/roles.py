@@ -144,6 +144,24 @@ def _dp_fed_moments_builder(*, mean_share, moment_share, value_bound_given, **_)
     )
 
 
+def _fed_suffstats_participant(plan, pid: int, X: np.ndarray, rng):
+    from bnsl_cli.federated.suffstats import make_suffstats_site
+
+    return make_suffstats_site(plan, pid, X, rng)
+
+
+def _drive_suffstats(plan, fleet, progress):
+    from bnsl_cli.federated.suffstats import drive_suffstats
+
+    return drive_suffstats(plan, fleet, progress)
+
+
+def _fed_suffstats_builder(**_):
+    from bnsl_cli.federated.suffstats import fed_suffstats_releases
+
+    return fed_suffstats_releases
+
+
 #: Default λ per method. For the federated methods the local losses are normalised by the public
 #: total n, so Fed-Sparse-BNSL's per-participant λ acts as P·λ in centralized NOTEARS units.
 _REGISTRY: dict[str, MethodRoles] = {
@@ -158,6 +176,11 @@ _REGISTRY: dict[str, MethodRoles] = {
     "fed-moments": MethodRoles(
         "fed-moments", _fed_moments_participant, _drive_moments, default_lambda=0.1, private=True,
         release_builder=_dp_fed_moments_builder, label="NOTEARS on pooled second moments (two sum-shaped exchanges)",
+    ),
+    "fed-suffstats": MethodRoles(
+        "fed-suffstats", _fed_suffstats_participant, _drive_suffstats, default_lambda=0.0, private=True,
+        release_builder=_fed_suffstats_builder,
+        label="private sufficient statistics: whitened second moments in stages, a noise-aware score search",
     ),
     "notears": MethodRoles(
         "notears", _notears_participant, _drive_notears, default_lambda=0.1, pooled=True, federated=False,

@@ -1,0 +1,1 @@
+"""Solvers: arrays in, arrays out (no messages, no ledger)."""

@@ -179,3 +179,22 @@ def test_non_private_run_finds_the_graph():
     from bnsl_cli.metrics import structure_metrics
 
     assert structure_metrics(res.W, sim.W)["shd"] <= 1
+
+
+def test_privacy_budget_shows_both_calibrations():
+    import json
+
+    from typer.testing import CliRunner
+
+    from bnsl_cli.cli.app import build_app
+
+    res = CliRunner().invoke(build_app({"privacy-budget"}), [
+        "privacy-budget", "--method", "fed-suffstats", "--epsilon", "5", "--samples", "1000", "--nodes", "50",
+        "--sites", "5", "--collusion-tolerance", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["epsilon_spent"] <= 5.0
+    for c in doc["calibrations"]:
+        assert c["per_site"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(5))
+        assert c["distributed"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(5 / 4))
+        assert c["distributed"]["each_site_std"] == pytest.approx(c["sigma"] / 2)

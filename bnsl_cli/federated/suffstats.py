@@ -68,8 +68,8 @@ __all__ = [
 
 #: Share of ρ* spent on the scale histograms; the rest goes to the whitened-moment stages.
 HIST_SHARE = 0.1
-#: Shares of the rest for the whitened-moment stages (benchmarks/private_probe.py, "dag3").
-STAGE_SHARES = (0.2, 0.3, 0.5)
+#: Shares of the rest for the whitened-moment stages (benchmarks/private_probe.py, "dag4").
+STAGE_SHARES = (0.1, 0.2, 0.3, 0.4)
 STAGES = len(STAGE_SHARES)
 #: Row clip of the moment releases: ``‖a‖ ≤ CLIP·√(d + 1)`` (about the median norm of a whitened row).
 CLIP = 1.0

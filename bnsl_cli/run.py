@@ -331,11 +331,12 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
     from bnsl_cli.privacy.split import split_of, trust_statement
 
     k = split_of(plan)
-    privacy["noise"] = {
-        "mode": "distributed" if k > 1 else "per-site",
-        "sites": plan.P,
-        **({"collusion_tolerance": plan.P - k, "trust": trust_statement(k, plan.P)} if k > 1 else {}),
-    }
+    if k > 1 or plan.method == "fed-suffstats":  # the methods that can distribute their noise say how they did
+        privacy["noise"] = {
+            "mode": "distributed" if k > 1 else "per-site",
+            "sites": plan.P,
+            **({"collusion_tolerance": plan.P - k, "trust": trust_statement(k, plan.P)} if k > 1 else {}),
+        }
     if seeded:
         privacy["warning"] = (
             "the noise was drawn from --seed: anyone who knows the seed can reproduce it and remove it; "

@@ -44,7 +44,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.messages import HEADER, MomentRequest, ShareReply, message_kind
+from bnsl_cli.federated.messages import HEADER, ShareReply, message_kind
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.releases import GAUSSIAN, PlannedRelease, ReleaseKind
 
@@ -53,6 +53,7 @@ __all__ = [
     "STAGE_SHARES",
     "STAGES",
     "CLIP",
+    "FirstRequest",
     "BasisBroadcast",
     "value_bins",
     "pair_bins",
@@ -81,6 +82,7 @@ _P_STEPS = 2
 #: Summed bins below this many noise stds are taken as empty.
 HIST_Z = 3.0
 _KIND_BASIS = 40
+_KIND_FIRST = 41
 
 
 def value_bins() -> int:
@@ -194,6 +196,29 @@ def _stage_releases(privacy) -> list:
 
 
 @dataclass(frozen=True)
+class FirstRequest:
+    """Server → participant, once: send your first share (private: the scale histograms; not
+    private: the column-mean shares). ``count`` is the number of values due (the networked fleet
+    checks the replies against it). Header only."""
+
+    round: int
+    d: int
+    count: int
+
+    kind = _KIND_FIRST
+
+    def encode(self) -> bytes:
+        return HEADER.pack(_KIND_FIRST, 1, self.round, 0, self.d, self.count)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "FirstRequest":
+        kind, version, rnd, _, d, count = HEADER.unpack_from(data, 0)
+        if kind != _KIND_FIRST or version != 1 or len(data) != HEADER.size:
+            raise ValueError("not a fed-suffstats first request")
+        return cls(rnd, d, count)
+
+
+@dataclass(frozen=True)
 class BasisBroadcast:
     """Server → participant: release stage ``round`` in the basis ``m̃``, ``s̃``, ``L`` (lower
     triangular, d × d, row-major)."""
@@ -233,7 +258,7 @@ def _symmetric_noise(d: int, std: float, rng) -> np.ndarray:
 
 
 class SuffstatsSite:
-    """A fed-suffstats participant. Answers a :class:`MomentRequest` (private: its share of the
+    """A fed-suffstats participant. Answers a :class:`FirstRequest` (private: its share of the
     scale histograms; non-private: of the column means) and then every :class:`BasisBroadcast` with
     its share of the augmented second moments in that basis, each stage once."""
 
@@ -269,8 +294,8 @@ class SuffstatsSite:
     def handle(self, data: bytes) -> Optional[bytes]:
         t0 = time.perf_counter()
         kind = message_kind(data)
-        if kind == MomentRequest.kind:
-            req = MomentRequest.decode(data)
+        if kind == FirstRequest.kind:
+            req = FirstRequest.decode(data)
             self._once("first")
             if self.privacy is None:
                 values = self._X.sum(axis=0) / float(self.n_total)
@@ -371,7 +396,7 @@ def drive_suffstats(plan, fleet, progress=None):
     t_solve = 0.0
     d, n = plan.d, float(plan.n_total)
     up = down = 0
-    req = MomentRequest(0, d).encode()
+    req = FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()
     raw = fleet.exchange(req)
     up += sum(len(r) for r in raw)
     down += len(req) * len(raw)

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import OptionError
-from bnsl_cli.federated.messages import MomentRequest, ShareReply
+from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.secure_sum import ALL_SITES
 from bnsl_cli.federated.suffstats import (
     HIST_SHARE,
     STAGES,
+    FirstRequest,
     SecureLocalFleet,
     SuffstatsSite,
     centre_and_scale,
@@ -105,7 +106,7 @@ def _noise_of_shares(P: int, t: int, seed: int):
     shares = []
     for k in range(P):
         site = SuffstatsSite(k, X, privacy=plan.privacy, rng=rngs[k], n_total=n)
-        shares.append(ShareReply.decode(site.handle(MomentRequest(0, 10).encode())).values * n - signal)
+        shares.append(ShareReply.decode(site.handle(FirstRequest(0, 10, 10 * (value_bins() + pair_bins())).encode())).values * n - signal)
     return np.sum(shares, axis=0), shares[0], sigma
 
 

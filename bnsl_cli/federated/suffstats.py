@@ -147,26 +147,59 @@ def _quantile_bin(h: np.ndarray, q: float) -> Optional[int]:
     return int(np.searchsorted(np.cumsum(h), q * tot))
 
 
-def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float) -> tuple[np.ndarray, np.ndarray, list]:
-    """The centre and scale of every column from the summed noisy histograms (post-processing):
-    bins below ``HIST_Z`` noise stds are zeroed; the centre is the midpoint of the quartiles of the
-    values (their bins are well filled even for data centred at 0, where the log-spaced bins
-    around the median are not), the scale comes from the median pair difference. Returns ``(m̃, s̃, defaulted)`` with
-    the columns that kept the public default (no bin above the noise)."""
+#: Coarser resolutions tried, in bins merged, when single bins are lost in the noise.
+MERGES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _denoised(h: np.ndarray, noise_std: float, expected: float) -> tuple[Optional[np.ndarray], int]:
+    """``(counts, f)``: the finest merge of ``f`` adjacent bins whose bins above ``HIST_Z`` noise
+    stds (of the merged bin) hold at least half of the ``expected`` count, the others set to 0;
+    ``(None, 0)`` when no resolution does."""
+    for f in MERGES:
+        m = -(-h.size // f) * f
+        hf = np.concatenate([h, np.zeros(m - h.size)]).reshape(-1, f).sum(axis=1)
+        keep = hf > HIST_Z * float(noise_std) * math.sqrt(f)
+        if keep.any() and hf[keep].sum() >= 0.5 * expected:
+            return np.where(keep, hf, 0.0), f
+    return None, 0
+
+
+def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values: Optional[float] = None,
+                     n_pairs: Optional[float] = None) -> tuple[np.ndarray, np.ndarray, list]:
+    """The centre and scale of every column from the summed noisy histograms (post-processing).
+
+    Each histogram is read at the finest resolution (single bins, or 2, 4, … merged) whose bins
+    above ``HIST_Z`` noise stds hold at least half of the rows (``n_values``, ``n_pairs``: the
+    public counts; by default the noisy totals); the others are zeroed. The centre is the midpoint
+    of the values' quartiles (well filled even for data centred at 0, where the log-spaced bins
+    around the median are not), the scale comes from the median pair difference. Returns
+    ``(m̃, s̃, defaulted)``: columns without a usable histogram keep the public defaults
+    ``m̃ = 0`` / ``s̃ = 1`` and are listed."""
     d = hv.shape[0]
-    gate = HIST_Z * float(noise_std)
     m = np.zeros(d)
     s = np.ones(d)
     defaulted = []
     for j in range(d):
-        hvj = np.where(hv[j] > gate, hv[j], 0.0)
-        bv = _quantile_bin(hvj, 0.25)
-        bp = _quantile_bin(np.where(hp[j] > gate, hp[j], 0.0), 0.5)
-        if bv is not None:
-            m[j] = 0.5 * float(_value_of_bin(bv) + _value_of_bin(_quantile_bin(hvj, 0.75)))
-        if bp is not None and bp > 0:
-            s[j] = float(_pair_value(bp)) / (math.sqrt(2.0) * 0.6745)
-        if bv is None or bp is None or bp == 0:
+        ev = float(hv[j].sum()) if n_values is None else float(n_values)
+        ep = float(hp[j].sum()) if n_pairs is None else float(n_pairs)
+        hvj, fv = _denoised(hv[j], noise_std, ev)
+        hpj, fp = _denoised(hp[j], noise_std, ep)
+        ok = True
+        if hvj is not None:
+            lo, hi = _quantile_bin(hvj, 0.25), _quantile_bin(hvj, 0.75)
+            m[j] = 0.5 * float(_value_of_bin(min(lo * fv + fv // 2, value_bins() - 1))
+                               + _value_of_bin(min(hi * fv + fv // 2, value_bins() - 1)))
+        else:
+            ok = False
+        if hpj is not None:
+            bp = min(_quantile_bin(hpj, 0.5) * fp + fp // 2, pair_bins() - 1)
+            if bp > 0:
+                s[j] = float(_pair_value(bp)) / (math.sqrt(2.0) * 0.6745)
+            else:
+                ok = False
+        else:
+            ok = False
+        if not ok:
             defaulted.append(j)
     return m, s, defaulted
 
@@ -410,7 +443,8 @@ def drive_suffstats(plan, fleet, progress=None):
         std_sum = share * math.sqrt(plan.P)
         nv = d * value_bins()
         hv, hp = first[:nv].reshape(d, value_bins()) * n, first[nv:].reshape(d, pair_bins()) * n
-        centre, scale, defaulted = centre_and_scale(hv, hp, std_sum)
+        n_pairs = float(sum(p.rows // 2 for p in plan.participants))
+        centre, scale, defaulted = centre_and_scale(hv, hp, std_sum, n, n_pairs)
         if defaulted:
             notes["scale_defaulted"] = [plan.names[j] for j in defaulted]
         stages = _stage_releases(pv)
@@ -418,6 +452,7 @@ def drive_suffstats(plan, fleet, progress=None):
         centre, scale = first, np.ones(d)
         stages = [None]
     L = np.eye(d)
+    L_ok = None
     history = []
     W = np.zeros((d, d))
     for k, rel in enumerate(stages, start=1):
@@ -428,10 +463,19 @@ def drive_suffstats(plan, fleet, progress=None):
         t0 = time.perf_counter()
         M = from_upper_triangle(_sum(raw), d + 1) * n
         w0 = M[0, 0]
-        if not (np.all(np.isfinite(M)) and w0 > 0):
-            from bnsl_cli.errors import NoDagError
+        std_sum = 0.0 if rel is None else rel.multiplier * math.sqrt(2.0) * (CLIP**2 * (d + 1)) * math.sqrt(plan.P / rel.split)
+        if not (np.all(np.isfinite(M)) and w0 > 3.0 * std_sum and w0 > 0):
+            # the rows' weight after the clip is lost in the noise: this basis whitened too hard
+            # (post-processing of released values decides it); back to the last basis that worked
+            if L_ok is None:
+                from bnsl_cli.errors import NoDagError
 
-            raise NoDagError("fed-suffstats: the released moments are not usable (not finite, or no weight)")
+                raise NoDagError("fed-suffstats: the released moments are not usable (not finite, or no weight)")
+            history.append({"round": k, "tau": None, "edges": None, "score": None, "weight": float(w0 / n),
+                            "note": "the clipped rows' weight is within the noise; the previous basis is used next"})
+            L = L_ok
+            continue
+        L_ok = L
         ybar = M[0, 1:] / w0
         Cy = M[1:, 1:] / w0 - np.outer(ybar, ybar)
         SL = scale[:, None] * L
@@ -439,7 +483,6 @@ def drive_suffstats(plan, fleet, progress=None):
         if rel is None:
             tau, H = 0.0, None
         else:
-            std_sum = rel.multiplier * math.sqrt(2.0) * (CLIP**2 * (d + 1)) * math.sqrt(plan.P / rel.split)
             tau = std_sum / w0
             H = SL @ SL.T
         res = learn_suffstats(G, n, tau, H=H)

@@ -126,14 +126,22 @@ def run(name, X, B, n_site, eps, seed, learners):
             # (I − B)⁻ᵀ diag(R) (I − B)⁻¹ whose Cholesky factor L whitens the next stage's rows
             if eps is None:
                 continue
-            fr = STAGES[L]
+            fr = STAGES[L.rstrip("c2").rstrip("c")] if L.endswith(("c", "c2")) else STAGES[L]
+            combine = 2 if L.endswith("c2") else (len(fr) if L.endswith("c") else 1)
             Lc = np.eye(d)
+            kept = []
             for k, f in enumerate(fr):
                 sk = sens / np.sqrt(2 * f * rho)
                 Y = np.linalg.solve(Lc, Z.T).T
                 Gk = Lc @ release(Y, sk, rng) @ Lc.T
                 LD = sd[:, None] * Lc
-                res = learn_suffstats(Gk * D, n, sk / n, H=LD @ LD.T)
+                kept.append((f, Gk * D, sk / n, LD @ LD.T))
+                use = kept[-combine:] if k + 1 == len(fr) else kept[-1:]
+                wsum = sum(u[0] for u in use)
+                Gc = sum(u[0] / wsum * u[1] for u in use)
+                taus = [u[0] / wsum * u[2] for u in use]
+                Hs = np.stack([u[3] for u in use])
+                res = learn_suffstats(Gc, n, taus, H=Hs)
                 W = res.W
                 if k + 1 < len(fr):
                     Ak = psd(Gk)

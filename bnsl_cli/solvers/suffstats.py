@@ -56,19 +56,23 @@ def _metric(d: int, u: Optional[np.ndarray], H: Optional[np.ndarray]) -> np.ndar
     return np.diag(np.ones(d) if u is None else np.asarray(u, float) ** 2)
 
 
-def _family(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2: float, H: Optional[np.ndarray] = None):
+def _family(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: Optional[np.ndarray] = None):
     """Node ``j`` with parents ``S``: ``(R, add, t2_add, t2_par)``: the residual variance ``R``;
     for every ``i`` the residual variance with ``i`` added and the test statistic of that addition
     (0 where not applicable); for every parent ``S_k`` the statistic of keeping it.
 
     The release noise of ``G`` is ``τ·L N Lᵀ`` with ``H = L Lᵀ`` (identity when ``None``). A
     partial covariance ``aᵀ G b`` then has noise variance ``τ²((aᵀHa)(bᵀHb) + (aᵀHb)²)``
-    (``a = e_i − β_i``, ``b = e_j − β_j`` on ``S``; first order in the noise)."""
+    (``a = e_i − β_i``, ``b = e_j − β_j`` on ``S``; first order in the noise). A sum of independent
+    noises ``Σ_m τ_m·L_m N_m L_mᵀ``: ``tau2`` a sequence of ``τ_m²`` and ``H`` the stack of ``H_m``."""
     d = G.shape[0]
     diag = np.diag(G)
     if H is None:
         H = np.eye(d)
-    hd = np.diag(H)
+    Hs = H[None] if H.ndim == 2 else H
+    t2s = np.atleast_1d(np.asarray(tau2, dtype=float))
+    if t2s.size != Hs.shape[0]:
+        raise ValueError("one noise variance per noise metric")
     if S.size:
         A = G[np.ix_(S, S)]
         try:
@@ -79,22 +83,33 @@ def _family(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2: float, H: Opti
         K = Ainv @ GS  # column i: coefficients β_i of i on S
         C = G[:, j] - GS.T @ K[:, j]
         Cd = diag - np.einsum("ki,ki->i", GS, K)
-        HS = H[S, :]
-        HSS = H[np.ix_(S, S)]
-        HK = HSS @ K
-        aHa = hd - 2.0 * np.einsum("ki,ki->i", HS, K) + np.einsum("ki,ki->i", K, HK)
         bj = K[:, j]
-        bHb = float(aHa[j])
-        aHb = H[:, j] - HS.T @ bj - K.T @ H[S, j] + K.T @ (HSS @ bj)
     else:
         C, Cd = G[:, j].copy(), diag.copy()
-        aHa, bHb, aHb = hd.copy(), float(hd[j]), H[:, j].copy()
     floor = 1e-12 * max(abs(float(G[j, j])), 1e-300)
     R = max(float(C[j]), floor)
+    noise_add = np.zeros(d)
+    noise_keep = np.zeros(S.size)
+    for t2m, Hm in zip(t2s, Hs):
+        if t2m == 0.0:
+            continue
+        hd = np.diag(Hm)
+        if S.size:
+            HS = Hm[S, :]
+            HSS = Hm[np.ix_(S, S)]
+            aHa = hd - 2.0 * np.einsum("ki,ki->i", HS, K) + np.einsum("ki,ki->i", K, HSS @ K)
+            bHb = float(aHa[j])
+            aHb = Hm[:, j] - HS.T @ bj - K.T @ Hm[S, j] + K.T @ (HSS @ bj)
+            # keeping parent S_k: b_k = rowₖ(A⁻¹)·(G_Sj − G_SS β_j) to first order, x = rowₖ(A⁻¹) on S
+            xHx = np.einsum("kl,lm,km->k", Ainv, HSS, Ainv)
+            xHb = Ainv @ (Hm[S, j] - HSS @ bj)
+            noise_keep += t2m * (xHx * max(bHb, 0.0) + xHb**2)
+        else:
+            aHa, bHb, aHb = hd.copy(), float(hd[j]), Hm[:, j].copy()
+        noise_add += t2m * (np.maximum(aHa, 0.0) * max(bHb, 0.0) + aHb**2)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         add = np.maximum(R - C**2 / Cd, floor)
-        V = Cd * add / n + tau2 * (np.maximum(aHa, 0.0) * max(bHb, 0.0) + aHb**2)
-        t2 = C**2 / V
+        t2 = C**2 / (Cd * add / n + noise_add)
     bad = ~(Cd > floor)
     add[bad] = np.nan
     t2[bad] = 0.0
@@ -103,11 +118,7 @@ def _family(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2: float, H: Opti
     if S.size:
         add[S] = np.nan
         t2[S] = 0.0
-        # keeping parent S_k: t² = b_k² / Var(b_k); b_k = rowₖ(A⁻¹)·(G_Sj − G_SS β_j) to first order, so
-        # Var = R·A⁻¹_kk/n + τ²((xᵀHx)(bᵀHb) + (xᵀHb)²) with x = rowₖ(A⁻¹) on S
-        xHx = np.einsum("kl,lm,km->k", Ainv, HSS, Ainv)
-        xHb = Ainv @ (H[S, j] - HSS @ bj)
-        vk = R * np.diag(Ainv) / n + tau2 * (xHx * max(bHb, 0.0) + xHb**2)
+        vk = R * np.diag(Ainv) / n + noise_keep
         with np.errstate(divide="ignore", invalid="ignore"):
             t2_par = np.where(vk > 0, bj**2 / vk, 0.0)
     else:
@@ -148,7 +159,7 @@ def noise_aware_search(
     G = np.asarray(G, dtype=float)
     d = G.shape[0]
     n = float(n)
-    tau2 = float(tau) ** 2
+    tau2 = np.asarray(tau, dtype=float) ** 2
     H = _metric(d, u, H)
     kap = edge_threshold(n, d) if kappa is None else float(kappa)
     max_moves = 10 * d + 10 if max_moves is None else int(max_moves)
@@ -279,7 +290,7 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
     (a parent whose statistic given the others is ``κ`` or below leaves, the weakest first)."""
     d = G.shape[0]
     kap = edge_threshold(n, d) if kappa is None else float(kappa)
-    tau2 = float(tau) ** 2
+    tau2 = np.asarray(tau, dtype=float) ** 2
     H = _metric(d, u, H)
     E = np.zeros((d, d), bool)
     for pos, j in enumerate(order):
@@ -354,7 +365,7 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
     w, V = np.linalg.eigh(A)
     A = (V * np.maximum(w, 0.0)) @ V.T
     A = 0.5 * (A + A.T)
-    info: dict = {"tau": float(tau), "kappa": edge_threshold(n, d), "start": start}
+    info: dict = {"tau": np.asarray(tau, dtype=float).tolist(), "kappa": edge_threshold(n, d), "start": start}
     E0 = None
     if start == "order":
         order = topdown_order(A)

@@ -199,3 +199,20 @@ def test_privacy_budget_shows_both_calibrations():
         assert c["per_site"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(5))
         assert c["distributed"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(5 / 4))
         assert c["distributed"]["each_site_std"] == pytest.approx(c["sigma"] / 2)
+
+
+def test_model_whitening_reproduces_the_model_covariance():
+    from bnsl_cli.federated.suffstats import model_whitening
+    from bnsl_cli.simulate import random_dag, random_weights
+
+    rng = np.random.default_rng(3)
+    d = 8
+    W = random_weights(random_dag(d, 10, "er", rng), 0.5, 2.0, rng)
+    D2 = rng.uniform(0.5, 2.0, d) ** 2
+    Minv = np.linalg.inv(np.eye(d) - W)
+    S = Minv.T @ np.diag(D2) @ Minv
+    L = model_whitening(S, W, 1e-9)
+    assert np.allclose(L @ L.T, S)
+    assert np.allclose(np.triu(L, 1), 0.0)
+    # whitened rows of that model have identity covariance
+    assert np.allclose(np.linalg.solve(L, np.linalg.solve(L, S).T), np.eye(d), atol=1e-8)

@@ -43,7 +43,8 @@ CLIP = 1.0  # row clip C = CLIP·√d in standardised units
 SHARE = 0.9  # of ρ*: the moment release(s); the rest pays the private centre/scale in the method
 F1 = 0.3  # whitening: share of the first release
 STAGES = {"dag2": (0.3, 0.7), "dag3": (0.2, 0.3, 0.5), "dag2b": (0.5, 0.5), "dag4": (0.1, 0.2, 0.3, 0.4),
-          "dag3e": (1 / 3, 1 / 3, 1 / 3)}
+          "dag3e": (1 / 3, 1 / 3, 1 / 3), "dag5": tuple(k / 15 for k in range(1, 6)),
+          "dag6": tuple(k / 21 for k in range(1, 7))}
 
 
 def datasets(seed: int):

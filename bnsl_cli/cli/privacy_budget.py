@@ -428,16 +428,18 @@ def _calibrate_suffstats(epsilon, delta, conv, nodes, sites, tolerance, fail) ->
         ("rho* (zCDP)", pv.rho_target, "whole budget per participant"),
     ]
     rows += _release_rows(pv.releases)
+    from bnsl_cli.privacy.releases import ReleaseKind
+
     calib = []
     stage = 0
     for r in pv.releases:
         name = r.kind.value
-        if name == "whitened-moments":
+        if r.kind == ReleaseKind.WHITENED_MOMENTS:
             stage += 1
             name = f"{name} (stage {stage})"
         if nodes is None:
             sens = None
-        elif r.kind.value == "scale-histogram":
+        elif r.kind == ReleaseKind.SCALE_HISTOGRAM:
             sens = 2.0 * math.sqrt(nodes)
         else:
             sens = math.sqrt(2.0) * CLIP**2 * (nodes + 1)

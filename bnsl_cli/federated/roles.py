@@ -157,7 +157,7 @@ def _drive_suffstats(plan, fleet, progress):
 
 
 def _fed_suffstats_builder(**_):
-    from bnsl_cli.federated.suffstats import fed_suffstats_releases
+    from bnsl_cli.privacy.release_plan import fed_suffstats_releases
 
     return fed_suffstats_releases
 

@@ -45,8 +45,10 @@ import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import HEADER, ShareReply, message_kind
+from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
-from bnsl_cli.privacy.releases import GAUSSIAN, PlannedRelease, ReleaseKind
+from bnsl_cli.privacy.release_plan import fed_suffstats_releases
+from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 
 __all__ = [
     "HIST_SHARE",
@@ -67,10 +69,10 @@ __all__ = [
     "SecureLocalFleet",
 ]
 
-#: Share of ρ* spent on the scale histograms; the rest goes to the whitened-moment stages.
-HIST_SHARE = 0.1
-#: Shares of the rest for the whitened-moment stages (benchmarks/private_probe.py, "dag4").
-STAGE_SHARES = (0.1, 0.2, 0.3, 0.4)
+#: Share of ρ* spent on the scale histograms and the shares of the rest for the whitened-moment
+#: stages (their calibration: :func:`bnsl_cli.privacy.release_plan.fed_suffstats_releases`).
+HIST_SHARE = SUFFSTATS_HIST_SHARE
+STAGE_SHARES = SUFFSTATS_STAGE_SHARES
 STAGES = len(STAGE_SHARES)
 #: Row clip of the moment releases: ``‖a‖ ≤ CLIP·√(d + 1)`` (about the median norm of a whitened row).
 CLIP = 1.0
@@ -207,16 +209,6 @@ def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values:
 # ----------------------------------------------------------------------------------------------
 # the release list
 # ----------------------------------------------------------------------------------------------
-
-
-def fed_suffstats_releases(rho_star: float) -> list:
-    """fed-suffstats' releases for a budget of ``rho_star``: the scale histograms, then the stages."""
-    from bnsl_cli.privacy.release_plan import _multiplier
-
-    out = [PlannedRelease(ReleaseKind.SCALE_HISTOGRAM, GAUSSIAN, _multiplier(HIST_SHARE * rho_star), 1)]
-    for f in STAGE_SHARES:
-        out.append(PlannedRelease(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, _multiplier((1 - HIST_SHARE) * f * rho_star), 1))
-    return out
 
 
 def _stage_releases(privacy) -> list:

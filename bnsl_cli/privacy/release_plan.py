@@ -27,6 +27,9 @@ import math
 from typing import Callable, Optional, Sequence
 
 from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
+from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon, validate_delta, validate_epsilon
+from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind
 
 __all__ = [
@@ -140,8 +143,6 @@ def fed_suffstats_releases(rho_star: float, hist_share: Optional[float] = None, 
     """fed-suffstats' releases for a budget of ``rho_star``: the scale histograms with ``hist_share``
     of it, then one whitened-moment release per stage with its share of the rest (defaults:
     :data:`~bnsl_cli.privacy.defaults.SUFFSTATS_HIST_SHARE`, ``SUFFSTATS_STAGE_SHARES``)."""
-    from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
-
     h = SUFFSTATS_HIST_SHARE if hist_share is None else float(hist_share)
     shares = SUFFSTATS_STAGE_SHARES if stage_shares is None else tuple(stage_shares)
     if not (0 < h < 1) or not shares or any(not f > 0 for f in shares) or abs(sum(shares) - 1.0) > 1e-9:
@@ -153,8 +154,6 @@ def fed_suffstats_releases(rho_star: float, hist_share: Optional[float] = None, 
 
 def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
     """The ledger those releases make (unit sensitivities: ρ depends only on noise / sensitivity)."""
-    from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
-
     ledger = PrivacyLedger()
     for p in participant_ids:
         ledger.add_participant(p)
@@ -165,8 +164,6 @@ def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
 
 def spend_of(releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight") -> tuple[float, float]:
     """``(ε, ρ)`` one participant spends with these releases, read from their ledger by the accountant."""
-    from bnsl_cli.privacy.accountant import epsilon_from_rho
-
     rho = ledger_of(releases).max_rho()
     return epsilon_from_rho(rho, delta, conversion), rho
 
@@ -180,8 +177,6 @@ def calibrate_releases(
     Rounding in the multipliers can push the recomputed spend a few ulps above ε; ρ* is shaved by a
     few ulps at a time until the spend is at most ε·(1 − ``CALIBRATION_MARGIN``). If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
     rather than return an unverified plan."""
-    from bnsl_cli.privacy.accountant import rho_for_epsilon, validate_delta, validate_epsilon
-
     eps = validate_epsilon(epsilon)
     dlt = validate_delta(delta)
     rho_star = rho_for_epsilon(eps, dlt, conversion)

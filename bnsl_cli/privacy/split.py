@@ -9,7 +9,7 @@ against a party that sees nothing but the sum, and only while no other site coll
 - only releases whose sum is all that leaves the sites, and whose every site's noise is in the
   **same public units**, may be split. Today that is fed-moments' moment matrix when it is released
   on rows scaled by the pooled standard deviations (a public value every site receives), see
-  :mod:`bnsl_cli.federated.moments`. The polish's moments scale each site's noise by its own
+  :mod:`bnsl_cli.federated.methods.moments`. The polish's moments scale each site's noise by its own
   released spreads: the other sites' shares would not be in its units, so they are never split;
 - the release list marks a split release (``PlannedRelease.split = P``), each site's ledger records
   it with the noise scale of the **sum** and ``split = P`` (its cost is the same as an unsplit
@@ -26,20 +26,18 @@ from dataclasses import replace
 from bnsl_cli.errors import OptionError
 from bnsl_cli.privacy.releases import ReleaseKind
 
-__all__ = ["SPLITTABLE", "DISTRIBUTED", "NOISE_MODES", "split_noise_plan", "split_of", "check_split_allowed",
+__all__ = ["SPLITTABLE", "NOISE_MODES", "split_noise_plan", "split_of", "check_split_allowed",
            "distribute_noise", "trust_statement"]
 
 #: Release kinds that may be split (see the module docstring).
 SPLITTABLE = {ReleaseKind.MOMENT_MATRIX, ReleaseKind.SCALE_HISTOGRAM, ReleaseKind.WHITENED_MOMENTS}
-#: Methods whose every release is a sum in public units, and whose default under a secure sum is
-#: distributed noise (``--noise auto``).
-DISTRIBUTED = {"fed-suffstats"}
 NOISE_MODES = ("auto", "distributed", "per-site")
 
 
-def distribute_noise(privacy, method: str, sites: int, noise: str = "auto", tolerance: int = 0):
+def distribute_noise(privacy, method: str, distributable: bool, sites: int, noise: str = "auto", tolerance: int = 0):
     """The privacy plan with its summed releases' noise distributed over ``sites`` sites when
-    ``noise`` asks for it (``auto``: for the methods in :data:`DISTRIBUTED`; ``per-site``: never).
+    ``noise`` asks for it (``auto``: when the method's releases are ``distributable``, the registry's
+    ``distributed_noise``; ``per-site``: never).
 
     Distributed with collusion tolerance ``t``: every release keeps its calibrated noise ``σ`` and
     gets ``split = sites − t``: each site adds ``N(0, σ²/(sites − t))``, so the shares of any
@@ -53,11 +51,11 @@ def distribute_noise(privacy, method: str, sites: int, noise: str = "auto", tole
     if isinstance(t, bool) or int(t) != t or t < 0:
         raise OptionError(f"--collusion-tolerance must be a whole number >= 0, got {t!r}")
     t = int(t)
-    on = noise == "distributed" or (noise == "auto" and method in DISTRIBUTED)
-    if noise == "distributed" and method not in DISTRIBUTED:
+    on = noise == "distributed" or (noise == "auto" and distributable)
+    if noise == "distributed" and not distributable:
         raise OptionError(
-            f"--noise distributed: --method {method} has releases whose noise is in each site's own units; "
-            "use --method fed-suffstats (fed-moments: serve --secure-sum --split-noise)"
+            f"--noise distributed: --method {method} has releases whose noise is in each site's own units "
+            "(a method with sum-shaped releases in public units can distribute its noise)"
         )
     if t and not on:
         raise OptionError("--collusion-tolerance applies to distributed noise only (--noise distributed)")

@@ -1,1 +1,1 @@
-"""Solvers: arrays in, arrays out (no messages, no ledger)."""
+"""Solvers apart from the protocol: arrays in, arrays out (no messages, no plan)."""

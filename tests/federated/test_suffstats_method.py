@@ -9,18 +9,18 @@ import pytest
 from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.secure_sum import ALL_SITES
-from bnsl_cli.federated.suffstats import (
+from bnsl_cli.federated.methods.suffstats import (
     HIST_SHARE,
     STAGES,
     FirstRequest,
-    SecureLocalFleet,
     SuffstatsSite,
     centre_and_scale,
-    fed_suffstats_releases,
     pair_bins,
     scale_histograms,
     value_bins,
 )
+from bnsl_cli.federated.secure_local import SecureLocalFleet
+from bnsl_cli.privacy.release_plan import fed_suffstats_releases
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.run import learn
@@ -202,7 +202,7 @@ def test_privacy_budget_shows_both_calibrations():
 
 
 def test_model_whitening_reproduces_the_model_covariance():
-    from bnsl_cli.federated.suffstats import model_whitening
+    from bnsl_cli.federated.methods.suffstats import model_whitening
     from bnsl_cli.simulate import random_dag, random_weights
 
     rng = np.random.default_rng(3)

@@ -29,7 +29,7 @@ def _plan(tables, noise):
 
 
 def test_distributed_and_per_site_noise_over_the_network(tables):
-    from bnsl_cli.federated.suffstats import STAGES
+    from bnsl_cli.federated.methods.suffstats import STAGES
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

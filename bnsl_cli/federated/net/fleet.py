@@ -58,7 +58,7 @@ _ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
 # (kinds 21 and 24, the per-site statistics before the sum-shaped encoding, are no longer accepted)
 _STATS_REQ, _STANDARDIZE, _MOMENT_REQ, _SHARE, _CENTRE = 20, 22, 23, 25, 26
 _ANSWERS.update({_STATS_REQ: (_SHARE,), _MOMENT_REQ: (_SHARE,), _CENTRE: (_SHARE,)})
-# fed-suffstats (federated/suffstats.py): its basis broadcast (40) and first request (41, whose count
+# fed-suffstats (federated/methods/suffstats.py): its basis broadcast (40) and first request (41, whose count
 # field is the number of values due) are answered with a share
 _BASIS, _SUFF_REQ = 40, 41
 _ANSWERS.update({_BASIS: (_SHARE,), _SUFF_REQ: (_SHARE,)})

@@ -2,7 +2,7 @@
 structure search that knows their noise (:mod:`bnsl_cli.solvers.suffstats`).
 
 Everything a site sends is a share the coordinator only sums (:class:`ShareReply`, summable under
-``bnsl serve --secure-sum`` and in process, see :class:`SecureLocalFleet`).
+``bnsl serve --secure-sum`` and in process, see :class:`bnsl_cli.federated.secure_local.SecureLocalFleet`).
 
 Private run (releases of :class:`~bnsl_cli.privacy.releases.ReleaseKind`; docs/privacy.md derives
 the sensitivities):
@@ -36,19 +36,23 @@ mean, ``s̃ = 1``, ``L = I``, no clip, no noise: the exact pooled moments, the s
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.dag import finish_graph
+from bnsl_cli.errors import NoDagError, PrivacyBudgetError
 from bnsl_cli.federated.messages import HEADER, ShareReply, message_kind
+from bnsl_cli.federated.outcome import Outcome
 from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
+from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
 from bnsl_cli.privacy.release_plan import fed_suffstats_releases
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
+from bnsl_cli.solvers.suffstats import learn_suffstats
+from bnsl_cli.stats import from_upper_triangle, sum_shares, upper_triangle
 
 __all__ = [
     "HIST_SHARE",
@@ -66,7 +70,6 @@ __all__ = [
     "make_suffstats_site",
     "drive_suffstats",
     "model_whitening",
-    "SecureLocalFleet",
 ]
 
 #: Share of ρ* spent on the scale histograms and the shares of the rest for the whitened-moment
@@ -211,6 +214,18 @@ def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values:
 # ----------------------------------------------------------------------------------------------
 
 
+def release_builder(**_):
+    """The registry's ``release_builder``: fed-suffstats' releases do not depend on the run's shape."""
+    return fed_suffstats_releases
+
+
+#: The report's ``privacy.mechanism``.
+MECHANISM = (
+    f"Gaussian releases of summed statistics: the scale histograms, then the clipped second moments in {STAGES} "
+    "whitened stages; a noise-aware score search on them (post-processing)"
+)
+
+
 def _stage_releases(privacy) -> list:
     return [r for r in privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS]
 
@@ -277,8 +292,6 @@ class BasisBroadcast:
 
 
 def _symmetric_noise(d: int, std: float, rng) -> np.ndarray:
-    from bnsl_cli.privacy.mechanisms import symmetric_gaussian_matrix
-
     return symmetric_gaussian_matrix(d, std, rng)
 
 
@@ -330,8 +343,6 @@ class SuffstatsSite:
                 sens = 2.0 * math.sqrt(self.d)
                 std = rel.multiplier * sens
                 flat = np.concatenate([hv.ravel(), hp.ravel()])
-                from bnsl_cli.privacy.mechanisms import gaussian_noise
-
                 values = (flat + gaussian_noise(flat.size, std / math.sqrt(self._split(rel)), self.rng)) / float(self.n_total)
                 self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.SCALE_HISTOGRAM, GAUSSIAN, sens, std, 1, self._split(rel)))
         elif kind == BasisBroadcast.kind:
@@ -360,8 +371,6 @@ class SuffstatsSite:
                 std = rel.multiplier * sens
                 M = A.T @ A + _symmetric_noise(self.d + 1, std / math.sqrt(self._split(rel)), self.rng)
                 self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, sens, std, 1, self._split(rel)))
-            from bnsl_cli.federated.moments import upper_triangle
-
             values = upper_triangle(M) / float(self.n_total)
             req = msg
         else:
@@ -406,18 +415,11 @@ def model_whitening(G: np.ndarray, W: np.ndarray, floor: float) -> np.ndarray:
 
 
 def _sum(raw) -> np.ndarray:
-    from bnsl_cli.federated.moments import sum_shares
-
     return sum_shares(ShareReply.decode(r).values for r in raw)
 
 
-def drive_suffstats(plan, fleet, progress=None):
+def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
     """Coordinator side of fed-suffstats (see the module docstring)."""
-    from bnsl_cli.federated.moments import from_upper_triangle
-    from bnsl_cli.federated.roles import Outcome
-    from bnsl_cli.run import finish_graph
-    from bnsl_cli.solvers.suffstats import learn_suffstats
-
     t_solve = 0.0
     d, n = plan.d, float(plan.n_total)
     up = down = 0
@@ -460,8 +462,6 @@ def drive_suffstats(plan, fleet, progress=None):
             # the rows' weight after the clip is lost in the noise: this basis whitened too hard
             # (post-processing of released values decides it); back to the last basis that worked
             if L_ok is None:
-                from bnsl_cli.errors import NoDagError
-
                 raise NoDagError("fed-suffstats: the released moments are not usable (not finite, or no weight)")
             history.append({"round": k, "tau": None, "edges": None, "score": None, "weight": float(w0 / n),
                             "note": "the clipped rows' weight is within the noise; the previous basis is used next"})
@@ -492,7 +492,7 @@ def drive_suffstats(plan, fleet, progress=None):
         if progress is not None:
             progress({"round": k, "h": 0.0, "edges": int(res.E.sum())})
     thr = plan.threshold if plan.threshold_given else 0.0
-    Wf, removed = finish_graph(W, thr, "fed-suffstats", plan.names)
+    Wf, removed = finish_graph(W, thr, spec.name, plan.names)
     summaries = fleet.finish()
     report = {
         "rounds": len(stages),
@@ -514,59 +514,3 @@ def drive_suffstats(plan, fleet, progress=None):
         "suffstats": {"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
     }
     return Outcome(W, Wf, report, summaries)
-
-
-# ----------------------------------------------------------------------------------------------
-# in-process secure aggregation
-# ----------------------------------------------------------------------------------------------
-
-
-class SecureLocalFleet:
-    """An in-process fleet whose summable replies are masked by every site (the secure sum of
-    :mod:`bnsl_cli.federated.secure_sum`, with keys made here for this run) and unmasked only as
-    their sum: the coordinator code gets the sum in the first reply and zeros in the others, as
-    from ``bnsl serve --secure-sum``. Sites holding split noise need this (or the networked one)."""
-
-    secure_sum = True
-
-    def __init__(self, inner, n_sites: int, scale_bits: Optional[int] = None):
-        from bnsl_cli.federated.secure_sum import SCALE_BITS, SecureSum, generate_keypair
-
-        self.inner = inner
-        self.workers = getattr(inner, "workers", 1)
-        self.scale_bits = SCALE_BITS if scale_bits is None else int(scale_bits)
-        keys = [generate_keypair() for _ in range(n_sites)]
-        run_id = os.urandom(16)
-        self._sites = [SecureSum(i, keys[i][0], [k[1] for k in keys], run_id, self.scale_bits) for i in range(n_sites)]
-        self._count = 0
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def exchange(self, msg: bytes):
-        from bnsl_cli.federated.secure_sum import ALL_SITES, summable_span, unmask_sum
-
-        out = self.inner.exchange(msg)
-        spans = [summable_span(r) for r in out]
-        if not out or any(s is None for s in spans):
-            if any(s is not None for s in spans):
-                raise ValueError("secure sum: some replies are summable and some are not")
-            return out
-        self._count += 1
-        tag = b"exchange|%d" % self._count
-        start = spans[0][0]
-        masked = [self._sites[k].mask(np.frombuffer(r, "<f8", offset=start), tag) for k, r in enumerate(out)]
-        total = unmask_sum(masked, self.scale_bits)
-        first = out[0]
-        prefix = first[:6] + HEADER.pack(0, 0, 0, ALL_SITES, 0, 0)[6:10] + first[10:start]
-        zeros = np.zeros_like(total).astype("<f8").tobytes()
-        return [prefix + (total.astype("<f8").tobytes() if k == 0 else zeros) for k in range(len(out))]
-
-    def finish(self):
-        return self.inner.finish()
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
-

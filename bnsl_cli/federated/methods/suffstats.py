@@ -52,7 +52,7 @@ from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matri
 from bnsl_cli.privacy.release_plan import fed_suffstats_releases
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 from bnsl_cli.solvers.suffstats import learn_suffstats
-from bnsl_cli.stats import from_upper_triangle, sum_shares, upper_triangle
+from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, upper_triangle
 
 __all__ = [
     "HIST_SHARE",
@@ -477,14 +477,23 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
         else:
             tau = std_sum / w0
             H = SL @ SL.T
-        res = learn_suffstats(G, n, tau, H=H)
-        W = res.W
+        sd = np.sqrt(np.maximum(np.diag(G), 0.0))
+        mean = centre + scale * (L @ ybar)  # the released weighted mean, raw units
+        if plan.standardize:
+            # the search on the correlation matrix (quantised: a change of units moves only last bits)
+            check_scales(mean, sd, plan.names)
+            Gs, sd = standardized(G)
+            res = learn_suffstats(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd))
+            W = res.W * sd[None, :] / sd[:, None]  # raw units, for the next basis
+        else:
+            res = learn_suffstats(G, n, tau, H=H)
+            W = res.W
         history.append({"round": k, "tau": tau, "edges": int(res.E.sum()), "score": res.info.get("score"),
                         "weight": float(w0 / n)})
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
             # of the model covariance (both post-processing of the releases)
-            centre = centre + scale * (L @ ybar)
+            centre = mean
             Gz = L @ Cy @ L.T  # the moments in units of s̃
             Wz = W * scale[:, None] / scale[None, :]
             L = model_whitening(0.5 * (Gz + Gz.T), Wz, tau)
@@ -492,6 +501,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
         if progress is not None:
             progress({"round": k, "h": 0.0, "edges": int(res.E.sum())})
     thr = plan.threshold if plan.threshold_given else 0.0
+    if plan.standardize:  # the run reports standardised weights; the standardisation stage maps them back
+        W = res.W
     Wf, removed = finish_graph(W, thr, spec.name, plan.names)
     summaries = fleet.finish()
     report = {
@@ -512,5 +523,11 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
         "solver_issues": [],
         "warnings": [],
         "suffstats": {"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
+        "standardize": {
+            "applied": bool(plan.standardize),
+            "source": "the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
+            "mean": mean.tolist(),
+            "sd": sd.tolist(),
+        },
     }
     return Outcome(W, Wf, report, summaries)

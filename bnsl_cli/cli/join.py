@@ -213,6 +213,8 @@ def _check_plan(body: dict, table, limits: dict, name: str):
     :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond this site's limits,
     :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
     describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
+    import numpy as np
+
     from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
     from bnsl_cli.federated.net.common import FederationError
     from bnsl_cli.plan import RunPlan
@@ -234,7 +236,8 @@ def _check_plan(body: dict, table, limits: dict, name: str):
     if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
     idx = [table.names.index(n) for n in plan.names]
-    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    # C order, as bnsl learn holds a reordered shard (a column-major slice changes the last digits)
+    X = np.ascontiguousarray(table.X[:, idx]) if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))
     if limits["methods"] is not None and plan.method not in limits["methods"]:
         raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")

@@ -290,6 +290,8 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 reply = participant.handle(frame.body)
             except (ValueError, IndexError) as exc:
                 raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
+            if transcript is not None:  # the releases made for this reply, recorded before it leaves
+                transcript.releases(_events(participant))
             if masker is not None and summable_span(reply) is not None:
                 try:
                     masked = _masked(masker, reply)
@@ -301,8 +303,6 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             else:
                 out = F.data(reply)
                 send("DATA" if reply is not None else "EMPTY", out, reply)
-            if transcript is not None:
-                transcript.releases(_events(participant))
             if reply is None and _is_stop(frame.body):  # the stop broadcast: report and wait for DONE
                 # (other requests that need no reply, e.g. the standardisation broadcast, get EMPTY only)
                 summary = report()

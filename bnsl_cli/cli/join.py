@@ -80,7 +80,8 @@ def command(
     """Join a networked run as one site (the coordinator runs bnsl serve).
 
     Exit codes: 0 ok; 2 usage; 3 bad data; 5 this site refused the plan (beyond its limits);
-    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C.
+    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C;
+    143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
@@ -150,8 +151,10 @@ def command(
             connect_timeout=connect_timeout, transcript=tr, log=log,
         )
         status = "ok"
-    except KeyboardInterrupt:
-        status = "interrupted (Ctrl-C)"
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
+        status = interruption(exc)[0]
         raise
     except BnslError as exc:
         status = f"stopped: {exc}"

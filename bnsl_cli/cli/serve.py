@@ -79,7 +79,7 @@ def _serve(
     """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
 
     Exit codes: 0 ok; 2 usage; 3 bad data (sites whose columns differ); 5 a site refused the plan;
-    6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C.
+    6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C; 143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
@@ -175,8 +175,10 @@ def _serve(
             _write_outputs(od, result, plan.method)
         output.write_single_outputs(singles, result)
         ok = True
-    except KeyboardInterrupt:
-        fleet.abort("the coordinator was interrupted (Ctrl-C)")
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
+        fleet.abort(f"the coordinator was {interruption(exc)[0]}")
         raise
     except BnslError as exc:
         fleet.abort(f"the coordinator stopped: {exc}")  # sites a fault already stopped are not told twice

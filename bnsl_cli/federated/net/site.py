@@ -316,9 +316,11 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
         raise FederationError(
             f"lost the connection to the coordinator at {target} ({getattr(code, 'name', code)}: {detail})"
         ) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
         try:
-            send_control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"})
+            send_control(F.ABORT, {"reason": f"site {hello.get('site')!r} was {interruption(exc)[0]}"})
             time.sleep(0.05)
         finally:
             call.cancel()

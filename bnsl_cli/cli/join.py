@@ -101,7 +101,7 @@ def command(
     host, _ = split_hostport(coordinator, "HOST:PORT")
     from bnsl_cli.cli.netopts import credentials
 
-    creds = credentials(ca, cert, key, insecure, host, "coordinator address")
+    creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
     from bnsl_cli.io.data import read_table
 
     table = read_table(csv, sep=sep)
@@ -127,6 +127,7 @@ def command(
         "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
         "columns": list(table.names), "limits": limits,
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
+        **_own_identity(creds),
     })
     sk, pk = generate_keypair()
     hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits, "x25519": pk.hex()}
@@ -166,6 +167,16 @@ def command(
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")
+
+
+def _own_identity(creds) -> dict:
+    """This site's certificate identity and fingerprint for the transcript's run record."""
+    if creds is None:
+        return {"identity": None}
+    from bnsl_cli.federated.net.identity import identity_of
+
+    ident = identity_of(creds.cert)
+    return {"identity": ident.name, "certificate_sha256": ident.sha256}
 
 
 def _recording(on_plan, tr):

@@ -67,6 +67,16 @@ def _serve(
         "the sum carries all of it (√P less noise); each site's guarantee then holds only against a party that sees "
         "the sum alone and while no site colludes (sites opt in with join --accept-split-noise; docs/privacy.md).",
     ),
+    allow_sites: Optional[str] = typer.Option(
+        None, "--allow-sites",
+        help="Comma-separated site certificate names allowed to join (the certificate's site:NAME URI, else its "
+        "common name); others are refused. Needs mutual TLS.",
+    ),
+    handshake_timeout: float = typer.Option(
+        10.0, "--handshake-timeout",
+        help="Seconds a new connection has to finish its TLS handshake and send its HELLO; a silent one is dropped "
+        "(idle connections cannot keep the sites out).",
+    ),
     port_file: Optional[Path] = typer.Option(
         None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
     ),
@@ -96,12 +106,21 @@ def _serve(
     console = common.err_console
     if participants < 1:
         raise common.fail("--participants must be at least 1", 2)
-    if not timeout > 0 or not join_timeout > 0:
-        raise common.fail("--timeout and --join-timeout must be > 0", 2)
+    if not timeout > 0 or not join_timeout > 0 or not handshake_timeout > 0:
+        raise common.fail("--timeout, --join-timeout and --handshake-timeout must be > 0", 2)
     host, _ = split_hostport(listen, "--listen")
     from bnsl_cli.cli.netopts import credentials
 
-    creds = credentials(ca, cert, key, insecure, host, "--listen")
+    creds = credentials(ca, cert, key, insecure, host, "--listen", role="serverAuth")
+    allowed = None
+    if allow_sites is not None:
+        allowed = [a.strip() for a in allow_sites.split(",") if a.strip()]
+        if not allowed:
+            raise common.fail("--allow-sites: give at least one site certificate name", 2)
+        if creds is None:
+            raise common.fail("--allow-sites needs mutual TLS (site names come from their certificates), not --insecure", 2)
+        if len(allowed) < participants:
+            raise common.fail(f"--allow-sites names {len(allowed)} site(s), fewer than --participants {participants}", 2)
     cfg = _config(learn_options, ctx)
     if split_noise and not secure_sum:
         raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
@@ -132,7 +151,8 @@ def _serve(
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
     try:
-        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log)
+        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log,
+                             handshake_timeout=handshake_timeout, allow_sites=allowed)
     except BaseException:
         if od is not None:
             od.abort()
@@ -164,7 +184,11 @@ def _serve(
             "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
             "secure_sum": spec is not None,
             "secure_sum_bits": secure_sum_bits if spec is not None else None,
-            "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
+            "peer_identity": "site certificates (mutual TLS): one certificate identity per participant"
+            if creds else "none: plaintext (--insecure), the sites are not authenticated",
+            "coordinator_certificate_sha256": getattr(getattr(fleet, "identity", None), "sha256", None),
+            "allow_sites": sorted(allowed) if allowed is not None else None,
+            "sites": [_site_record(s) for s in fleet.sites],
             # a private site sends no compute time (it depends on its rows and is no release)
             "participant_timing": "reply times observed by the coordinator (network included)" if plan.private
             else "compute times reported by the sites",
@@ -199,6 +223,14 @@ def _serve(
         from bnsl_cli.io.graphs import edges_csv_text
 
         sys.stdout.write(edges_csv_text(result.W, result.names))
+
+
+def _site_record(site) -> dict:
+    """One site as the report's network part lists it: its declared name, address, rows and the
+    identity and SHA-256 fingerprint of its certificate (``None`` in plaintext)."""
+    ident = getattr(site, "identity", None)
+    return {"participant": site.index + 1, "site": site.name, "peer": site.peer, "rows": site.hello["rows"],
+            "identity": getattr(ident, "name", None), "certificate_sha256": getattr(ident, "sha256", None)}
 
 
 def _config(opts: dict, ctx=None):

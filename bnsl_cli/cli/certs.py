@@ -59,10 +59,11 @@ def command(
     roles = []
     if coordinator in names:
         hosts = ", ".join(["localhost", "127.0.0.1", *(hostname or [])])
-        roles.append(f"coordinator {coordinator} (server: {hosts})")
+        roles.append(f"a server certificate + key for {coordinator} ({hosts})")
     if sites:
-        roles.append(f"site{'s' if len(sites) > 1 else ''} {', '.join(sites)} (client)")
+        roles.append(f"client certificate{'s' if len(sites) > 1 else ''} + key{'s' if len(sites) > 1 else ''} "
+                     f"for {', '.join(sites)}")
     common.err_console.print(
-        f"wrote {directory}/ca.pem and a certificate + key for {'; '.join(roles)} (valid {days:g} days); "
+        f"wrote {directory}/ca.pem, {' and '.join(roles)} (valid {days:g} days); "
         "give each party ca.pem and its own NAME.pem/NAME.key only", highlight=False, markup=False, soft_wrap=True,
     )

@@ -13,7 +13,7 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.federated.net.common import METHOD  # noqa: E402
 from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
-from tests.net.conftest import BNSL, ENV, Party  # noqa: E402
+from tests.net.conftest import Party  # noqa: E402
 
 
 class Idlers:

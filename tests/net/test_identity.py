@@ -4,6 +4,7 @@ certificate without the server role or its hostname (sites in threads, the fleet
 
 import datetime as dt
 import hashlib
+import ipaddress
 import threading
 import time
 
@@ -20,7 +21,7 @@ from bnsl_cli.federated.net.tls import load_party, make_certs  # noqa: E402
 from bnsl_cli.federated.net.transcript import Transcript  # noqa: E402
 from bnsl_cli.federated.participant import SparseParticipant  # noqa: E402
 from bnsl_cli.federated.protocol import run_admm  # noqa: E402
-from tests.net.conftest import BNSL, ENV, Party, error_lines, tls  # noqa: E402
+from tests.net.conftest import Party, error_lines, tls  # noqa: E402
 
 
 def _coord(d, p):
@@ -173,7 +174,7 @@ def _dual_role_set(root):
     ca = build(ca_name, ca_key.public_key(), (x509.BasicConstraints(ca=True, path_length=0), True))
     cert = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "coordinator")]), key.public_key(),
                  (x509.BasicConstraints(ca=False, path_length=None), True),
-                 (x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]), False),
+                 (x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False),
                  (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), False))
     (root / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (root / "coordinator.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -193,9 +194,6 @@ def test_the_coordinators_certificate_is_not_accepted_as_a_site(certs, tables, t
     finally:
         fleet.close()
     # bnsl certs' coordinator certificate has no client role: bnsl join refuses it, naming the file
-    res = Party(["join", "127.0.0.1:9", str(tmp_path / "none.csv"), "--allow-non-private", *tls(certs, "coordinator")])
-    code, _, err = res.done()
-    assert code in (2, 3) and len(error_lines(err)) == 1
     csv = tmp_path / "s.csv"
     csv.write_text("a,b\n1,2\n3,5\n4,4\n")
     res = Party(["join", "127.0.0.1:9", str(csv), "--allow-non-private", *tls(certs, "coordinator")])
@@ -247,3 +245,16 @@ def test_allow_sites_needs_tls():
     res = Party(["serve", "-P", "1", "--listen", "127.0.0.1:0", "--insecure", "--allow-sites", "site1"])
     code, _, err = res.done()
     assert code == 2 and "--allow-sites needs mutual TLS" in err, err
+
+
+def test_certs_command_names_the_coordinator(tmp_path):
+    res = Party(["certs", str(tmp_path / "c"), "--parties", "hub,a,b", "--coordinator", "hub", "--hostname", "hub.lan"])
+    code, _, err = res.done()
+    assert code == 0, err
+    assert "a server certificate + key for hub (localhost, 127.0.0.1, hub.lan)" in err and "for a, b" in err
+    hub, a = (identity_of((tmp_path / "c" / f"{n}.pem").read_bytes()) for n in ("hub", "a"))
+    assert hub.roles == ("serverAuth",) and a.roles == ("clientAuth",) and a.name == "a"
+    # --hostname without a coordinator among the parties: nothing to put it on
+    res = Party(["certs", str(tmp_path / "d"), "--parties", "a,b", "--hostname", "hub.lan"])
+    code, _, err = res.done()
+    assert code == 2 and len(error_lines(err)) == 1 and "--coordinator" in err and not (tmp_path / "d" / "ca.pem").exists()

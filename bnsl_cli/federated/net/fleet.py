@@ -336,8 +336,8 @@ class NetworkFleet:
             now = time.monotonic()
             if now >= deadline:
                 raise self._fail(None, f"only {len(self.sites)} of {self.n} sites joined within {join_timeout:g} s")
-            try:
-                while True:
+            try:  # the new connections (a bounded batch: a flood of them cannot starve the HELLOs)
+                for _ in range(self.max_pending + 1):
                     new = self._arrivals.get(timeout=0.02 if pending else min(0.2, deadline - now))
                     pending.append((new, new.since + self.handshake_timeout))
                     self._limit_pending(pending, new)
@@ -377,19 +377,24 @@ class NetworkFleet:
 
     def _limit_pending(self, pending: list, new: SiteInfo) -> None:
         """Drop the oldest waiting connection of ``new``'s certificate identity beyond
-        :data:`PENDING_PER_IDENTITY`, then the oldest of all beyond ``max_pending``: a flood of
-        silent connections cannot crowd out a real site, which says HELLO as soon as it arrives
-        (a site dropped this way is told the coordinator is busy, and retries)."""
+        :data:`PENDING_PER_IDENTITY`, then the oldest of all beyond ``max_pending`` — in each case
+        the oldest that has not said anything yet, if any: a flood of silent connections cannot
+        crowd out a real site, which says HELLO as soon as it arrives (a site dropped this way is
+        told the coordinator is busy, and retries)."""
         busy = {"reason": "the coordinator is busy (too many connections waiting); try again", "busy": True}
+
+        def victim(among: list) -> int:  # the oldest that has said nothing yet, else the oldest
+            return next((k for k in among if pending[k][0].inbox.empty()), among[0])
+
         if new.identity is not None:
             mine = [k for k, (s, _) in enumerate(pending) if s.identity is not None and s.identity.name == new.identity.name]
             if len(mine) > PENDING_PER_IDENTITY:
-                old, _ = pending.pop(mine[0])
+                old, _ = pending.pop(victim(mine))
                 self.log(f"dropped a waiting connection from {old.who}: more than {PENDING_PER_IDENTITY} "
                          "connections of that certificate waiting")
                 old.end(F.control(F.ABORT, busy))
         while len(pending) > self.max_pending:
-            old, _ = pending.pop(0)
+            old, _ = pending.pop(victim(list(range(len(pending)))))
             old.end(F.control(F.ABORT, busy))
 
     def _drop_departed(self) -> None:

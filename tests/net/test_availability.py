@@ -158,3 +158,55 @@ def test_a_site_turned_away_as_busy_tries_again_within_its_connect_timeout(table
         idle.close()
         fleet.close()
         th.join(30)
+
+
+def test_a_continuing_flood_of_new_connections_does_not_starve_the_sites(tables):
+    """New idle streams keep arriving (one every few milliseconds, the oldest dropped each time)
+    while the sites join: the sites' HELLOs are still read and the run gathers."""
+    import grpc
+
+    from bnsl_cli.federated.net.site import run_site
+
+    fleet = NetworkFleet("127.0.0.1:0", len(tables), timeout=20, handshake_timeout=30, max_pending=8)
+    stop = threading.Event()
+    opened = []
+
+    def flood():
+        ch = grpc.insecure_channel(f"127.0.0.1:{fleet.port}")
+        opened.append(ch)
+
+        def silence():
+            stop.wait(60)
+            return
+            yield  # pragma: no cover
+
+        while not stop.is_set():
+            opened.append(ch.stream_stream(METHOD)(silence()))
+            time.sleep(0.005)
+
+    flooder = threading.Thread(target=flood)
+    flooder.start()
+    errors, threads = {}, []
+    try:
+        time.sleep(0.5)
+        for k, t in enumerate(tables):
+            def site(k=k, t=t):
+                try:
+                    run_site(f"127.0.0.1:{fleet.port}", {"site": f"site{k}", "columns": list(t.names), "rows": t.n},
+                             lambda plan: None, connect_timeout=20, timeout=20)
+                except BaseException as exc:  # noqa: BLE001 - the fleet closes before any plan: expected
+                    errors[k] = exc
+            threads.append(threading.Thread(target=site))
+            threads[-1].start()
+        hellos = fleet.gather(30)
+        assert sorted(h["site"] for h in hellos) == [f"site{k}" for k in range(len(tables))]
+        assert len(opened) > 50  # the flood was on all along
+    finally:
+        stop.set()
+        flooder.join(10)
+        for c in opened[1:]:
+            c.cancel()
+        opened[0].close()
+        fleet.close()
+        for th in threads:
+            th.join(30)

@@ -132,6 +132,9 @@ def probe_coordinator(host: str, port: int, credentials, timeout: float) -> Peer
 
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=credentials.ca.decode("ascii"))
     ctx.check_hostname = True
+    # Python 3.13 verifies strictly by default (e.g. it requires key identifier extensions); the
+    # gRPC connection's TLS layer does not, and both must accept the same certificates
+    ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
     tmp = None
     try:
         cert_path, key_path = getattr(credentials, "cert_path", None), getattr(credentials, "key_path", None)

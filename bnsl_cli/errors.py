@@ -20,6 +20,7 @@ __all__ = [
     "PrivacyWarning",
     "Terminated",
     "interruption",
+    "ScaleWarning",
 ]
 
 
@@ -95,3 +96,7 @@ def interruption(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, Terminated):
         return exc.what, exc.exit_code
     return "interrupted (Ctrl-C)", 130
+
+
+class ScaleWarning(UserWarning):
+    """The columns are on very different scales and ``--standardize`` was not given."""

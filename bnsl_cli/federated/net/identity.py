@@ -27,13 +27,14 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
+from bnsl_cli.federated.net.common import FederationError
+from bnsl_cli.federated.net.tls import SITE_URI_PREFIX, TLSError
+
 
 __all__ = ["PeerIdentity", "identity_of", "peer_identity", "check_role", "probe_coordinator",
            "SERVER", "CLIENT", "SITE_URI_PREFIX"]
 
 SERVER, CLIENT = "serverAuth", "clientAuth"
-#: The URI SAN that names a site in the certificates ``bnsl certs`` makes: ``site:NAME``.
-SITE_URI_PREFIX = "site:"
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,6 @@ def check_role(cert_pem: bytes, role: str, option: str, path) -> PeerIdentity:
     ``bnsl join``): a swapped certificate is a usage error naming the file (exit 2)."""
     ident = identity_of(cert_pem)
     if not ident.may(role):
-        from bnsl_cli.federated.net.tls import TLSError
-
         if role == SERVER:
             raise TLSError(
                 f"{option} {path}: a site certificate ({', '.join(ident.roles) or 'no TLS role'}), not a coordinator's: "
@@ -128,8 +127,6 @@ def probe_coordinator(host: str, port: int, credentials, timeout: float) -> Peer
     raises :class:`~bnsl_cli.federated.net.common.FederationError` (exit 6) saying what is wrong. The gRPC connection that follows
     checks CA and hostname again (its TLS layer); this handshake gives the clear message and the
     fingerprint."""
-    from bnsl_cli.federated.net.common import FederationError
-
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=credentials.ca.decode("ascii"))
     ctx.check_hostname = True
     # Python 3.13 verifies strictly by default (e.g. it requires key identifier extensions); the

@@ -24,9 +24,11 @@ from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError
 
-__all__ = ["make_certs", "load_party", "PartyCredentials", "TLSError", "is_loopback", "split_hostport"]
+__all__ = ["make_certs", "load_party", "PartyCredentials", "TLSError", "is_loopback", "split_hostport", "SITE_URI_PREFIX"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+#: The URI SAN that names a site in the certificates :func:`make_certs` makes: ``site:NAME``.
+SITE_URI_PREFIX = "site:"
 
 
 class TLSError(BnslError):
@@ -98,8 +100,6 @@ def make_certs(
     )
     paths = {"ca": directory / "ca.pem"}
     paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    from bnsl_cli.federated.net.identity import SITE_URI_PREFIX
-
     for p in parties:
         key = ec.generate_private_key(ec.SECP256R1())
         if p == coordinator:  # the server: its hostnames, serverAuth only

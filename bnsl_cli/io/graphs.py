@@ -54,6 +54,7 @@ import numpy as np
 
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.atomic import atomic_write_text
+from bnsl_cli.metrics import cpdag
 
 __all__ = [
     "Graph",
@@ -155,8 +156,6 @@ def cpdag_csv_text(W: np.ndarray, names: Sequence[str]) -> str:
     """The CPDAG (Markov equivalence class) of the DAG ``W`` as a 0/1 adjacency CSV: ``1`` at
     ``[i, j]`` alone is the compelled edge ``i → j``; ``1`` at both ``[i, j]`` and ``[j, i]`` is the
     undirected (reversible) edge ``i — j``. Raises :class:`InputDataError` for a cyclic ``W``."""
-    from bnsl_cli.metrics import cpdag
-
     C = cpdag(np.asarray(W) != 0)
     rows = [[""] + list(names)]
     for i, name in enumerate(names):

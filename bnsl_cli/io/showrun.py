@@ -24,6 +24,9 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
+from bnsl_cli.io.draw import figure_bytes, graph_figure, line_chart, stacked_bars
+from bnsl_cli.io.graphs import _graph_from_json_obj, read_text_file
+from bnsl_cli.metrics import structure_metrics
 
 __all__ = ["Run", "load_run", "render_run", "FORMATS", "OUTPUT_NAMES"]
 
@@ -46,7 +49,6 @@ def load_run(path, participant: Optional[int] = None) -> Run:
     """Read ``path/report.json`` (or ``path`` itself when it is a report.json). A local-notears report
     holds one graph per participant: ``participant`` (1-based) chooses one. Every problem is an
     :class:`InputDataError` naming the path."""
-    from bnsl_cli.io.graphs import _graph_from_json_obj, read_text_file
 
     path = Path(path)
     if not path.exists():
@@ -132,13 +134,11 @@ def _img(fig_bytes: bytes, alt: str, mime: str = "image/svg+xml") -> str:
 
 
 def _svg(fig) -> bytes:
-    from bnsl_cli.io.draw import figure_bytes
 
     return figure_bytes(fig, "svg")
 
 
 def _convergence(report: dict) -> Optional[str]:
-    from bnsl_cli.io.draw import line_chart
 
     hist = report.get("history") or []
     hist = [h for h in hist if isinstance(h, dict) and "round" in h]
@@ -158,7 +158,6 @@ def _convergence(report: dict) -> Optional[str]:
 
 
 def _communication(report: dict) -> Optional[str]:
-    from bnsl_cli.io.draw import line_chart
 
     comm = report.get("communication") or {}
     if not comm:
@@ -180,7 +179,6 @@ def _communication(report: dict) -> Optional[str]:
 
 
 def _privacy(report: dict) -> Optional[str]:
-    from bnsl_cli.io.draw import stacked_bars
 
     pv = report.get("privacy")
     if not pv:
@@ -207,7 +205,6 @@ def _privacy(report: dict) -> Optional[str]:
 
 
 def _truth_section(W, T, names) -> str:
-    from bnsl_cli.metrics import structure_metrics
 
     m = structure_metrics(W, T, allow_cyclic_truth=True, names=names)
     keys = ("shd", "shd_cpdag", "shd_skeleton", "tp", "reversed", "extra", "missing", "tpr", "fdr", "f1")
@@ -277,7 +274,6 @@ def render_run(run: Run, formats=FORMATS, truth=None, truth_name=None) -> dict:
     """``{file name: bytes}`` for the requested ``formats`` (a subset of :data:`FORMATS`).
 
     ``truth``: a :class:`~bnsl_cli.io.graphs.Graph` to mark the edges against (nodes matched by name)."""
-    from bnsl_cli.io.draw import figure_bytes, graph_figure
 
     T = None
     if truth is not None:

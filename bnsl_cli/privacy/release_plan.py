@@ -144,16 +144,23 @@ def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
     return ledger
 
 
-def spend_of(releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight") -> tuple[float, float]:
-    """``(ε, ρ)`` one participant spends with these releases, read from their ledger by the accountant."""
+def spend_of(
+    releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight", accountant: str = "zcdp"
+) -> tuple[float, float]:
+    """``(ε, ρ)`` one participant spends with these releases, read from their ledger by the
+    ``accountant`` (``zcdp`` or ``pld``; ρ is always the zCDP spend)."""
     from bnsl_cli.privacy.accountant import epsilon_from_rho
 
-    rho = ledger_of(releases).max_rho()
-    return epsilon_from_rho(rho, delta, conversion), rho
+    ledger = ledger_of(releases)
+    rho = ledger.max_rho()
+    if accountant == "zcdp":
+        return epsilon_from_rho(rho, delta, conversion), rho
+    return ledger.epsilon(delta, conversion, accountant=accountant), rho
 
 
 def calibrate_releases(
-    build: Callable[[float], list[PlannedRelease]], epsilon: float, delta: float, conversion: str = "tight"
+    build: Callable[[float], list[PlannedRelease]], epsilon: float, delta: float, conversion: str = "tight",
+    accountant: str = "zcdp",
 ) -> tuple[list[PlannedRelease], float]:
     """``(releases, ρ*)``: the releases ``build(ρ*)`` makes, with ρ* the largest zCDP budget of
     (ε, δ), verified: their spend read back from their ledger is at most ε.
@@ -165,10 +172,15 @@ def calibrate_releases(
 
     eps = validate_epsilon(epsilon)
     dlt = validate_delta(delta)
-    rho_star = rho_for_epsilon(eps, dlt, conversion)
+    if accountant == "zcdp":
+        rho_star = rho_for_epsilon(eps, dlt, conversion)
+    else:
+        from bnsl_cli.privacy.calibration import scale_for_epsilon
+
+        rho_star = scale_for_epsilon(build, eps, dlt, accountant)
     for attempt in range(CALIBRATION_ATTEMPTS):
         releases = build(rho_star)
-        if spend_of(releases, dlt, conversion)[0] <= eps * (1.0 - CALIBRATION_MARGIN):
+        if spend_of(releases, dlt, conversion, accountant)[0] <= eps * (1.0 - CALIBRATION_MARGIN):
             return releases, rho_star
         rho_star *= 1.0 - 2.0 ** (min(attempt, 24) - 52)  # a few ulps, growing, at most 2⁻²⁸ a time
     raise PrivacyBudgetError(

@@ -28,6 +28,8 @@ from typing import Callable
 
 import numpy as np
 
+from bnsl_cli.privacy.releases import ReleaseKind as K
+
 __all__ = ["ZeroNoise", "AuditResult", "clopper_pearson_upper", "epsilon_lower_bound", "audit", "project"]
 
 
@@ -183,7 +185,8 @@ def _safe(f: Callable[[], float]) -> Callable[[], float]:
 
 
 def _base(n: int, d: int, scale: float = 0.3) -> np.ndarray:
-    return np.random.default_rng(12345).normal(0.0, scale, size=(n, d))
+    """Fixed, ordinary rows (deterministic: no generator outside the mechanisms' own)."""
+    return scale * np.sin(1.0 + np.arange(n * d, dtype=float) * 2.39996).reshape(n, d)
 
 
 def _with_last(X: np.ndarray, row) -> np.ndarray:
@@ -216,7 +219,7 @@ def means_case(rng, extreme=False, broken=False) -> Case:
     def rel(Y, m, g):
         return release_means(Y, bound, m, g)
 
-    return _gaussian_case("column-means" + (" (extreme row)" if extreme else "") + (" BROKEN: noise / 10" if broken else ""),
+    return _gaussian_case(K.COLUMN_MEANS.value + (" (extreme row)" if extreme else "") + (" BROKEN: noise / 10" if broken else ""),
                           rel, X0, X1, ref0, ref1, bound * GAUSS_MULT * sens / n, mult, rng, claim_mult=GAUSS_MULT)
 
 
@@ -233,7 +236,7 @@ def second_moments_case(rng, extreme=False) -> Case:
     def rel(Y, m, g):
         return release_second_moments(Y, bound, m, g)
 
-    return _gaussian_case("second-moments" + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0, ref1,
+    return _gaussian_case(K.SECOND_MOMENTS.value + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0, ref1,
                           std_out, GAUSS_MULT, rng)
 
 
@@ -268,10 +271,10 @@ def update_case(rng, extreme=False) -> Case:
         X0, X1 = ref0, ref1
     B0, ev = _pgcd_setup(ref0, beta)(ZeroNoise())
     B1, _ = _pgcd_setup(ref1, beta)(ZeroNoise())
-    upd = [e for e in ev if e.release.value == "coordinate-update"]
+    upd = [e for e in ev if e.release == K.UPDATE]
     stat = project(B0[0, 1], B1[0, 1], upd[0].noise_scale)  # M = 1: the value moves by the noise
     r0, r1 = _pgcd_setup(X0, beta), _pgcd_setup(X1, beta)
-    name = "coordinate-update" + {False: "", True: " (extreme row)", "overflow": " (extreme row 1e39, 0)"}[extreme]
+    name = K.UPDATE.value + {False: "", True: " (extreme row)", "overflow": " (extreme row 1e39, 0)"}[extreme]
     return Case(name, _safe(lambda: stat(r0(rng)[0][0, 1])), _safe(lambda: stat(r1(rng)[0][0, 1])), _claim(upd))
 
 
@@ -290,13 +293,13 @@ def selection_case(rng, extreme=False) -> Case:
     selection only; the update's value is ignored)."""
     _, beta, ref0, _, X0, X1 = _selection_pair(extreme)
     _, ev = _pgcd_setup(ref0, beta)(ZeroNoise())
-    sel = [e for e in ev if e.release.value == "coordinate-selection"]
+    sel = [e for e in ev if e.release == K.SELECTION]
     r0, r1 = _pgcd_setup(X0, beta), _pgcd_setup(X1, beta)
 
     def which(B):
         return 1.0 if B[0, 1] != 0 else 0.0
 
-    return Case("coordinate-selection (Gumbel-max)" + (" (extreme row)" if extreme else ""),
+    return Case(K.SELECTION.value + " (Gumbel-max)" + (" (extreme row)" if extreme else ""),
                 _safe(lambda: which(r0(rng)[0])), _safe(lambda: which(r1(rng)[0])), _claim(sel))
 
 
@@ -307,8 +310,8 @@ def pgcd_step_case(rng, extreme=False) -> Case:
 
     _, beta, ref0, ref1, X0, X1 = _selection_pair(extreme)
     _, ev = _pgcd_setup(ref0, beta)(ZeroNoise())
-    sel = next(e for e in ev if e.release.value == "coordinate-selection")
-    upd = next(e for e in ev if e.release.value == "coordinate-update")
+    sel = next(e for e in ev if e.release == K.SELECTION)
+    upd = next(e for e in ev if e.release == K.UPDATE)
     n = ref0.shape[0]
 
     def gradient(X):
@@ -352,7 +355,7 @@ def polish_case(rng, extreme=False) -> Case:
     def rel(Y, m, g):
         return private_polish_moments(Y, v_hat, pairs, POLISH_CLIP, m, n, g)
 
-    return _gaussian_case("polish-second-moments" + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0, ref1,
+    return _gaussian_case(K.POLISH.value + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0, ref1,
                           std_out, GAUSS_MULT, rng)
 
 
@@ -373,7 +376,7 @@ def moment_matrix_case(rng, extreme=False) -> Case:
         M, ev = _private_moment_matrix(Z, clip, m, g)
         return upper_triangle(M), ev
 
-    return _gaussian_case("moment-matrix (fed-moments)" + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0,
+    return _gaussian_case(K.MOMENT_MATRIX.value + " (fed-moments)" + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0,
                           ref1, np.full(d * (d + 1) // 2, GAUSS_MULT * sens), GAUSS_MULT, rng)
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 __all__ = ["scale_for_epsilon", "SEARCH_RTOL"]
 
 #: The search stops when the bracket on ρ* is this narrow (relative) or the spend is this close to ε.
-SEARCH_RTOL = 1e-9
+SEARCH_RTOL = 1e-10
 #: Grid of the coarse first search (the reporting grid is ``pld.DEFAULT_DISCRETIZATION``).
 COARSE_DISCRETIZATION = 1e-3
 _MAX_EVALUATIONS = 80

@@ -180,7 +180,8 @@ def calibrate_releases(
         rho_star = scale_for_epsilon(build, eps, dlt, accountant)
     for attempt in range(CALIBRATION_ATTEMPTS):
         releases = build(rho_star)
-        if spend_of(releases, dlt, conversion, accountant)[0] <= eps * (1.0 - CALIBRATION_MARGIN):
+        spent = spend_of(releases, dlt, conversion) if accountant == "zcdp" else spend_of(releases, dlt, conversion, accountant)
+        if spent[0] <= eps * (1.0 - CALIBRATION_MARGIN):
             return releases, rho_star
         rho_star *= 1.0 - 2.0 ** (min(attempt, 24) - 52)  # a few ulps, growing, at most 2⁻²⁸ a time
     raise PrivacyBudgetError(

@@ -12,6 +12,7 @@ a tenth of the claimed noise), which the audit must catch.
     python benchmarks/privacy_audit.py                    # 100,000 trials per data set and mechanism
     python benchmarks/privacy_audit.py --trials 5000      # quick
     python benchmarks/privacy_audit.py --only update      # cases whose name contains "update"
+    python benchmarks/privacy_audit.py --skip coordinate  # all but those (e.g. in two processes)
 
 Prints a table (name, trials, held-out FPR / FNR, ε lower bound, claimed ε, verdict) and the time.
 """
@@ -35,11 +36,12 @@ def main(argv=None) -> None:
     ap.add_argument("--trials", type=int, default=100_000, help="runs per data set and mechanism")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the mechanisms' noise")
     ap.add_argument("--only", default="", help="run only the cases whose name contains this")
+    ap.add_argument("--skip", default=None, help="leave out the cases whose name contains this")
     args = ap.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
     cases = A.all_cases(rng) + [A.means_case(rng, broken=True)]
-    cases = [c for c in cases if args.only in c.name]
+    cases = [c for c in cases if args.only in c.name and (args.skip is None or args.skip not in c.name)]
     print(f"privacy audit: {args.trials} trials per data set, delta = {A.AUDIT_DELTA:g}, 95 % Clopper-Pearson")
     print(f"| mechanism | trials | FPR | FNR | ε lower bound | ε claimed | verdict | time |")
     print("|---|---|---|---|---|---|---|---|")

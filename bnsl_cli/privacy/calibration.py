@@ -18,8 +18,6 @@ __all__ = ["scale_for_epsilon", "SEARCH_RTOL"]
 
 #: The search stops when the bracket on ρ* is this narrow (relative) or the spend is this close to ε.
 SEARCH_RTOL = 1e-10
-#: Grid of the coarse first search (the reporting grid is ``pld.DEFAULT_DISCRETIZATION``).
-COARSE_DISCRETIZATION = 1e-3
 _MAX_EVALUATIONS = 80
 _cache: dict = {}
 
@@ -32,7 +30,7 @@ def scale_for_epsilon(build: Callable, epsilon: float, delta: float, accountant:
     """The largest ``ρ*`` (to :data:`SEARCH_RTOL`) whose release list ``build(ρ*)`` spends at most
     ``epsilon·(1 − SEARCH_RTOL)`` at ``delta`` by ``accountant``."""
     from bnsl_cli.privacy.accountant import rho_for_epsilon
-    from bnsl_cli.privacy.pld import DEFAULT_DISCRETIZATION
+    from bnsl_cli.privacy.pld import COARSE_DISCRETIZATION, DEFAULT_DISCRETIZATION
 
     key = (_shape(build), float(epsilon), float(delta), accountant)
     if key in _cache:

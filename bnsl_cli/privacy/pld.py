@@ -79,6 +79,10 @@ __all__ = [
 DEFAULT_DISCRETIZATION = 1e-4
 #: Mass a truncation may move to +∞ (it is added to δ, so it stays an upper bound).
 TAIL_MASS = 1e-18
+#: A first pass on this coarser grid (an upper bound too) decides whether the fine grid is worth it:
+#: when it is more than ``SKIP_MARGIN`` above the zCDP bound, the zCDP bound is reported.
+COARSE_DISCRETIZATION = 1e-3
+SKIP_MARGIN = 0.005
 #: Gaussian losses are kept within μ²/2 ± Z_TAIL·μ (the normal tail beyond is < 1e-27).
 Z_TAIL = 11.0
 
@@ -474,4 +478,7 @@ def accountant_epsilon(
     rho = math.fsum(ev.rho for ev in events) if not any(math.isinf(ev.rho) for ev in events) else math.inf
     if accountant == "zcdp":
         return epsilon_from_rho(rho, delta, conversion)
-    return min(epsilon_of_events(events, delta, h), epsilon_from_rho(rho, delta, "tight"))
+    z = epsilon_from_rho(rho, delta, "tight")
+    if h < COARSE_DISCRETIZATION and epsilon_of_events(events, delta, COARSE_DISCRETIZATION) > z * (1 + SKIP_MARGIN):
+        return z  # the PLD will not win here (a coarse grid is far above zCDP): skip the fine grid
+    return min(epsilon_of_events(events, delta, h), z)

@@ -5,7 +5,7 @@ its Gumbel-max coordinate selection, one whole DP-PGCD step, the polish's second
 fed-moments moment matrix — the real mechanism code runs ``--trials`` times on each of two
 neighbouring data sets (a worst-case pair, and the same with a planted extreme row), a threshold test
 is chosen on half the trials and a 95 % Clopper–Pearson lower bound on ε is computed from the other
-half (bnsl_cli/privacy/audit.py). The bound must not exceed the ε the accountant claims for that
+half (bnsl_cli/federated/audit.py). The bound must not exceed the ε the accountant claims for that
 release (PLD accountant, δ = 1e-5). The last row is a deliberately broken mechanism (column means with
 a tenth of the claimed noise), which the audit must catch.
 
@@ -28,7 +28,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from bnsl_cli.privacy import audit as A  # noqa: E402
+from bnsl_cli.federated import audit as A  # noqa: E402
 
 
 def main(argv=None) -> None:

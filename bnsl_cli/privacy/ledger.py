@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, epsilon_from_rho
+from bnsl_cli.privacy.pld import ACCOUNTANT_DESCRIPTIONS, accountant_epsilon, check_accountant
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 __all__ = [
@@ -205,11 +207,7 @@ class PrivacyLedger:
     ) -> float:
         """``epsilon`` at ``delta`` of the run (or of one participant) via the ``accountant``
         (``zcdp``: the largest ρ converted; ``pld``: the largest participant's PLD epsilon)."""
-        from bnsl_cli.privacy.accountant import epsilon_from_rho
-
         if accountant != "zcdp":
-            from bnsl_cli.privacy.pld import accountant_epsilon
-
             who = self.participants if participant is None else [participant]
             return max((accountant_epsilon(self.events(p), delta, accountant) for p in who), default=0.0)
         rho = self.max_rho() if participant is None else self.rho(participant)
@@ -222,9 +220,6 @@ class PrivacyLedger:
         epsilon from the privacy-loss distributions of its events, the run's the largest of them.
         Non-finite numbers (a release without noise) appear as ``None`` so the result is valid JSON.
         """
-        from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, epsilon_from_rho
-        from bnsl_cli.privacy.pld import ACCOUNTANT_DESCRIPTIONS, accountant_epsilon, check_accountant
-
         check_accountant(accountant)
         parts = []
         for p in self.participants:

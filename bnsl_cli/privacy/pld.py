@@ -55,6 +55,13 @@ from functools import lru_cache
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
+from scipy import fft as _fft
+from scipy.optimize import brentq
+from scipy.signal import fftconvolve
+from scipy.special import log_ndtr, logsumexp, ndtr
+
+from bnsl_cli.privacy.accountant import epsilon_from_rho
+from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN
 
 __all__ = [
     "DEFAULT_DISCRETIZATION",
@@ -114,8 +121,6 @@ class PLD:
         """The PLD of both releases (their losses add): a convolution."""
         if other.h != self.h:
             raise ValueError("PLDs on different grids cannot be composed")
-        from scipy.signal import fftconvolve
-
         if self.probs.size == 1 or other.probs.size == 1:
             probs = np.convolve(self.probs, other.probs)
         else:
@@ -130,15 +135,13 @@ class PLD:
             raise ValueError(f"count must be >= 1, got {count}")
         if count == 1:
             return self
-        from scipy import fft
-
         p = self.probs
         n = p.size
         lo, hi, tails = _chernoff_window(p, count, TAIL_MASS)
         size = hi - lo + 1
-        fast = fft.next_fast_len(max(size, n), real=True)
-        spec = fft.rfft(p, fast)
-        out = fft.irfft(spec**count, fast)
+        fast = _fft.next_fast_len(max(size, n), real=True)
+        spec = _fft.rfft(p, fast)
+        out = _fft.irfft(spec**count, fast)
         out = np.roll(out, -lo)[:size]  # indices lo..hi of the full convolution (mod fast)
         inf = -math.expm1(count * math.log1p(-self.inf_mass)) if self.inf_mass < 1 else 1.0
         # mass outside [lo, hi] (≤ tails) wrapped onto finite losses; a bound on it goes to +∞
@@ -208,8 +211,6 @@ class PLD:
 def _chernoff_window(p: np.ndarray, count: int, tail: float) -> tuple[int, int, float]:
     """Index window ``[lo, hi]`` of the ``count``-fold convolution of ``p`` outside which at most
     ``tail`` of the mass lies (Chernoff bounds at a few orders), and the bound actually used."""
-    from scipy.special import logsumexp
-
     n = p.size
     full_hi = (n - 1) * count
     lo, hi = 0, full_hi
@@ -241,8 +242,6 @@ def _chernoff_window(p: np.ndarray, count: int, tail: float) -> tuple[int, int, 
 
 def _norm_interval(a, b):
     """``Φ(b) − Φ(a)`` for arrays ``a ≤ b``, accurate in both tails."""
-    from scipy.special import ndtr
-
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     upper = a > 0
@@ -251,8 +250,6 @@ def _norm_interval(a, b):
 
 def gaussian_delta(mu: float, epsilon: float) -> float:
     """Exact δ(ε) of the Gaussian mechanism with ``μ = Δ/σ`` (Balle & Wang 2018, Theorem 8)."""
-    from scipy.special import log_ndtr, ndtr
-
     mu = float(mu)
     eps = float(epsilon)
     if mu == 0:
@@ -267,8 +264,6 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
 def gaussian_epsilon(mu: float, delta: float) -> float:
     """Exact ε(δ) of the Gaussian mechanism with ``μ = Δ/σ`` — the smallest ε ≥ 0 with δ(ε) ≤ δ
     (Brent on the decreasing :func:`gaussian_delta`)."""
-    from scipy.optimize import brentq
-
     mu = float(mu)
     dlt = float(delta)
     if mu == 0:
@@ -366,8 +361,6 @@ def bounded_range_pld(eps0: float, h: float = DEFAULT_DISCRETIZATION) -> PLD:
 def _signature(events: Iterable) -> tuple[float, tuple]:
     """``(μ², ((ε₀, count), ...))``: the Gaussian events' summed ``μ² = 2ρ`` and the bounded-range
     events grouped by ``ε₀``. Raises ValueError on an unknown mechanism."""
-    from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN
-
     mu2 = 0.0
     br: dict[float, int] = {}
     for ev in events:
@@ -400,8 +393,6 @@ def events_pld(events: Iterable, h: float = DEFAULT_DISCRETIZATION, group_gaussi
     if group_gaussians:
         mu2, br = _signature(events)
         return _pld_of_signature(mu2, br, float(h))
-    from bnsl_cli.privacy.releases import GAUSSIAN
-
     out = PLD.identity(h)
     for ev in events:
         if ev.sensitivity == 0:
@@ -471,8 +462,6 @@ def accountant_epsilon(
     the pair that dominates *every* selection is looser than their zCDP cost ε₀²/8 each: a pair that
     is worst for each ε separately composes worse than any single selection does; see
     docs/privacy.md.)"""
-    from bnsl_cli.privacy.accountant import epsilon_from_rho
-
     check_accountant(accountant)
     events = list(events)
     rho = math.fsum(ev.rho for ev in events) if not any(math.isinf(ev.rho) for ev in events) else math.inf

@@ -3,7 +3,7 @@ worst-case neighbouring pair, must not reveal more than the accountant claims fo
 
 For each case the two data sets differ in one row; the test runs the mechanism ``TRIALS`` times on
 each, picks a threshold test on half the trials and computes a 95 % Clopper–Pearson lower bound on ε
-from the other half (bnsl_cli/privacy/audit.py). That bound must stay at or below the claimed ε (the
+from the other half (bnsl_cli/federated/audit.py). That bound must stay at or below the claimed ε (the
 PLD accountant's ε of the release at δ = 1e-5). A deliberately broken mechanism (noise ten times
 smaller than claimed) must fail the same audit, which shows that the audit can fail. The ≥ 100,000-
 trial version is benchmarks/privacy_audit.py (results in benchmarks/RESULTS.md).
@@ -16,7 +16,7 @@ overflow turns the clipped contribution into NaN, which D′ shows every time) a
 import numpy as np
 import pytest
 
-from bnsl_cli.privacy import audit as A
+from bnsl_cli.federated import audit as A
 
 #: trials per data set (half choose the test, half bound ε)
 TRIALS = {"fast": 1000, "pgcd": 500}

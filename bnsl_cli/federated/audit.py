@@ -15,7 +15,7 @@ chosen on one half of the trials and the bound computed on the other half, so th
 not bias the bound.
 
 Each mechanism is run through its real code (:mod:`bnsl_cli.privacy.one_off`,
-:mod:`bnsl_cli.federated.dp_participant`, :mod:`bnsl_cli.federated.moments`). The statistic is the
+:mod:`bnsl_cli.federated.dp_participant`, :mod:`bnsl_cli.federated.methods.moments`). The statistic is the
 likelihood ratio of the ideal mechanism, computed from the two noise-free outputs, which are
 obtained by running the same code with a generator that draws zeros (:class:`ZeroNoise`).
 """
@@ -28,7 +28,13 @@ from typing import Callable
 
 import numpy as np
 
+from bnsl_cli.federated.dp_participant import ClippedGradients, dp_pgcd, private_polish_moments
+from bnsl_cli.federated.methods.moments import _private_moment_matrix
+from bnsl_cli.privacy.defaults import POLISH_CLIP
+from bnsl_cli.privacy.one_off import release_means, release_second_moments
+from bnsl_cli.privacy.pld import accountant_epsilon
 from bnsl_cli.privacy.releases import ReleaseKind as K
+from bnsl_cli.stats import upper_triangle
 
 __all__ = ["ZeroNoise", "AuditResult", "clopper_pearson_upper", "epsilon_lower_bound", "audit", "project"]
 
@@ -168,8 +174,6 @@ class Case:
 
 
 def _claim(events) -> float:
-    from bnsl_cli.privacy.pld import accountant_epsilon
-
     return accountant_epsilon(list(events), AUDIT_DELTA, "pld")
 
 
@@ -206,8 +210,6 @@ def _gaussian_case(name, release, X0, X1, ref0, ref1, std_out, mult, rng, claim_
 
 
 def means_case(rng, extreme=False, broken=False) -> Case:
-    from bnsl_cli.privacy.one_off import release_means
-
     n, d = 60, 3
     bound = np.full(d, 2.0)
     X = _base(n, d)
@@ -224,8 +226,6 @@ def means_case(rng, extreme=False, broken=False) -> Case:
 
 
 def second_moments_case(rng, extreme=False) -> Case:
-    from bnsl_cli.privacy.one_off import release_second_moments
-
     n, d = 200, 3
     bound = np.full(d, 1.0)
     X = _base(n, d, 0.5)
@@ -243,8 +243,6 @@ def second_moments_case(rng, extreme=False) -> Case:
 def _pgcd_setup(X, beta, steps=1, gumbel=GUMBEL_MULT, sigma=GAUSS_MULT):
     """``run(generator) -> (B_new, events)``: one call of the real DP-PGCD on centred rows ``X``
     (d = 2, B = W = 0, λ = 0, M = 1, clip level 1 on both rows)."""
-    from bnsl_cli.federated.dp_participant import ClippedGradients, dp_pgcd
-
     d = X.shape[1]
     levels = np.ones(d)
     zeros = np.zeros((d, d))
@@ -306,8 +304,6 @@ def selection_case(rng, extreme=False) -> Case:
 def pgcd_step_case(rng, extreme=False) -> Case:
     """One whole DP-PGCD step (selection + update): the statistic is the likelihood ratio of the
     observed (coordinate, value) under the ideal mechanisms."""
-    from bnsl_cli.federated.dp_participant import ClippedGradients
-
     _, beta, ref0, ref1, X0, X1 = _selection_pair(extreme)
     _, ev = _pgcd_setup(ref0, beta)(ZeroNoise())
     sel = next(e for e in ev if e.release == K.SELECTION)
@@ -341,9 +337,6 @@ def pgcd_step_case(rng, extreme=False) -> Case:
 
 
 def polish_case(rng, extreme=False) -> Case:
-    from bnsl_cli.federated.dp_participant import private_polish_moments
-    from bnsl_cli.privacy.defaults import POLISH_CLIP
-
     n = 50
     X = _base(n, 2)
     v_hat = np.ones(2)
@@ -362,8 +355,6 @@ def polish_case(rng, extreme=False) -> Case:
 def moment_matrix_case(rng, extreme=False) -> Case:
     """Fed-moments' release: rows standardised with public centre and spreads as the site does
     (``z = (x − ĉ)/s``), clipped to ℓ₂ norm c√d, summed as ``Σ z zᵀ`` plus symmetric noise."""
-    from bnsl_cli.federated.moments import _private_moment_matrix, upper_triangle
-
     n, d, clip = 50, 2, 1.5
     X = _base(n, d)
     centre, spread = np.zeros(d), np.full(d, 0.5)

@@ -228,7 +228,7 @@ def _dp_options(plan: RunPlan) -> dict:
     pv = plan.privacy
     return {
         "epsilon": pv.epsilon, "delta": pv.delta if pv.delta_given else None, "clip": pv.clip,
-        "selection_share": pv.selection_share, "conversion": pv.conversion, "public_means": pv.public_means,
+        "selection_share": pv.selection_share, "conversion": pv.conversion, "accountant": pv.accountant, "public_means": pv.public_means,
         "value_bound": pv.value_bound, "clip_levels": pv.clip_levels, "polish_share": pv.polish_share,
     }
 
@@ -247,7 +247,7 @@ def _privacy_report(spec, plan: RunPlan, summaries: list, warn_list: list) -> di
                 f"participant {k} ({plan.participants[k - 1].label}) recorded a spend ρ = {ledger.rho(k):.6g} above "
                 f"the plan's ρ = {planned:.6g}; the run's result is withheld"
             )
-    privacy = ledger.to_dict(pv.delta, pv.conversion)
+    privacy = ledger.to_dict(pv.delta, pv.conversion, pv.accountant)
     for entry in privacy["participants"]:
         entry["file"] = plan.participants[entry["participant"] - 1].label
         entry["rows"] = plan.participants[entry["participant"] - 1].rows

@@ -135,6 +135,11 @@ def command(
     conversion: str = typer.Option(
         "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion.", rich_help_panel=dataopts.PRIVACY,
     ),
+    accountant: str = typer.Option(
+        "pld", "--accountant", envvar="BNSL_ACCOUNTANT", metavar="[pld|zcdp]",
+        help="How the privacy ledger is read for the calibration and the report: privacy-loss distributions "
+        "(pld, tighter) or zCDP.",
+    ),
     public_means: bool = typer.Option(
         False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release.", rich_help_panel=dataopts.PRIVACY,
     ),
@@ -187,6 +192,7 @@ def command(
             selection_share=selection_share,
             polish_share=polish_share,
             conversion=conversion,
+            accountant=accountant,
             public_means=public_means,
             value_bound=value_bound,
             clip_levels=clip_levels,

@@ -26,7 +26,7 @@ from bnsl_cli.cli import common, dataopts
 RUN_OPTIONS = frozenset({
     "method", "lam", "threshold", "rounds", "steps", "rho1", "rho2", "rho1_growth", "rho2_growth", "snap",
     "acyclicity", "polish", "standardize", "seed", "personal", "trace",
-    "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "public_means",
+    "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "accountant", "public_means",
     "value_bound", "clip_levels", "noise", "collusion_tolerance",
 })
 #: learn options about what the coordinator writes and prints

@@ -189,6 +189,9 @@ class StatsSite:
             self._pre = private_preprocessing(X, _one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
             centre, v_hat = self._pre[0], self._pre[1]
             self._stats = (n, n * np.asarray(centre, float), n * np.asarray(v_hat, float))
+            from bnsl_cli.privacy.bounding import clamp_rows
+
+            X = clamp_rows(X, centre, v_hat)  # (x − μ)/σ below cannot overflow (bounding)
         else:
             self._stats = column_stats(X)
         if plan.standardize:

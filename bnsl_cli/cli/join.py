@@ -103,7 +103,7 @@ def command(
     creds = credentials(ca, cert, key, insecure, host, "coordinator address")
     from bnsl_cli.io.data import read_table
 
-    table = read_table(csv, sep=sep)
+    table = read_table(csv, sep=sep, check_constant=False)  # checked for non-private plans only (on_plan)
     name = site_id or csv.name
     limits = {
         "max_epsilon": max_epsilon,
@@ -132,6 +132,10 @@ def command(
 
     def on_plan(body: dict):
         plan, index, X = _check_plan(body, table, limits, name)
+        if not plan.private:  # a private run must not depend on whether a column is constant
+            from bnsl_cli.io.data import check_constant_columns
+
+            check_constant_columns(table)
         tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
                   "secure_sum": bool(body.get("secure_sum"))})
         from bnsl_cli.federated.roles import make_participant

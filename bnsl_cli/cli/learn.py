@@ -184,7 +184,7 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress)
+    tables = read_shards(paths, sep=sep, progress=progress, check_constant=not dp)  # no data-dependent check under --dp
     if progress is not None:
         progress.close()
     result = _run_with_progress(tables, cfg, quiet)

@@ -92,3 +92,36 @@ def test_a_planted_extreme_row_changes_nothing_but_noisy_values(pair, case):
     if rep0.get("polish"):
         assert rep0["polish"].get("applied") == rep1["polish"].get("applied")
     assert all(np.isfinite(e["weight"]) for e in rep1["graph"]["edges"]) if rep1.get("graph") else True
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 20 item 7: whether a column is constant is a function of the rows; a private run must not
+# depend on it (a non-private run still refuses a column constant in every shard, and warns for some)
+
+
+@pytest.mark.parametrize("where", ["every shard", "one shard"])
+def test_a_private_run_does_not_depend_on_a_constant_column(tmp_path, where):
+    rng = np.random.default_rng(1)
+    shards = [rng.normal(size=(1000, 4)) for _ in range(2)]
+    for X in shards:  # a → b → c, and the column e that will be constant
+        X[:, 1] += 0.8 * X[:, 0]
+        X[:, 2] += 0.7 * X[:, 1]
+    for X in shards[: 2 if where == "every shard" else 1]:
+        X[:, 3] = 0.25
+    for name in ("D", "Dprime"):
+        (tmp_path / name).mkdir()
+        for p, X in enumerate(shards):
+            Y = X.copy()
+            if name == "Dprime" and p == 0:
+                Y[5, 3] = 7.0  # the neighbour: one row differs, the column is no longer constant there
+            _write(tmp_path / name / f"site{p}.csv", Y)
+    for extra in ([], ["-m", "fed-moments"]):
+        (r0, rep0), (r1, rep1) = (_run(tmp_path, name, extra) for name in ("D", "Dprime"))
+        assert r0.exit_code == r1.exit_code == 0, (r0.stderr, r1.stderr)
+        assert "constant" not in r0.stderr + r1.stderr
+        assert _masked(r0.stderr) == _masked(r1.stderr)
+        assert [_masked(w) for w in rep0["warnings"]] == [_masked(w) for w in rep1["warnings"]]
+        assert _shape(rep0) == _shape(rep1)
+    if where == "every shard":  # without --dp the data-dependent check stays: a clear error
+        res = CliRunner().invoke(app, ["learn", str(tmp_path / "D"), "--out", str(tmp_path / "plain"), "-q"])
+        assert res.exit_code == 3 and "constant in every shard" in res.stderr

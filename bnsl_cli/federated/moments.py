@@ -167,9 +167,8 @@ def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, s
     """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
     (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
-    from bnsl_cli.privacy.mechanisms import symmetric_gaussian_matrix
-
     from bnsl_cli.privacy.bounding import clamp_abs, clip_factors, row_norms
+    from bnsl_cli.privacy.mechanisms import symmetric_gaussian_matrix
 
     d = Z.shape[1]
     c_x = clip * float(np.sqrt(d))

@@ -201,22 +201,28 @@ class _Privacy:
 
     value_bound = None
     clip = 1.5
-    releases = ()
+
+    def __init__(self, split=1):
+        self.releases = () if split == 1 else (type("R", (), {"kind": ReleaseKind.MOMENT_MATRIX, "split": split})(),)
 
     def multiplier(self, kind):
         return 0.0 if kind == ReleaseKind.MOMENT_MATRIX else None
 
 
+@pytest.mark.parametrize("split", [1, 3], ids=["own spreads", "split noise: pooled spreads"])
 @pytest.mark.parametrize("public_means", [False, True], ids=["released means", "--public-means"])
-def test_fed_moments_moment_matrix_is_bounded(public_means, monkeypatch):
+def test_fed_moments_moment_matrix_is_bounded(public_means, split, monkeypatch):
     fixed = {}
     monkeypatch.setattr(dpp, "private_preprocessing", lambda X, *a, **k: (fixed["c"], fixed["v"], [], {}))
-    for rng, D, Dp, scale in neighbours(8 + public_means):
+    for rng, D, Dp, scale in neighbours(8 + public_means + 2 * split):
         fixed["c"], fixed["v"] = released(rng, D, scale, public_means)
-        s = np.sqrt(fixed["v"])
+        # the scale of the rows: the site's own √v̂, or (split noise) the pooled σ̄ the coordinator broadcasts
+        s = np.sqrt(fixed["v"]) * (1.0 if split == 1 else rng.uniform(0.7, 3.0, D.shape[1]))
         out = []
         for X in (D, Dp):
-            site = MomentSite(0, X, privacy=_Privacy(), rng=np.random.default_rng(0))
+            site = MomentSite(0, X, privacy=_Privacy(split), rng=np.random.default_rng(0))
+            if split > 1:
+                site._release(site._Xp, s)  # what the scale broadcast triggers
             out.append(site._M / np.outer(s, s))  # Σ z̄z̄ᵀ (noise 0)
             sens = site.ledger.events(0)[-1].sensitivity
         within(np.linalg.norm(out[0] - out[1]), sens, D.shape[0] * sens)

@@ -77,8 +77,11 @@ CASES = {
     "fed-sparse": [],
     "fed-sparse --public-means": ["--public-means"],
     "fed-sparse --standardize": ["--standardize"],
+    "fed-sparse --value-bound --clip-levels static": ["--value-bound", "10", "--clip-levels", "static"],
     "fed-moments": ["-m", "fed-moments"],
+    "fed-moments --public-means --standardize": ["-m", "fed-moments", "--public-means", "--standardize"],
     "fed-bnsl": ["-m", "fed-bnsl"],
+    "fed-bnsl --standardize": ["-m", "fed-bnsl", "--standardize"],
 }
 
 

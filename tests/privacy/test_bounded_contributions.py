@@ -21,7 +21,7 @@ from bnsl_cli.federated.messages import StandardizeBroadcast
 from bnsl_cli.federated.moments import MomentSite
 from bnsl_cli.federated.pgcd import soft_threshold
 from bnsl_cli.federated.standardize import StatsSite
-from bnsl_cli.privacy.one_off import release_means, release_range, release_second_moments
+from bnsl_cli.privacy.one_off import range_counts, release_means, release_range, release_second_moments
 from bnsl_cli.privacy.releases import ReleaseKind
 
 PAIRS = 200
@@ -84,8 +84,6 @@ def test_value_range_histograms_are_bounded():
     for rng, D, Dp, scale in neighbours(1):
         centre = rng.normal(size=D.shape[1]) * scale
         for c in (np.zeros(D.shape[1]), centre):  # the raw and the centred histogram
-            from bnsl_cli.privacy.one_off import range_counts
-
             a, b = range_counts(D, c), range_counts(Dp, c)
             _, ev = release_range(Dp, c, 0.0, rng, quantile=1e-3, release=ReleaseKind.RANGE_RAW)
             within(np.linalg.norm(a - b), ev.sensitivity)

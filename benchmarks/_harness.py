@@ -63,14 +63,14 @@ def _coordinator_options(options: dict):
     carry."""
     if not options:
         return
-    import bnsl_cli.federated.protocol as protocol
+    import bnsl_cli.federated.methods.admm as admm
     from bnsl_cli.federated.coordinator import Coordinator
 
     class _Configured(Coordinator):
         def __init__(self, *a, **k):
             super().__init__(*a, **{**k, **options})
 
-    protocol.Coordinator = _Configured
+    admm.Coordinator = _Configured
 
 
 def _time_split(report: dict, read_s: float) -> dict:

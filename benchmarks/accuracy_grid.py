@@ -164,22 +164,21 @@ def h_twins(cells: list[Cell], functions) -> list[Cell]:
 
 def available_methods() -> tuple[set, set]:
     """(methods `bnsl learn` offers, methods it can run under --dp)."""
-    from bnsl_cli.federated import roles
+    from bnsl_cli.federated import methods as registry
 
-    methods = set(roles.METHODS)
-    private = {m for m in methods if getattr(roles.roles_for(m), "private", False)}
+    methods = set(registry.METHODS)
+    private = set(registry.PRIVATE_METHODS)
     return methods, private
 
 
 def has_standardize() -> bool:
     """True when `bnsl learn` offers --standardize (its CLI option and the library stage)."""
-    import bnsl_cli.learn  # noqa: F401  (registers the pre-round stages)
-    from bnsl_cli.cli import learn as cli_learn
-    from bnsl_cli.federated import roles
-
     import inspect
 
-    return "standardize" in roles.PRE_ROUND_STAGES and "standardize" in inspect.signature(cli_learn.command).parameters
+    from bnsl_cli.cli import learn as cli_learn
+    from bnsl_cli.federated import standardize
+
+    return hasattr(standardize, "standardize_stage") and "standardize" in inspect.signature(cli_learn.command).parameters
 
 
 def unavailable(c: Cell, methods: set, private: set, standardize: bool) -> str | None:

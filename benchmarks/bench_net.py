@@ -113,7 +113,7 @@ def latency(P: int, d: int, rounds: int, tls: bool) -> dict:
 def _run_site_proc(port, k, path, certdir):
     from bnsl_cli.federated.net.site import run_site
     from bnsl_cli.federated.net.tls import load_party
-    from bnsl_cli.federated.roles import make_participant
+    from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.io.data import read_table
     from bnsl_cli.plan import RunPlan
 

@@ -5,9 +5,15 @@ Orientation: entry ``W[i, j]`` is the weight of the edge from node ``i`` to node
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Sequence
 
-__all__ = ["is_dag", "find_cycle_edges", "threshold_to_dag"]
+import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
+
+from bnsl_cli.errors import NoDagError
+
+__all__ = ["is_dag", "find_cycle_edges", "threshold_to_dag", "finish_graph"]
 
 
 def is_dag(W: np.ndarray) -> bool:
@@ -32,9 +38,6 @@ def is_dag(W: np.ndarray) -> bool:
 def find_cycle_edges(W: np.ndarray) -> np.ndarray:
     """Boolean mask of the edges that lie on some directed cycle (both ends in one strongly
     connected component of size > 1, or a self-loop)."""
-    import scipy.sparse
-    import scipy.sparse.csgraph
-
     A = np.asarray(W) != 0
     n_comp, labels = scipy.sparse.csgraph.connected_components(
         scipy.sparse.csr_matrix(A), directed=True, connection="strong"
@@ -63,3 +66,15 @@ def threshold_to_dag(W: np.ndarray, threshold: float) -> tuple[np.ndarray, list[
         i, j = np.unravel_index(int(np.argmin(mag)), mag.shape)
         removed.append((int(i), int(j), float(W[i, j])))
         W[i, j] = 0.0
+
+
+def finish_graph(W_raw: np.ndarray, threshold: float, where: str, names: Sequence[str]) -> tuple[np.ndarray, list]:
+    """Threshold and break cycles (weakest edges first); returns the DAG and the removed edges as
+    ``{"source", "target", "weight"}`` entries. A non-finite estimate raises :class:`NoDagError`."""
+    if not np.all(np.isfinite(W_raw)):
+        raise NoDagError(
+            f"{where}: the estimate diverged (non-finite weights); no DAG can be produced. "
+            "Try fewer --rounds or a smaller --rho2-growth."
+        )
+    W, removed = threshold_to_dag(W_raw, threshold)
+    return W, [{"source": names[i], "target": names[j], "weight": w} for i, j, w in removed]

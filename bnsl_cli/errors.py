@@ -18,6 +18,7 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "ScaleWarning",
 ]
 
 
@@ -75,3 +76,7 @@ class OptionError(BnslError):
 class PrivacyWarning(UserWarning):
     """A private run's guarantee is weaker than it looks (e.g. a participant with very few rows),
     or a result derived from private output is not private itself."""
+
+
+class ScaleWarning(UserWarning):
+    """The columns are on very different scales and ``--standardize`` was not given."""

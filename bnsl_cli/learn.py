@@ -6,7 +6,7 @@ Everything lives in :mod:`bnsl_cli.plan` (options and the resolved run plan) and
 
 from __future__ import annotations
 
-from bnsl_cli.federated.roles import METHODS
+from bnsl_cli.federated.methods import METHODS, method_spec
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes, default_delta, default_steps
 from bnsl_cli.run import SCHEMA_VERSION, LearnResult, learn, run, run_tables
 
@@ -29,6 +29,4 @@ __all__ = [
 
 def default_lambda(method: str) -> float:
     """The method's default ℓ₁ weight (non-private)."""
-    from bnsl_cli.federated.roles import roles_for
-
-    return roles_for(method).default_lambda
+    return method_spec(method).default_lambda

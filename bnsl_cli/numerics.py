@@ -25,6 +25,10 @@ from typing import Iterator
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
+import scipy.sparse.csgraph
+from scipy.linalg import lapack
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "ACYCLICITY",
@@ -107,8 +111,6 @@ def _logdet_selected(A: np.ndarray, s: float, rows: np.ndarray, cols: np.ndarray
     test without the full inverse: a Z-matrix ``M`` is a non-singular M-matrix exactly when
     ``x = M⁻¹ 1`` is positive (``x > 0`` with ``Mx > 0`` makes a Z-matrix a non-singular
     M-matrix; conversely ``M⁻¹ ≥ 0`` with a positive diagonal gives ``x > 0``)."""
-    from scipy.linalg import lapack
-
     n = A.shape[0]
     factors = _lu_logdet(A, s, lapack.dgetrf)
     if factors is None:
@@ -166,14 +168,10 @@ def logdet_acyclicity(W: np.ndarray, s: float = 1.0) -> tuple[float, np.ndarray]
 
 
 def _getrf(a, overwrite_a=False):
-    from scipy.linalg import lapack
-
     return lapack.dgetrf(a, overwrite_a=overwrite_a)
 
 
 def _getri(lu, piv, overwrite_lu=False):
-    from scipy.linalg import lapack
-
     return lapack.dgetri(lu, piv, overwrite_lu=overwrite_lu)
 
 
@@ -196,9 +194,6 @@ def cyclic_blocks(pattern: np.ndarray) -> list[np.ndarray]:
     Only closed walks count in ``h``, and a closed walk stays inside one such component, so for any
     ``W`` whose non-zeros lie in ``pattern``: ``h(W) = Σ_C [tr exp(A_CC) − |C|]`` with ``A = W ∘ W``,
     and ``∇h(W)_ij = 2 W_ij exp(A_CC)_ji`` when ``i, j`` lie in one component ``C``, else 0."""
-    import scipy.sparse
-    import scipy.sparse.csgraph
-
     P = scipy.sparse.csr_matrix(np.asarray(pattern) != 0)
     n_comp, labels = scipy.sparse.csgraph.connected_components(P, directed=True, connection="strong")
     sizes = np.bincount(labels, minlength=n_comp)
@@ -235,9 +230,6 @@ class BlockAcyclicity:
     sizes, largest first."""
 
     def __init__(self, d: int, idx: np.ndarray, kind: str = "expm", s: float = 1.0):
-        import scipy.sparse
-        import scipy.sparse.csgraph
-
         if kind not in ACYCLICITY:
             raise ValueError(f"unknown acyclicity function {kind!r}; choose one of {', '.join(ACYCLICITY)}")
         idx = np.asarray(idx, dtype=np.int64)
@@ -305,11 +297,6 @@ def single_blas_thread() -> Iterator[None]:
 
     On shared 2-core machines a multi-threaded BLAS made a 20 × 20 ``expm`` 250× slower.
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        yield
-        return
     with threadpool_limits(limits=1):
         yield
 

@@ -20,7 +20,10 @@ from dataclasses import asdict, dataclass, fields
 from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError, OptionError, PrivacyBudgetError
-from bnsl_cli.privacy.defaults import POLISH_SHARE
+from bnsl_cli.federated.methods import DEFAULT_METHOD, METHODS, PRIVATE_METHODS, method_spec
+from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
+from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, dp_steps
+from bnsl_cli.privacy.release_plan import calibrate_releases, ledger_of, spend_of
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
 
 __all__ = [
@@ -44,10 +47,6 @@ CLIP_LEVELS = ("auto", "adaptive", "static")
 CONVERSIONS = ("tight", "simple")
 #: ``clip_levels="auto"`` uses adaptive clip levels below this many variables, static ones from it on.
 AUTO_STATIC_FROM_D = 50
-#: Non-private fed-sparse: the default per-participant λ is the method's default × this / P, i.e. the
-#: same total ℓ₁ strength (0.04 in pooled-NOTEARS units) for any number of sites. Measured
-#: (CHANGELOG, d = 20 ER1, 40 000 rows): consensus SHD 13.0 → 3.3 at P = 200, unchanged at P = 8.
-FED_SPARSE_LAMBDA_SITES = 8
 #: Weight threshold when ``threshold`` is not given.
 DEFAULT_THRESHOLD = 0.3
 #: Rounds of a non-private run when ``rounds`` is not given.
@@ -90,7 +89,7 @@ class DPConfig:
 class LearnConfig:
     """Options of a learning run (``None`` means the method's default)."""
 
-    method: str = "fed-sparse"
+    method: str = DEFAULT_METHOD
     lam: Optional[float] = None
     #: ``None``: :data:`DEFAULT_THRESHOLD` for the consensus, and the polish's score alone decides
     #: the final edges of a non-private fed-sparse run; a value given is applied after the polish too
@@ -131,11 +130,7 @@ class LearnConfig:
     def check(self) -> None:
         """The checks that need no data (the CLI calls this before reading the shards;
         :meth:`RunPlan.resolve` calls it too)."""
-        from bnsl_cli.federated.roles import METHODS, roles_for
-
-        if self.method not in METHODS:
-            raise OptionError(f"--method: unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
-        roles = roles_for(self.method)
+        spec = method_spec(self.method)
         _whole("--rounds", self.rounds, allow_none=True)
         _whole("--steps", self.steps, allow_none=True)
         _whole("--workers", self.workers, allow_none=True)
@@ -146,10 +141,11 @@ class LearnConfig:
         _at_least("--snap", self.snap, 0.0)
         if self.acyclicity not in ("auto", "expm", "logdet"):
             raise OptionError(f"--acyclicity: unknown function {self.acyclicity!r}; choose auto, expm or logdet")
-        if self.acyclicity == "logdet" and self.method != "fed-sparse":
+        if self.acyclicity != "auto" and self.acyclicity not in spec.acyclicities:
+            able = " or ".join(m for m in METHODS if self.acyclicity in method_spec(m).acyclicities)
             raise OptionError(
-                f"--acyclicity logdet works with --method fed-sparse only ({self.method} uses NOTEARS' expm "
-                "function); drop the option"
+                f"--acyclicity {self.acyclicity} works with --method {able} only ({self.method} uses NOTEARS' "
+                f"{'/'.join(spec.acyclicities)} function); drop the option"
             )
         if self.lam is not None:
             _at_least("--lambda", self.lam, 0.0)
@@ -159,20 +155,15 @@ class LearnConfig:
         _at_least("--rho2-growth", self.rho2_growth, 1.0)
         for name, v in (("tol", self.tol), ("h_tol", self.h_tol), ("gap_tol", self.gap_tol), ("server_ftol", self.server_ftol)):
             _positive(name, v)
-        if self.standardize:
-            from bnsl_cli.federated.roles import PRE_ROUND_STAGES
-
-            if "standardize" not in PRE_ROUND_STAGES:
-                raise OptionError("--standardize is not available in this build (no standardisation stage)")
         if self.dp is not None:
-            if not roles.private:
-                private = ", ".join(m for m in METHODS if roles_for(m).private)
+            if not spec.private:
+                private = ", ".join(PRIVATE_METHODS)
                 raise OptionError(
                     f"--dp is not possible with --method {self.method}: it would use the raw rows without any "
                     f"privacy mechanism; use --method {private.replace(', ', ' or ')}"
                 )
             _check_dp(self.dp)
-            if roles.polishable and self.polish and self.dp.polish_share == 0.0:
+            if spec.polishable and self.polish and self.dp.polish_share == 0.0:
                 raise PrivacyBudgetError("--polish-share 0 leaves the polish no budget; use --no-polish to skip it")
 
 
@@ -208,8 +199,6 @@ def _positive(name, v):
 
 
 def _check_dp(dp: DPConfig) -> None:
-    from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
-
     validate_epsilon(dp.epsilon)
     if dp.delta is not None:
         validate_delta(dp.delta)
@@ -314,8 +303,6 @@ class PrivacyPlan:
     @property
     def rho(self) -> float:
         """Planned zCDP spend of one participant (all releases)."""
-        from bnsl_cli.privacy.release_plan import ledger_of
-
         return ledger_of(self.releases).max_rho()
 
     def to_dict(self) -> dict:
@@ -327,8 +314,7 @@ class PrivacyPlan:
         """The plan as the report's ``privacy.plan`` and ``privacy-budget --json`` print it: the
         target, the budget split, the release list (the noise every release uses) and, by name, the
         multipliers and budgets read from that list."""
-        from bnsl_cli.privacy.releases import ReleaseKind as K
-
+        K = ReleaseKind
         rel = self.releases
         sel = [r for r in rel if r.kind == K.SELECTION]
         upd = [r for r in rel if r.kind == K.UPDATE]
@@ -369,8 +355,6 @@ class PrivacyPlan:
 
     def spend(self) -> tuple[float, float]:
         """``(ε, ρ)`` of the whole release list, read from its ledger by the accountant."""
-        from bnsl_cli.privacy.release_plan import spend_of
-
         return spend_of(self.releases, self.delta, self.conversion)
 
     @classmethod
@@ -433,11 +417,8 @@ class RunPlan:
         for a private run calibrate and verify the noise. Raises :class:`OptionError` (a bad
         option), :class:`PrivacyBudgetError` (a privacy request that cannot be honoured) or
         :class:`BnslError`."""
-        from bnsl_cli.federated.roles import roles_for
-        from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
-
         options.check()
-        roles = roles_for(options.method)
+        spec = method_spec(options.method)
         names = tuple(str(n) for n in shapes.names)
         if not names:
             raise OptionError("the data have no columns")
@@ -451,11 +432,11 @@ class RunPlan:
         dp = options.dp
         lam = options.lam
         if lam is None:
-            lam = roles.dp_lambda if (dp is not None and roles.dp_lambda is not None) else roles.default_lambda
-            if options.method == "fed-sparse" and dp is None:
+            lam = spec.dp_lambda if (dp is not None and spec.dp_lambda is not None) else spec.default_lambda
+            if spec.lambda_sites is not None and dp is None:
                 # the local losses are normalised by the total n, so the consensus problem carries
-                # Σ_p λ_p: keep that total fixed (λ_p = default at P = 8) whatever the number of sites
-                lam = lam * FED_SPARSE_LAMBDA_SITES / len(parts)
+                # Σ_p λ_p: keep that total fixed (λ_p = default at P = lambda_sites) whatever the number of sites
+                lam = lam * spec.lambda_sites / len(parts)
         rounds = options.rounds if options.rounds is not None else (DP_ROUNDS if dp is not None else DEFAULT_ROUNDS)
         steps = options.steps if options.steps is not None else (dp_steps(d) if dp is not None else default_steps(d))
         plan = dict(
@@ -477,7 +458,7 @@ class RunPlan:
             gap_tol=float(options.gap_tol),
             server_ftol=float(options.server_ftol),
             snap=float(options.snap),
-            polish=bool(options.polish and roles.polishable),
+            polish=bool(options.polish and spec.polishable),
             seed=None if options.seed is None else int(options.seed),
             workers=None if options.workers is None else int(options.workers),
             personal=bool(options.personal),
@@ -529,12 +510,14 @@ class RunPlan:
 
 
 def default_acyclicity(method: str, private: bool) -> str:
-    """The acyclicity function of ``--acyclicity auto``: logdet for non-private fed-sparse, expm
-    otherwise. Measured (benchmarks/RESULTS.md, "Acyclicity default"): on the 24 fed-sparse groups
-    of the accuracy grid logdet met the rule set in advance on all 20 non-private groups (mean SHD
-    change −0.25) but not on one DP group (SF2 ε = 1: +6.3 ± 0.7), so private runs keep expm; the
-    other methods' solvers use expm."""
-    return "logdet" if method == "fed-sparse" and not private else "expm"
+    """The acyclicity function of ``--acyclicity auto`` (the registry's ``default_acyclicity``, or
+    ``dp_acyclicity`` under --dp): logdet for non-private fed-sparse, expm otherwise. Measured
+    (benchmarks/RESULTS.md, "Acyclicity default"): on the 24 fed-sparse groups of the accuracy grid
+    logdet met the rule set in advance on all 20 non-private groups (mean SHD change −0.25) but not
+    on one DP group (SF2 ε = 1: +6.3 ± 0.7), so private runs keep expm; the other methods' solvers
+    use expm."""
+    spec = method_spec(method)
+    return spec.dp_acyclicity if private else spec.default_acyclicity
 
 
 def resolve_privacy(
@@ -552,13 +535,8 @@ def resolve_privacy(
     """The privacy part of a plan for ``method``: the verified release list for (ε, δ) — what
     ``learn --dp`` runs and ``privacy-budget`` prints. ``mean_share``/``moment_share`` default to
     ``learn``'s (``MEAN_SHARE``, 0 with public means; ``MOMENT_SHARE``)."""
-    from bnsl_cli.federated.roles import roles_for
-    from bnsl_cli.privacy.accountant import validate_delta
-    from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
-    from bnsl_cli.privacy.release_plan import calibrate_releases
-
-    roles = roles_for(method)
-    if not roles.private:
+    spec = method_spec(method)
+    if not spec.private:
         raise OptionError(f"--dp is not possible with --method {method}")
     _check_dp(dp)
     delta = validate_delta(delta)
@@ -575,15 +553,15 @@ def resolve_privacy(
         raise PrivacyBudgetError("the second-moment share must be > 0: the clip levels need the second moments")
     _whole("--rounds", rounds)
     _whole("--steps", steps)
-    polish_share = float(dp.polish_share) if (polish and roles.polishable) else 0.0
-    build = roles.release_builder(
+    polish_share = float(dp.polish_share) if (polish and spec.polishable) else 0.0
+    build = spec.release_builder(
         rounds=int(rounds), steps=int(steps), selection_share=float(dp.selection_share), mean_share=float(mean_share),
         moment_share=float(moment_share), polish_share=polish_share, value_bound_given=dp.value_bound is not None,
     )
     releases, rho_star = calibrate_releases(build, dp.epsilon, delta, dp.conversion)
     iterative = any(r.kind == ReleaseKind.SELECTION for r in releases)
     levels = dp.clip_levels
-    if method == "fed-sparse":
+    if not spec.one_matrix:  # DP-PGCD: clip levels per coordinate
         if levels == "auto" and d is not None:
             levels = "adaptive" if d < AUTO_STATIC_FROM_D else "static"
     else:

@@ -4,7 +4,7 @@ the graph → report. Private runs are the same pipeline with a plan that carrie
 ``learn(tables, options)`` is the convenience front door: resolve the plan from the tables'
 public shape, put the participants in this process or in worker processes, and ``run``.
 
-Methods (``bnsl_cli.federated.roles``): ``fed-sparse`` (Fed-Sparse-BNSL: ADMM + PGCD; private:
+Methods (the registry, :mod:`bnsl_cli.federated.methods`): ``fed-sparse`` (Fed-Sparse-BNSL: ADMM + PGCD; private:
 DP-PGCD), ``fed-bnsl`` (Fed-BNSL, Ng & Zhang 2022; private: one noisy covariance per participant),
 ``notears`` (NOTEARS on all rows pooled: the accuracy ceiling, not federated) and
 ``local-notears`` (NOTEARS on each participant's rows alone).
@@ -21,10 +21,19 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import numpy as np
+import scipy
 
 from bnsl_cli import __version__
-from bnsl_cli.errors import BnslError, NoDagError, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
+from bnsl_cli.errors import BnslError, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
+from bnsl_cli.federated.fleet import make_fleet
+from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
+from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
+from bnsl_cli.numerics import single_blas_thread
 from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
+from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
+from bnsl_cli.privacy.mechanisms import make_rng
+from bnsl_cli.privacy.split import check_split_allowed
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -34,7 +43,6 @@ __all__ = [
     "run_tables",
     "local_fleet",
     "participant_rngs",
-    "finish_graph",
     "PRIVACY_UNIT",
     "PUBLIC_QUANTITIES",
 ]
@@ -70,28 +78,12 @@ class LearnResult:
 
 
 def _versions() -> dict:
-    import scipy
-
     return {
         "bnsl": __version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
     }
-
-
-def finish_graph(W_raw: np.ndarray, threshold: float, where: str, names: Sequence[str]) -> tuple[np.ndarray, list]:
-    """Threshold and break cycles (weakest edges first); returns the DAG and the removed edges as
-    ``{"source", "target", "weight"}`` entries. A non-finite estimate raises :class:`NoDagError`."""
-    from bnsl_cli.dag import threshold_to_dag
-
-    if not np.all(np.isfinite(W_raw)):
-        raise NoDagError(
-            f"{where}: the estimate diverged (non-finite weights); no DAG can be produced. "
-            "Try fewer --rounds or a smaller --rho2-growth."
-        )
-    W, removed = threshold_to_dag(W_raw, threshold)
-    return W, [{"source": names[i], "target": names[j], "weight": w} for i, j, w in removed]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -113,7 +105,7 @@ def _base_report(plan: RunPlan, options_dp: Optional[dict]) -> dict:
         options["dp"] = options_dp
     return {
         "schema_version": SCHEMA_VERSION,
-        "orientation": _orientation(),
+        "orientation": ORIENTATION,
         "method": plan.method + (" (dp)" if plan.private else ""),
         "options": options,
         "seed": plan.seed,
@@ -127,34 +119,17 @@ def _base_report(plan: RunPlan, options_dp: Optional[dict]) -> dict:
     }
 
 
-def _orientation() -> str:
-    from bnsl_cli.io.graphs import ORIENTATION
-
-    return ORIENTATION
-
-
 def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes)."""
-    from bnsl_cli.privacy.split import check_split_allowed
-
     check_split_allowed(plan, bool(getattr(fleet, "secure_sum", False)))  # split noise: secure sums only
-    from bnsl_cli.federated.roles import PRE_ROUND_STAGES, roles_for
-    from bnsl_cli.io.graphs import graph_to_json
-    from bnsl_cli.numerics import single_blas_thread
-    from bnsl_cli.federated.standardize import after_rounds, floating_point_trap
-
-    _preload(plan.method)
-    t0 = time.perf_counter()  # timing.wall_s: the run itself, not module imports
-    roles = roles_for(plan.method)
+    t0 = time.perf_counter()  # timing.wall_s: the run itself (every module is imported at the top)
+    spec = method_spec(plan.method)
     weak = _weak_participants(plan)  # warned before the rounds, reported after
     report = _base_report(plan, None if plan.privacy is None else _dp_options(plan))
 
     with single_blas_thread(), floating_point_trap() as fp:
-        stage = PRE_ROUND_STAGES.get("standardize")
-        if plan.standardize and stage is None:
-            raise BnslError("the plan asks for standardisation, but no standardisation stage is available")
-        pre = (stage(plan, fleet, report) or {}) if stage is not None else {}
-        outcome = roles.drive(plan, fleet, progress)
+        pre = standardize_stage(spec, plan, fleet, report)
+        outcome = spec.drive(spec, plan, fleet, progress)
     report.update(outcome.report)
     report.setdefault("warnings", [])
     # the count includes in-process participants' arithmetic on their rows: a private run neither
@@ -162,8 +137,8 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     fp_seen = 0 if plan.private else fp["count"]
     if fp_seen:
         report["numerics"] = {"floating_point_events": fp_seen, "kinds": sorted(fp["kinds"])}
-    if stage is not None:  # original units, the scale warning (or error), the stage's bytes
-        after_rounds(plan, outcome, report, pre, fp_seen)
+    # original units, the scale warning (or error), the stage's bytes
+    after_rounds(spec, plan, outcome, report, pre, fp_seen)
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
     if outcome.local is not None:
         for entry in report["local"]:
@@ -171,28 +146,17 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
         report["graph"] = None
     else:
         report["graph"] = graph_to_json(outcome.W, plan.names)
-    report["privacy"] = None if plan.privacy is None else _privacy_report(plan, outcome.summaries, report["warnings"])
+    report["privacy"] = None if plan.privacy is None else _privacy_report(spec, plan, outcome.summaries, report["warnings"])
     if weak[0]:
         report["privacy"]["weak_participants"] = weak[0]
         report["warnings"].append(weak[1])
     if not plan.trace:
         _summarise(report)
     personal = None
-    if plan.personal and roles.federated:
+    if plan.personal and spec.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
     report["timing"]["wall_s"] = time.perf_counter() - t0
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
-
-
-def _preload(method: str) -> None:
-    """Import what the rounds of ``method`` import on first use, before ``run`` starts its clock,
-    so that ``timing.wall_s`` (and the first round's ``round_s``) time the run, not imports."""
-    from bnsl_cli.federated.roles import roles_for
-
-    if roles_for(method).federated:
-        import scipy.sparse.csgraph  # noqa: F401 - the coordinator's strongly connected blocks
-
-        from bnsl_cli.federated import protocol  # noqa: F401
 
 
 def _summarise(report: dict) -> None:
@@ -268,9 +232,7 @@ def _dp_options(plan: RunPlan) -> dict:
     }
 
 
-def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
-    from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
-
+def _privacy_report(spec, plan: RunPlan, summaries: list, warn_list: list) -> dict:
     pv = plan.privacy
     ledger = PrivacyLedger()
     for k, s in enumerate(summaries):
@@ -289,15 +251,7 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
         entry["file"] = plan.participants[entry["participant"] - 1].label
         entry["rows"] = plan.participants[entry["participant"] - 1].rows
     seeded = plan.seed is not None
-    if plan.method == "fed-sparse":
-        mechanism = "DP-PGCD: exponential-mechanism selection (Gumbel-max) + Gaussian noisy update per step" + (
-            "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
-            if plan.polish else ""
-        )
-    elif plan.method == "fed-moments":
-        mechanism = "one Gaussian release of the clipped moment matrix per participant, then NOTEARS on the pooled moments (post-processing)"
-    else:
-        mechanism = "one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)"
+    mechanism = spec.mechanism + (spec.polish_mechanism if plan.polish else "")
     privacy.update(
         target_epsilon=pv.epsilon,
         delta_default="given" if pv.delta_given else "1/n_p^2 of the smallest participant",
@@ -305,7 +259,7 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
         public=PUBLIC_QUANTITIES,
         mechanism=mechanism,
         plan=pv.summary(),
-        clip={"multiplier": pv.clip, "levels": pv.clip_levels if plan.method == "fed-sparse" else "row L2 norm"},
+        clip={"multiplier": pv.clip, "levels": spec.clip_description or pv.clip_levels},
         centring=(summaries[0].get("notes") or {}).get("centring"),
         value_bound=pv.value_bound,
         seeded=seeded,
@@ -330,8 +284,6 @@ def _privacy_report(plan: RunPlan, summaries: list, warn_list: list) -> dict:
 def participant_rngs(plan: RunPlan) -> list:
     """Each participant's own noise source: PCG64 streams spawned from ``plan.seed`` (OS entropy
     without a seed)."""
-    from bnsl_cli.privacy.mechanisms import make_rng
-
     rng, _ = make_rng(plan.seed)
     return rng.spawn(plan.P)
 
@@ -339,12 +291,9 @@ def participant_rngs(plan: RunPlan) -> list:
 def local_fleet(plan: RunPlan, tables):
     """The participants of ``plan`` built from ``tables`` with :func:`make_participant`, in this
     process or in ``plan.workers`` worker processes."""
-    from bnsl_cli.federated.fleet import make_fleet
-    from bnsl_cli.federated.roles import make_participant, roles_for
-
     if len(tables) != plan.P:
         raise BnslError(f"the plan has {plan.P} participants, {len(tables)} tables were given")
-    if roles_for(plan.method).pooled:
+    if method_spec(plan.method).pooled:
         return make_fleet([make_participant(plan, 0, np.vstack([t.X for t in tables]))], 1)
     rngs = participant_rngs(plan) if plan.private else [None] * plan.P
     parts = [make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)]
@@ -360,8 +309,6 @@ def learn(tables, options: LearnConfig = LearnConfig(), progress: Optional[Calla
 def run_tables(plan: RunPlan, tables, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
     """Run a resolved plan on participant tables held here: the participants in this process (or in
     ``plan.workers`` worker processes), then :func:`run`."""
-    from bnsl_cli.numerics import single_blas_thread
-
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:

@@ -16,6 +16,7 @@ shard is empty. Modes:
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import sys
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from typing import Sequence
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
+from bnsl_cli.io.data import read_table, resolve_sep
+from bnsl_cli.io.graphs import format_float
 
 __all__ = [
     "MODES",
@@ -192,9 +195,6 @@ def split_table_file(
     spaces removed), so every value reads back exactly; the header names are kept, and in
     ``group`` mode the ``by`` column is dropped. The input file is never modified.
     """
-    from bnsl_cli.io.data import read_table, resolve_sep
-    from bnsl_cli.io.graphs import format_float
-
     path = Path(path)
     if mode == "group" and not by:
         raise ValueError("mode 'group' needs a column name (--by)")
@@ -220,8 +220,6 @@ def split_table_file(
     indices = split_indices(n, participants, mode=mode, sizes=sizes, groups=groups, seed=seed)
 
     if path.name.lower().endswith(".gz") or stored[:2] == b"\x1f\x8b":
-        import gzip
-
         stored = gzip.decompress(stored)
     text = stored.decode("utf-8-sig")
     raw = _raw_rows(text, delim)

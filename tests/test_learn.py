@@ -142,7 +142,7 @@ def test_failed_solver_results_become_report_warnings(monkeypatch):
     """Issue 12.6: L-BFGS-B results were never checked."""
     import scipy.optimize
 
-    from bnsl_cli import notears
+    from bnsl_cli.solvers import notears
     from bnsl_cli.errors import ConvergenceWarning
 
     real = scipy.optimize.minimize

@@ -9,7 +9,7 @@ from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.dp_participant import ClippedGradients, DPSparseParticipant, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import ConsensusBroadcast, SparseUpdate
 from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.federated.roles import make_participant
+from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.learn import DPConfig, LearnConfig, RunPlan, Shapes, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.plan import ParticipantShape

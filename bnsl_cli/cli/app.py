@@ -56,6 +56,7 @@ SUBCOMMANDS = (
     ("evaluate", "evaluate"),
     ("refit", "refit"),
     ("privacy-budget", "privacy_budget"),
+    ("show", "show"),
     # networked runs (need the extra bnsl-cli[net]; grpc/cryptography are imported when a command runs)
     ("serve", "serve"),
     ("join", "join"),

@@ -138,7 +138,7 @@ def command(
             check_constant_columns(table)
         tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
                   "secure_sum": bool(body.get("secure_sum"))})
-        from bnsl_cli.federated.roles import make_participant
+        from bnsl_cli.federated.methods import make_participant
         from bnsl_cli.run import participant_rngs
 
         rng = participant_rngs(plan)[index] if plan.private else None
@@ -202,14 +202,13 @@ def _plan_record_safe(body) -> dict:
         return {"plan_raw": str(body)[:2000]}
 
 
-#: Methods whose plan's ``rounds`` are ADMM rounds (one exchange with every site per round). For
-#: fed-moments ``rounds`` are the coordinator's NOTEARS steps on the pooled moments: no exchange.
-ADMM_METHODS = ("fed-sparse", "fed-bnsl")
-
-
 def admm_rounds(plan) -> int:
-    """The most ADMM rounds ``plan`` can run (what ``--max-rounds`` compares): 0 for fed-moments."""
-    return int(plan.rounds) if plan.method in ADMM_METHODS else 0
+    """The most ADMM rounds ``plan`` can run (what ``--max-rounds`` compares): the plan's ``rounds``
+    when they are ADMM rounds (one exchange with every site per round); 0 when they are the
+    coordinator's NOTEARS steps (fed-moments: no exchange)."""
+    from bnsl_cli.federated.methods import Rounds, method_spec
+
+    return int(plan.rounds) if method_spec(plan.method).rounds is Rounds.ADMM else 0
 
 
 def _check_plan(body: dict, table, limits: dict, name: str):

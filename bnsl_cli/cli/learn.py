@@ -19,10 +19,6 @@ METHOD_HELP = (
 )
 
 
-#: The choices of --method (the library's METHODS; a test keeps them equal), shown in --help.
-METHOD_CHOICES = ("fed-sparse", "fed-bnsl", "fed-moments", "notears", "local-notears")
-
-
 def command(
     ctx: typer.Context,
     shards: List[str] = typer.Argument(
@@ -88,7 +84,7 @@ def command(
     ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
     out: Optional[Path] = typer.Option(
-        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, graph.dot, report.json), "
+        None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, cpdag.csv, graph.dot, report.json), "
         "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
         "printed on stdout.",
     ),
@@ -141,6 +137,7 @@ def command(
 
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
+    from bnsl_cli.federated.methods import method_spec
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.plan import DPConfig, LearnConfig
 
@@ -172,15 +169,16 @@ def command(
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data
+    local = method_spec(method).per_participant_graphs
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
 
     from bnsl_cli.cli import output
 
-    od = output.prepare_learn_dir(out, paths, len(paths), personal or method == "local-notears", force)
+    od = output.prepare_learn_dir(out, paths, len(paths), personal or local, force)
     singles = output.prepare_single_outputs(
-        {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=method == "local-notears",
+        {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=local,
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
@@ -245,7 +243,8 @@ def _run_with_progress(tables, cfg, quiet):
 
 
 def _write_outputs(od, result, method: str) -> None:
-    from bnsl_cli.io.graphs import adjacency_csv_text, dot_text, edges_csv_text
+    from bnsl_cli.dag import is_dag
+    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, dot_text, edges_csv_text
 
     texts = {}
     if result.local is not None:
@@ -254,10 +253,14 @@ def _write_outputs(od, result, method: str) -> None:
             texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
             texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
             texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
+            if is_dag(W):  # learned graphs are made acyclic; a CPDAG exists only for a DAG
+                texts[f"{sub}/cpdag.csv"] = cpdag_csv_text(W, result.names)
     else:
         texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
         texts["edges.csv"] = edges_csv_text(result.W, result.names)
         texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
+        if is_dag(result.W):
+            texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)
     if result.personal is not None:
         for k, B in enumerate(result.personal):
             texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)

@@ -19,10 +19,15 @@ from bnsl_cli.errors import InputDataError
 LEARN_OWNED = (
     "adjacency.csv",
     "edges.csv",
+    "cpdag.csv",
     "graph.dot",
     "report.json",
+    "graph.svg",
+    "graph.png",
+    "report.html",
     "participant-*/adjacency.csv",
     "participant-*/edges.csv",
+    "participant-*/cpdag.csv",
     "participant-*/graph.dot",
     "participant-*/personal-adjacency.csv",
 )
@@ -63,7 +68,7 @@ def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_partic
         return None
     from bnsl_cli.io.outdir import OutputDir
 
-    names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
+    names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"]
     if per_participant:
         names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
     return OutputDir(

@@ -21,16 +21,6 @@ class Conversion(str, Enum):
     simple = "simple"
 
 
-class Method(str, Enum):
-    fed_sparse = "fed-sparse"
-    fed_bnsl = "fed-bnsl"
-    fed_moments = "fed-moments"
-
-
-#: Methods whose main release is one noisy matrix per participant (covariance / moment matrix).
-_ONE_MATRIX = ("fed-bnsl", "fed-moments")
-
-
 _DELTA_HELP = (
     "`bnsl learn --dp` uses delta = 1/n_p**2 by default (n_p = rows of the smallest participant); "
     "give --delta D or --samples N (delta = 1/N**2)."
@@ -113,9 +103,9 @@ def command(
         Conversion.tight, "--conversion", envvar="BNSL_CONVERSION",
         help="zCDP -> (epsilon, delta): tight (Canonne-Kamath-Steinke 2020) or simple (Bun-Steinke 2016).",
     ),
-    method: Method = typer.Option(
-        Method.fed_sparse, "--method",
-        help="fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
+    method: str = typer.Option(
+        "fed-sparse", "--method", metavar="METHOD",
+        help="A method with a private variant. fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
         "fed-moments: one Gaussian release of the (scaled) moment matrix.",
     ),
     releases_file: Optional[Path] = typer.Option(
@@ -141,9 +131,13 @@ def command(
     Tables go to stderr, --json to stdout. Exit code 5 when the budget is invalid or cannot be met.
     """
     from bnsl_cli.cli.common import fail
+    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
 
     conv = conversion.value
-    meth = method.value
+    meth = method
+    if meth not in PRIVATE_METHODS:
+        raise fail(f"--method: {meth!r} has no private variant; choose one of {', '.join(PRIVATE_METHODS)}", 2)
+    spec = method_spec(meth)
     spend_mode = gumbel_multiplier is not None or sigma_multiplier is not None
     if releases_file is not None:
         if spend_mode or rho is not None or max_rho or epsilon is not None:
@@ -177,17 +171,17 @@ def command(
         result = _convert(rho, delta_value, conv)
     elif spend_mode:
         result = _spend(
-            meth, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
+            spec, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
             nodes, delta_value, conv, public_means, fail, polish_multiplier, value_bound is not None,
         )
-    elif max_rho or (meth == Method.fed_sparse.value and rounds is None and steps is None and nodes is None):
+    elif max_rho or (not spec.one_matrix and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
-    elif meth in _ONE_MATRIX:
-        result = _calibrate(meth, epsilon, delta_value, None, None, "", nodes, selection_share, moment_share,
+    elif spec.one_matrix:
+        result = _calibrate(spec, epsilon, delta_value, None, None, "", nodes, selection_share, moment_share,
                             mean_share, public_means, conv, value_bound, 0.0)
     else:
         k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
-        result = _calibrate(meth, epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
+        result = _calibrate(spec, epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
                             mean_share, public_means, conv, value_bound, polish_share)
     result["assumptions"]["delta"] = delta_source
 
@@ -323,13 +317,15 @@ def _events(releases, delta, conv) -> list:
     return ledger_of(releases).to_dict(delta, conv)["participants"][0]["events"]
 
 
-def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol) -> dict:
+def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol) -> dict:
     """Calibrate mode: exactly the privacy plan `learn --dp` resolves (the same function)."""
     from bnsl_cli.plan import DPConfig, resolve_privacy
 
+    meth = spec.name
+
     dp = DPConfig(epsilon=epsilon, delta=delta, selection_share=a, conversion=conv, public_means=public_means,
                   value_bound=value_bound, polish_share=s_pol)
-    if meth in _ONE_MATRIX:
+    if spec.one_matrix:
         pv = resolve_privacy(meth, dp, delta=delta, rounds=1, steps=1, polish=False, d=nodes)
     else:
         pv = resolve_privacy(meth, dp, delta=delta, rounds=k, steps=t, polish=s_pol > 0, d=nodes,
@@ -345,13 +341,12 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
         events=_events(pv.releases, delta, conv),
     )
     assumptions = _base_assumptions(conv)
-    if meth in _ONE_MATRIX:
+    if spec.one_matrix:
         assumptions.update({
             "releases": "one-off releases, then X_p^T X_p once (rows clipped to L2 norm C_x, symmetric Gaussian noise)",
             "sensitivity": "sqrt(2) C_x**2 (replace-one)",
             "budget split": f"column means {pv.mean_share:g}, second moments {pv.moment_share:g} of rho*, covariance the rest",
         })
-        title = "DP fed-moments noise plan" if meth == "fed-moments" else "DP-Fed-BNSL noise plan"
     else:
         assumptions.update({
             "rounds K": f"{k}",
@@ -363,7 +358,7 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
                 + f", iterations the rest; per step: selection a = {a:g}, update 1 - a = {1 - a:g}"
             ),
         })
-        title = "DP-Fed-Sparse-BNSL noise plan"
+    title = f"{spec.dp_title} noise plan"
     assumptions["value ranges"] = (
         "public --value-bound: no value-range release" if value_bound is not None
         else "each one-off release spends half its share on a noisy value-range histogram first"
@@ -375,7 +370,7 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
         ("rho second moments", summary["rho_moments"], f"{pv.moment_share:g} of rho* (with its value range)"),
         ("rho column means", summary["rho_means"], f"{pv.mean_share:g} of rho* (with its value range)"),
     ]
-    if meth == Method.fed_sparse.value:
+    if not spec.one_matrix:
         rows += [
             ("rho polish", summary["rho_polish"], f"{pv.polish_share:g} of rho* (once, after the rounds)"),
             ("rho per step", summary["rho_per_step"], f"(rho* - one-off - polish) / (K T), K T = {k * t}"),
@@ -387,7 +382,7 @@ def _calibrate(meth, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
         ]
     else:
         rows += [
-            ("rho covariance" if meth == "fed-bnsl" else "rho moment matrix",
+            (f"rho {spec.matrix_release.value.replace('-', ' ')}",
              summary["rho_covariance"] + summary.get("rho_moment_matrix", 0.0), ""),
             ("sigma multiplier", summary["sigma_multiplier"], "sigma / Delta = 1/sqrt(2 rho_cov)"),
         ]
@@ -449,7 +444,7 @@ def _spend_list(path: Path, delta, samples, conv, fail) -> dict:
     return {"title": "Budget spent by a release list", "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given):
+def _spend_releases(spec, g, s, m, mean, pol, k, t, value_bound_given):
     """The release list `learn --dp` makes with these multipliers: without a public value bound,
     each one-off release is preceded by its value-range release, which spends the same share of
     that release's budget as in learn (RANGE_FRACTION)."""
@@ -467,8 +462,8 @@ def _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given):
         if not value_bound_given:
             out.append(PlannedRelease(before, GAUSSIAN, mult * ratio, 1))
         out.append(PlannedRelease(kind, GAUSSIAN, mult, 1))
-    if meth in _ONE_MATRIX:
-        out.append(PlannedRelease(K.MOMENT_MATRIX if meth == "fed-moments" else K.COVARIANCE, GAUSSIAN, s, 1))
+    if spec.one_matrix:
+        out.append(PlannedRelease(spec.matrix_release, GAUSSIAN, s, 1))
     else:
         out.append(PlannedRelease(K.SELECTION, EXPONENTIAL, g, k * t))
         out.append(PlannedRelease(K.UPDATE, GAUSSIAN, s, k * t))
@@ -477,7 +472,7 @@ def _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given):
     return out
 
 
-def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None,
+def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None,
            value_bound_given=False) -> dict:
     from bnsl_cli.errors import PrivacyBudgetError
     from bnsl_cli.privacy.accountant import validate_delta
@@ -490,7 +485,8 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
             raise PrivacyBudgetError(f"the {name} noise multiplier must be a finite number > 0, got {v!r}")
     validate_delta(delta)
     assumptions = _base_assumptions(conv)
-    if meth in _ONE_MATRIX:
+    meth = spec.name
+    if spec.one_matrix:
         if g is not None:
             raise fail(f"{meth} makes no coordinate selections; drop --gumbel-multiplier", 2)
         if pol is not None:
@@ -505,7 +501,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
         k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
     from bnsl_cli.privacy.releases import ReleaseKind as K
 
-    releases = _spend_releases(meth, g, s, m, mean, pol, k, t, value_bound_given)
+    releases = _spend_releases(spec, g, s, m, mean, pol, k, t, value_bound_given)
     eps, r = spend_of(releases, delta, conv)
     by = {}
     for rel in releases:
@@ -543,8 +539,7 @@ def _spend(meth, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
         ("delta", delta, ""),
         ("epsilon", eps, f"{conv} conversion"),
     ]
-    title = {"fed-bnsl": "DP-Fed-BNSL budget spent", "fed-moments": "DP fed-moments budget spent"}.get(
-        meth, "DP-Fed-Sparse-BNSL budget spent")
+    title = f"{spec.dp_title} budget spent"
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 
 

@@ -105,17 +105,18 @@ def _serve(
     cfg = _config(learn_options, ctx)
     if split_noise and not secure_sum:
         raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
-    if split_noise and (cfg.dp is None or cfg.method != "fed-moments"):
-        raise common.fail("--split-noise: only --method fed-moments --dp has a release that can be split", 2)
+    from bnsl_cli.federated.methods import METHODS, method_spec
+
+    spec = method_spec(cfg.method)
+    if split_noise and (cfg.dp is None or not spec.split_noise):
+        able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
+        raise common.fail(f"--split-noise: only --method {able} --dp has a release that can be split", 2)
     if secure_sum and cfg.personal:
         raise common.fail(
             "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
             "drop one of the two", 2,
         )
-    from bnsl_cli.federated.roles import roles_for
-
-    roles = roles_for(cfg.method)
-    if not roles.federated or roles.pooled:
+    if not spec.federated or spec.pooled:
         raise common.fail(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network", 2)
     out: Optional[Path] = learn_options.get("out")
     quiet = bool(learn_options.get("quiet"))

@@ -270,7 +270,9 @@ class Coordinator:
         B_mean = self.B.sum(axis=0) / P
         alpha, rho1, rho2, lam = self.alpha, self.rho1, self.rho2, self.l1
         off = ~np.eye(d, dtype=bool)
-        import scipy.optimize  # here: only fed-bnsl needs it (≈ 0.25 s of every other run's start-up)
+        # deferred on purpose: only fed-bnsl's W-step needs it (about 0.25 s of every other run's
+        # start-up; tests/cli/test_app.py keeps a small fed-sparse learn free of it)
+        import scipy.optimize
 
         # W⁺, W⁻ ≥ 0; the diagonal fixed at 0 (arrays, not a Python list of 2d² pairs)
         bounds = scipy.optimize.Bounds(np.zeros(2 * d * d), np.where(np.tile(off.ravel(), 2), np.inf, 0.0))

@@ -43,6 +43,7 @@ from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, ReleaseKind
 
 __all__ = [
     "private_preprocessing",
+    "one_off_multipliers",
     "clip_levels",
     "ClippedGradients",
     "dp_pgcd",
@@ -359,7 +360,7 @@ def private_covariance(Xc: np.ndarray, v_hat: np.ndarray, clip: float, multiplie
 # ----------------------------------------------------------------------------------------------
 
 
-def _one_off_multipliers(privacy) -> dict:
+def one_off_multipliers(privacy) -> dict:
     kinds = (ReleaseKind.RANGE_RAW, ReleaseKind.COLUMN_MEANS, ReleaseKind.RANGE_CENTRED, ReleaseKind.SECOND_MOMENTS)
     return {k: privacy.multiplier(k) for k in kinds if privacy.multiplier(k) is not None}
 
@@ -430,7 +431,7 @@ class DPSparseParticipant(_PrivateHolder):
     def from_plan(cls, plan, pid: int, X: np.ndarray, rng: np.random.Generator, preprocessed=None) -> "DPSparseParticipant":
         pv = plan.privacy
         return cls(
-            pid, X, plan.n_total, plan.lam, plan.steps, one_offs=_one_off_multipliers(pv), value_bound=pv.value_bound,
+            pid, X, plan.n_total, plan.lam, plan.steps, one_offs=one_off_multipliers(pv), value_bound=pv.value_bound,
             gumbel_multiplier=pv.multiplier(ReleaseKind.SELECTION), sigma_multiplier=pv.multiplier(ReleaseKind.UPDATE),
             rng=rng, clip=pv.clip, clip_levels=pv.clip_levels, polish_multiplier=pv.multiplier(ReleaseKind.POLISH),
             label=plan.participants[pid].label, preprocessed=preprocessed,
@@ -496,7 +497,7 @@ class DPDenseParticipant(_PrivateHolder):
     def from_plan(cls, plan, pid: int, X: np.ndarray, rng: np.random.Generator, preprocessed=None) -> "DPDenseParticipant":
         pv = plan.privacy
         return cls(
-            pid, X, plan.n_total, one_offs=_one_off_multipliers(pv), value_bound=pv.value_bound,
+            pid, X, plan.n_total, one_offs=one_off_multipliers(pv), value_bound=pv.value_bound,
             sigma_multiplier=pv.multiplier(ReleaseKind.COVARIANCE), rng=rng, clip=pv.clip,
             label=plan.participants[pid].label, preprocessed=preprocessed,
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
 
 __all__ = [
     "soft_threshold",
@@ -43,8 +44,6 @@ def times_sparse(S, B):
     nnz = int(np.count_nonzero(B))
     if d < 64 or nnz * 8 > d * d:
         return S @ B
-    import scipy.sparse
-
     r, c = np.nonzero(B.T)
     Bt = scipy.sparse.csr_matrix((B.T[r, c], (r, c)), shape=(d, d))
     return np.ascontiguousarray((Bt @ S).T)

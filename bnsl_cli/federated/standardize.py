@@ -32,12 +32,14 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import InputDataError
+from bnsl_cli.errors import NoDagError, ScaleWarning
+from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
     ShareReply,
@@ -45,117 +47,25 @@ from bnsl_cli.federated.messages import (
     StatsRequest,
     message_kind,
 )
+from bnsl_cli.federated.method_spec import Statistics
+from bnsl_cli.privacy.bounding import clamp_rows
+from bnsl_cli.stats import (
+    check_scales,
+    column_stats,
+    quantise,
+    scale_warning,
+    sum_shares,
+    to_original_units,
+    variance_share,
+)
 
 __all__ = [
-    "SCALE_WARN_RATIO",
-    "ScaleWarning",
-    "column_stats",
-    "pool_stats",
-    "variance_share",
-    "scale_ratio",
-    "check_scales",
-    "scale_warning",
-    "to_original_units",
     "StatsSite",
     "with_stats",
     "standardize_stage",
     "after_rounds",
     "floating_point_trap",
-    "STATS_METHODS",
 ]
-
-#: Columns whose standard deviations differ by more than this factor trigger the warning.
-SCALE_WARN_RATIO = 100.0
-#: Methods whose participants answer the column-statistics exchange.
-STATS_METHODS = ("fed-sparse", "fed-bnsl")
-
-
-class ScaleWarning(UserWarning):
-    """The columns are on very different scales and ``--standardize`` was not given."""
-
-
-def column_stats(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """``(n, Σ x_j, Σ (x_j − x̄_j)²)`` of one participant's rows."""
-    X = np.asarray(X, dtype=float)
-    n = X.shape[0]
-    sums = X.sum(axis=0)
-    dev = X - sums[None, :] / n
-    return n, sums, np.einsum("ij,ij->j", dev, dev)
-
-
-def pool_stats(rows: Sequence[int], sums: Sequence[np.ndarray], m2: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Pooled ``(mean, sd)`` (population sd, divisor n) of participants' statistics."""
-    rows = np.asarray(rows, dtype=float)
-    S = np.vstack(sums)
-    M = np.vstack(m2)
-    n = rows.sum()
-    mean = S.sum(axis=0) / n
-    own = S / rows[:, None]
-    var = (M.sum(axis=0) + (rows[:, None] * (own - mean[None, :]) ** 2).sum(axis=0)) / n
-    return mean, np.sqrt(np.maximum(var, 0.0))
-
-
-def variance_share(rows: int, sums: np.ndarray, m2: np.ndarray, mean: np.ndarray, n_total: int) -> np.ndarray:
-    """One participant's share ``[m2 + rows (sums/rows − mean)²] / n`` of the pooled variances about
-    the pooled ``mean`` (``m2`` its sums of squares about its own mean)."""
-    off = np.asarray(sums, float) / float(rows) - np.asarray(mean, float)
-    return (np.asarray(m2, float) + float(rows) * off * off) / float(n_total)
-
-
-def scale_ratio(sd: np.ndarray) -> float:
-    """``max σ / min σ`` over the columns (inf when a column is constant)."""
-    sd = np.asarray(sd, dtype=float)
-    lo = float(sd.min())
-    return float("inf") if lo <= 0 else float(sd.max()) / lo
-
-
-def check_scales(mean: np.ndarray, sd: np.ndarray, names: Sequence[str], where: str = "--standardize") -> None:
-    """Raise :class:`InputDataError` when a column cannot be standardised (constant or non-finite)."""
-    bad = np.flatnonzero(~(np.isfinite(sd) & np.isfinite(mean)) | ~(sd > 0))
-    if bad.size:
-        cols = ", ".join(repr(str(names[j])) for j in bad[:5]) + (" …" if bad.size > 5 else "")
-        raise InputDataError(
-            f"{where}: column(s) {cols} have no spread (standard deviation 0 or not finite) over the pooled rows; "
-            "drop them from the shards"
-        )
-
-
-def scale_warning(sd: np.ndarray, names: Sequence[str]) -> Optional[str]:
-    """The one-line warning when the columns' spreads differ by more than :data:`SCALE_WARN_RATIO`."""
-    sd = np.asarray(sd, dtype=float)
-    ok = np.isfinite(sd) & (sd > 0)
-    if ok.sum() < 2:
-        return None
-    s = sd[ok]
-    ratio = float(s.max() / s.min())
-    if not ratio > SCALE_WARN_RATIO:
-        return None
-    idx = np.flatnonzero(ok)
-    hi, lo = names[idx[int(np.argmax(s))]], names[idx[int(np.argmin(s))]]
-    return (
-        f"the columns' spreads differ {ratio:.3g}-fold ({hi!s} sd {s.max():.3g}, {lo!s} sd {s.min():.3g}); "
-        "the graph depends on their units — rerun with --standardize"
-    )
-
-
-#: Standardised values are rounded to multiples of 2^-QUANTUM_BITS (6e-8, far below any sampling
-#: error). Rescaling a column changes the standardised values only in their last bits (about 1e-16
-#: relative), and the ADMM path can amplify such differences near ties (an edge orientation flipped
-#: at d = 8); after the rounding the participants' inputs are identical except for a value that lies
-#: within rounding error of a multiple of the quantum (probability about 1e-9 per value).
-QUANTUM_BITS = 24
-
-
-def quantise(Z: np.ndarray) -> np.ndarray:
-    """``Z`` rounded to the nearest multiple of ``2**-QUANTUM_BITS`` (exact in float64)."""
-    q = float(2 ** QUANTUM_BITS)
-    return np.round(Z * q) / q
-
-
-def to_original_units(W: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """``W_orig[i, j] = W_std[i, j] · σ_j / σ_i`` (edge i → j)."""
-    sd = np.asarray(sd, dtype=float)
-    return np.asarray(W, dtype=float) * (sd[None, :] / sd[:, None])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -183,14 +93,10 @@ class StatsSite:
         n = X.shape[0]
         self._pre = None
         if plan.private:
-            from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_preprocessing
-
             pv = plan.privacy
-            self._pre = private_preprocessing(X, _one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
+            self._pre = dp_participant.private_preprocessing(X, dp_participant.one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
             centre, v_hat = self._pre[0], self._pre[1]
             self._stats = (n, n * np.asarray(centre, float), n * np.asarray(v_hat, float))
-            from bnsl_cli.privacy.bounding import clamp_rows
-
             X = clamp_rows(X, centre, v_hat)  # (x − μ)/σ below cannot overflow (bounding)
         else:
             self._stats = column_stats(X)
@@ -279,14 +185,12 @@ def with_stats(build: Callable) -> Callable:
 # ----------------------------------------------------------------------------------------------
 
 
-def standardize_stage(plan, fleet, report: dict) -> dict:
-    """Before the rounds (federated methods answering the exchange): collect the statistics, pool
-    them, broadcast them with ``--standardize``, else check the scales. Returns the stage's record
-    (also ``report["standardize"]``)."""
-    if plan.method not in STATS_METHODS:
+def standardize_stage(spec, plan, fleet, report: dict) -> dict:
+    """Before the rounds (methods whose participants answer the exchange): collect the statistics,
+    pool them, broadcast them with ``--standardize``, else check the scales. Returns the stage's
+    record (also ``report["standardize"]``)."""
+    if spec.statistics is not Statistics.EXCHANGE:
         return {}
-    from bnsl_cli.federated.moments import sum_shares
-
     req = StatsRequest(0, plan.d).encode()
     raw = fleet.exchange(req)
     mean = sum_shares(ShareReply.decode(r).values for r in raw)
@@ -335,14 +239,12 @@ def floating_point_trap():
         yield rec
 
 
-def after_rounds(plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> None:
+def after_rounds(spec, plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> None:
     """After the driver: weights back in original units (with ``--standardize``), the scale warning
     (without), the stage's bytes in the communication totals. ``rec`` is the stage's record (empty
     for methods without the exchange; ``notears``/``local-notears`` sites and ``fed-moments`` put
     their own ``sd`` in their summaries / report)."""
-    import warnings as _w
-
-    sds = _sources(plan, outcome, report, rec)
+    sds = _sources(spec, outcome, report, rec)
     if rec:
         comm = report.setdefault("communication", {})
         comm["standardize"] = {"bytes_up": rec["bytes_up"], "bytes_down": rec["bytes_down"]}
@@ -378,19 +280,17 @@ def after_rounds(plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> 
     msgs = sorted({m for m in (scale_warning(sd, plan.names) for sd in sds) if m})
     graphs = outcome.local if outcome.local is not None else [outcome.W]
     if msgs and (fp_events or all(not np.any(G) for G in graphs)):
-        from bnsl_cli.errors import NoDagError
-
         what = "the optimisation overflowed" if fp_events else "no edge survived"
         raise NoDagError(f"{msgs[0].split('; ')[0]} and {what}, so the graph is not meaningful; rerun with --standardize")
     for m in msgs[:1]:  # once
-        _w.warn(m, ScaleWarning, stacklevel=3)
+        warnings.warn(m, ScaleWarning, stacklevel=3)
         report.setdefault("warnings", []).append(m)
 
 
-def _sources(plan, outcome, report, rec) -> list:
+def _sources(spec, outcome, report, rec) -> list:
     if rec.get("sd") is not None:
         return [np.asarray(rec["sd"], float)]
-    if plan.method == "fed-moments":
+    if spec.statistics is Statistics.POOLED_MOMENTS:
         sd = (report.get("standardize") or {}).get("sd")
         return [] if sd is None else [np.asarray(sd, float)]
     out = [s.get("sd") for s in outcome.summaries]

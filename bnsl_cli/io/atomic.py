@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, TextIO
 
+from bnsl_cli.io.outdir import current_umask
+
 __all__ = ["atomic_open", "atomic_write_text", "atomic_write_bytes"]
 
 
@@ -26,8 +28,6 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", newline: str | None = 
         try:
             perm = os.stat(path).st_mode & 0o7777
         except OSError:
-            from bnsl_cli.io.outdir import current_umask
-
             perm = 0o666 & ~current_umask()
         if hasattr(os, "fchmod"):
             os.fchmod(fd, perm)

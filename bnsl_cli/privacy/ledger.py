@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, epsilon_from_rho
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 __all__ = [
@@ -202,8 +203,6 @@ class PrivacyLedger:
 
     def epsilon(self, delta: float, conversion: str = "tight", participant: Optional[int] = None) -> float:
         """``epsilon`` at ``delta`` of the run (or of one participant) via the accountant."""
-        from bnsl_cli.privacy.accountant import epsilon_from_rho
-
         rho = self.max_rho() if participant is None else self.rho(participant)
         return epsilon_from_rho(rho, delta, conversion)
 
@@ -212,8 +211,6 @@ class PrivacyLedger:
 
         Non-finite numbers (a release without noise) appear as ``None`` so the result is valid JSON.
         """
-        from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, epsilon_from_rho
-
         parts = []
         for p in self.participants:
             rho_p = self.rho(p)

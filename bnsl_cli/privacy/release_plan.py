@@ -24,6 +24,8 @@ import math
 from typing import Callable, Sequence
 
 from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon, validate_delta, validate_epsilon
+from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind
 
 __all__ = [
@@ -134,8 +136,6 @@ def dp_fed_bnsl_releases(
 
 def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
     """The ledger those releases make (unit sensitivities: ρ depends only on noise / sensitivity)."""
-    from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
-
     ledger = PrivacyLedger()
     for p in participant_ids:
         ledger.add_participant(p)
@@ -146,8 +146,6 @@ def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
 
 def spend_of(releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight") -> tuple[float, float]:
     """``(ε, ρ)`` one participant spends with these releases, read from their ledger by the accountant."""
-    from bnsl_cli.privacy.accountant import epsilon_from_rho
-
     rho = ledger_of(releases).max_rho()
     return epsilon_from_rho(rho, delta, conversion), rho
 
@@ -161,8 +159,6 @@ def calibrate_releases(
     Rounding in the multipliers can push the recomputed spend a few ulps above ε; ρ* is shaved by a
     few ulps at a time until the spend is at most ε·(1 − ``CALIBRATION_MARGIN``). If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
     rather than return an unverified plan."""
-    from bnsl_cli.privacy.accountant import rho_for_epsilon, validate_delta, validate_epsilon
-
     eps = validate_epsilon(epsilon)
     dlt = validate_delta(delta)
     rho_star = rho_for_epsilon(eps, dlt, conversion)

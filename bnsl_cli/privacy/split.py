@@ -9,7 +9,7 @@ against a party that sees nothing but the sum, and only while no other site coll
 - only releases whose sum is all that leaves the sites, and whose every site's noise is in the
   **same public units**, may be split. Today that is fed-moments' moment matrix when it is released
   on rows scaled by the pooled standard deviations (a public value every site receives), see
-  :mod:`bnsl_cli.federated.moments`. The polish's moments scale each site's noise by its own
+  :mod:`bnsl_cli.federated.methods.moments`. The polish's moments scale each site's noise by its own
   released spreads: the other sites' shares would not be in its units, so they are never split;
 - the release list marks a split release (``PlannedRelease.split = P``), each site's ledger records
   it with the noise scale of the **sum** and ``split = P`` (its cost is the same as an unsplit

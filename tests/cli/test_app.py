@@ -71,13 +71,22 @@ def test_help_shows_types_as_words_and_the_choices():
 
 
 def test_method_choices_are_the_library_methods():
-    from bnsl_cli.cli.learn import METHOD_CHOICES
+    """The --method help of learn names every method of the registry, privacy-budget's every private
+    one, and both options default to the registry's default method."""
+    import inspect
 
-    try:
-        from bnsl_cli.learn import METHODS
-    except ImportError:  # pragma: no cover - the run plan holds them
-        from bnsl_cli.plan import METHODS
-    assert set(METHOD_CHOICES) == set(METHODS)
+    from bnsl_cli.cli import learn as cli_learn
+    from bnsl_cli.cli import privacy_budget as cli_pb
+    from bnsl_cli.federated.methods import DEFAULT_METHOD, METHODS, PRIVATE_METHODS
+
+    for name in METHODS:
+        assert name in cli_learn.METHOD_HELP, name
+    pb_help = run_help("privacy-budget").stdout
+    for name in PRIVATE_METHODS:
+        assert name in " ".join(pb_help.split()).replace("│", ""), name
+    for module in (cli_learn, cli_pb):
+        default = inspect.signature(module.command).parameters["method"].default
+        assert getattr(default, "default", default) == DEFAULT_METHOD, module.__name__
 
 
 def test_every_subcommand_is_registered_and_has_quiet():

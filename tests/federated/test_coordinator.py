@@ -204,15 +204,17 @@ def test_a_screen_turned_off_stays_off_on_wide_blocks():
 
 
 def test_private_fed_sparse_coordinator_has_no_screen_and_no_tolerance_schedule():
-    """Under --dp the W-step runs without the non-private speed devices (protocol.coordinator_for):
+    """Under --dp the W-step runs without the non-private speed devices (admm.coordinator_for):
     no screen, a fixed tolerance from round 1. Non-private fed-sparse keeps both."""
-    from bnsl_cli.federated.protocol import coordinator_for
+    from bnsl_cli.federated.methods import method_spec
+    from bnsl_cli.federated.methods.admm import coordinator_for
     from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
     from tests._sim import simulated_tables
 
     _, tables = simulated_tables(6, 2, 500, seed=0)
     shapes = Shapes.of_tables(tables)
-    private = coordinator_for(RunPlan.resolve(LearnConfig(seed=0, dp=DPConfig(epsilon=5.0)), shapes))
-    plain = coordinator_for(RunPlan.resolve(LearnConfig(seed=0), shapes))
+    spec = method_spec("fed-sparse")
+    private = coordinator_for(spec, RunPlan.resolve(LearnConfig(seed=0, dp=DPConfig(epsilon=5.0)), shapes))
+    plain = coordinator_for(spec, RunPlan.resolve(LearnConfig(seed=0), shapes))
     assert private.screen == 0.0 and private.round_ftol() == private.ftol
     assert plain.screen > 0.0 and plain.round_ftol() > plain.ftol

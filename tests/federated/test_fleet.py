@@ -53,7 +53,8 @@ def test_finish_hands_back_json_summaries(workers):
     """What a participant hands back crosses a transport as JSON: B_p, timings, ledger events as dicts."""
     import json
 
-    from bnsl_cli.federated.protocol import drive_admm
+    from bnsl_cli.federated.methods import method_spec
+    from bnsl_cli.federated.methods.admm import drive_admm
     from bnsl_cli.plan import RunPlan, Shapes
     from bnsl_cli.run import local_fleet
 
@@ -64,7 +65,7 @@ def test_finish_hands_back_json_summaries(workers):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = drive_admm(plan, fleet)
+            out = drive_admm(method_spec(plan.method), plan, fleet)
     finally:
         fleet.close()
     again = json.loads(json.dumps(out.summaries))

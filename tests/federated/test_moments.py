@@ -8,8 +8,8 @@ import pytest
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import HEADER, CentreBroadcast, MomentRequest, ShareReply
-from bnsl_cli.federated.moments import (
-    MomentSite,
+from bnsl_cli.federated.methods.moments import MomentSite
+from bnsl_cli.stats import (
     centred_moments,
     from_upper_triangle,
     mean_share,

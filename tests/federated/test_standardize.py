@@ -7,11 +7,11 @@ import warnings
 import numpy as np
 import pytest
 
-from bnsl_cli.errors import InputDataError, NoDagError
+from bnsl_cli.errors import InputDataError, NoDagError, ScaleWarning
 from bnsl_cli.federated.messages import HEADER, CentreBroadcast, ShareReply, StandardizeBroadcast, StatsRequest
-from bnsl_cli.federated.standardize import (
+from bnsl_cli.federated.methods import METHODS
+from bnsl_cli.stats import (
     SCALE_WARN_RATIO,
-    ScaleWarning,
     column_stats,
     pool_stats,
     scale_warning,
@@ -23,7 +23,6 @@ from bnsl_cli.plan import DPConfig, LearnConfig
 from bnsl_cli.run import learn
 from tests._sim import simulated_tables
 
-METHODS = ("fed-sparse", "fed-bnsl", "fed-moments", "notears", "local-notears")
 
 
 @pytest.fixture(scope="module")

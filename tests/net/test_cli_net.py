@@ -134,7 +134,7 @@ import sys, time
 from bnsl_cli.federated.net.site import run_site
 from bnsl_cli.federated.net.tls import load_party
 from bnsl_cli.federated.net.transcript import Transcript
-from bnsl_cli.federated.roles import make_participant
+from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.io.data import read_table
 from bnsl_cli.plan import RunPlan
 port, csv, certs, tpath, stall_from, secs = sys.argv[1:]

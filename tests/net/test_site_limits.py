@@ -17,7 +17,7 @@ from bnsl_cli.federated.messages import CentreBroadcast, ShareReply, StatsReques
 from bnsl_cli.federated.net import frames as F  # noqa: E402
 from bnsl_cli.federated.net.common import FederationError, SiteRefusedError, pack_events, unpack_events  # noqa: E402
 from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
-from bnsl_cli.federated.roles import make_participant  # noqa: E402
+from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.run import participant_rngs, run_tables  # noqa: E402

@@ -62,7 +62,8 @@ def test_in_process_run_refuses_split_noise(tables):
 
 
 def test_each_site_draws_its_share_of_the_noise():
-    from bnsl_cli.federated.moments import _private_moment_matrix, upper_triangle
+    from bnsl_cli.federated.methods.moments import _private_moment_matrix
+    from bnsl_cli.stats import upper_triangle
 
     d = 60
     Z = np.zeros((5, d))

@@ -11,9 +11,9 @@ Everything the coordinator pools is a plain sum over the participants (so ``bnsl
    cancellation on columns far from 0). The sum is ``S``, the pooled centred second-moment matrix
    (divisor n), exactly ``X_cᵀX_c / n`` of all rows centred with the pooled mean up to rounding.
 
-The coordinator runs :func:`bnsl_cli.notears.notears_linear` on ``S`` — the same solver, λ and
+The coordinator runs :func:`bnsl_cli.solvers.notears.notears_linear` on ``S`` — the same solver, λ and
 tolerances as ``--method notears`` on the pooled rows, which computes its matrix from the same blocks
-with the same functions (:func:`pooled_moments_of_blocks`), so a non-private fed-moments run is
+with the same functions (:func:`bnsl_cli.stats.pooled_moments_of_blocks`), so a non-private fed-moments run is
 bit-for-bit ``notears``. With ``--standardize`` the coordinator uses ``D⁻¹ S D⁻¹`` (``D`` the pooled
 standard deviations, the square roots of ``diag S``): the same as standardising every row with the
 pooled statistics, with no extra message.
@@ -49,96 +49,35 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.dag import finish_graph
+from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError
+from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
+from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
-from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
+from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
+from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
+from bnsl_cli.privacy.split import split_of
+from bnsl_cli.solvers.notears import notears_linear
+from bnsl_cli.stats import (
+    check_scales,
+    from_upper_triangle,
+    mean_share,
+    scatter_share,
+    standardized,
+    sum_shares,
+    upper_triangle,
+)
 
 __all__ = [
-    "upper_triangle",
-    "from_upper_triangle",
-    "centred_moments",
-    "mean_share",
-    "scatter_share",
-    "sum_shares",
-    "pooled_moments_of_blocks",
-    "standardized",
     "MomentSite",
     "make_moment_site",
     "drive_moments",
     "dp_fed_moments_releases",
+    "dp_fed_moments_builder",
 ]
-
-
-def upper_triangle(M: np.ndarray) -> np.ndarray:
-    """Row-major upper triangle (diagonal included) of a symmetric ``M``: d(d+1)/2 values."""
-    return np.asarray(M, dtype=float)[np.triu_indices(M.shape[0])]
-
-
-def from_upper_triangle(u: np.ndarray, d: int) -> np.ndarray:
-    """The symmetric d × d matrix of :func:`upper_triangle` values."""
-    M = np.zeros((d, d))
-    r, c = np.triu_indices(d)
-    M[r, c] = u
-    M[c, r] = u
-    return M
-
-
-def centred_moments(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """``(n, Σ x, M)`` of one block of rows, ``M = Σ (x − x̄)(x − x̄)ᵀ`` about the block's own mean,
-    exactly symmetric (the upper triangle mirrored)."""
-    X = np.asarray(X, dtype=float)
-    n = int(X.shape[0])
-    sums = X.sum(axis=0)
-    Xc = X - (sums / n)[None, :]
-    M = Xc.T @ Xc
-    return n, sums, from_upper_triangle(upper_triangle(M), M.shape[0])
-
-
-def mean_share(X: np.ndarray, n_total: int) -> np.ndarray:
-    """A block's share ``Σ_rows x / n`` of the pooled column means (``n`` the total row count)."""
-    return np.asarray(X, dtype=float).sum(axis=0) / float(n_total)
-
-
-def scatter_share(X: np.ndarray, centre: np.ndarray, n_total: int) -> np.ndarray:
-    """A block's share of the pooled centred second moments about ``centre``: the upper triangle of
-    ``Σ_rows (x − centre)(x − centre)ᵀ / n``."""
-    Xc = np.asarray(X, dtype=float) - np.asarray(centre, dtype=float)[None, :]
-    return upper_triangle(Xc.T @ Xc) / float(n_total)
-
-
-def sum_shares(shares) -> np.ndarray:
-    """``Σ_p shares[p]``, added left to right (the coordinator and :func:`pooled_moments_of_blocks`
-    add in the same order, so both get the same bits)."""
-    it = iter(shares)
-    total = np.array(next(it), dtype=float)
-    for v in it:
-        total = total + v
-    return total
-
-
-def pooled_moments_of_blocks(X: np.ndarray, rows) -> np.ndarray:
-    """The pooled ``S`` of ``X`` whose consecutive row blocks have sizes ``rows``: what fed-moments
-    computes from those blocks' shares (the same functions, the same order of addition)."""
-    X = np.asarray(X, dtype=float)
-    cuts = np.cumsum([0] + [int(r) for r in rows])
-    if cuts[-1] != X.shape[0]:
-        raise ValueError(f"blocks of {int(cuts[-1])} rows given for {X.shape[0]} rows")
-    n = X.shape[0]
-    blocks = [X[cuts[k] : cuts[k + 1]] for k in range(len(rows))]
-    mu = sum_shares(mean_share(B, n) for B in blocks)
-    return from_upper_triangle(sum_shares(scatter_share(B, mu, n) for B in blocks), X.shape[1])
-
-
-def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(D⁻¹ S D⁻¹, sd)`` with ``sd = √diag S`` (the correlation matrix), its entries rounded to
-    multiples of ``2**-24`` (:func:`~bnsl_cli.federated.standardize.quantise`): a change of a column's
-    units moves them only in their last bits, which NOTEARS' solver could otherwise amplify into a
-    different graph."""
-    from bnsl_cli.federated.standardize import quantise
-
-    sd = np.sqrt(np.maximum(np.diag(S), 0.0))
-    return quantise(S / np.outer(sd, sd)), sd
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,14 +87,18 @@ def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def dp_fed_moments_releases(rho_star: float, *, mean_share: float, moment_share: float, value_bound_given: bool) -> list:
     """DP fed-moments' releases: DP-Fed-BNSL's one-offs, then the moment matrix with the rest of ``rho_star``."""
-    from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
-    from bnsl_cli.privacy.releases import PlannedRelease
-
     out = []
     for r in dp_fed_bnsl_releases(rho_star, mean_share=mean_share, moment_share=moment_share, value_bound_given=value_bound_given):
         kind = ReleaseKind.MOMENT_MATRIX if r.kind == ReleaseKind.COVARIANCE else r.kind
         out.append(PlannedRelease(kind, r.mechanism, r.multiplier, r.count))
     return out
+
+
+def dp_fed_moments_builder(*, mean_share, moment_share, value_bound_given, **_):
+    """``ρ* -> releases`` of DP fed-moments for the plan's shape."""
+    return lambda rho_star: dp_fed_moments_releases(
+        rho_star, mean_share=mean_share, moment_share=moment_share, value_bound_given=value_bound_given
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,9 +110,6 @@ def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, s
     """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
     (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
-    from bnsl_cli.privacy.bounding import clamp_abs, clip_factors, row_norms
-    from bnsl_cli.privacy.mechanisms import symmetric_gaussian_matrix
-
     d = Z.shape[1]
     c_x = clip * float(np.sqrt(d))
     Z = clamp_abs(Z)  # finite whatever arrives; the clip factor below is never 0·inf (bounding)
@@ -211,12 +151,10 @@ class MomentSite:
             self._X = X
             self._centre = None
         else:
-            from bnsl_cli.federated.dp_participant import _one_off_multipliers, private_preprocessing
-
             if rng is None:
                 raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
-            centre, v_hat, events, notes = private_preprocessing(
-                X, _one_off_multipliers(privacy), privacy.value_bound, rng, label or f"participant {pid + 1}"
+            centre, v_hat, events, notes = dp_participant.private_preprocessing(
+                X, dp_participant.one_off_multipliers(privacy), privacy.value_bound, rng, label or f"participant {pid + 1}"
             )
             for ev in events:
                 self.ledger.record(self.pid, ev)
@@ -227,8 +165,6 @@ class MomentSite:
             self._X = None  # from here on only the releases are used (and, with split noise, _Xp)
             self._centre = np.asarray(centre, float)
             self._v_hat = np.asarray(v_hat, float)
-            from bnsl_cli.privacy.bounding import clamp_rows
-
             X = clamp_rows(X, self._centre, self._v_hat)  # bounded, finite rows whatever arrives (bounding)
             self._split = max([int(r.split) for r in privacy.releases if r.kind == ReleaseKind.MOMENT_MATRIX] or [1])
             self._private = (privacy.clip, mult, rng)
@@ -327,14 +263,8 @@ def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
 # ----------------------------------------------------------------------------------------------
 
 
-def drive_moments(plan, fleet, progress=None):
+def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
     """Coordinator side: the two sum-shaped exchanges, the pooled moments, NOTEARS, the finished graph."""
-    from bnsl_cli.errors import ConvergenceWarning
-    from bnsl_cli.federated.roles import Outcome
-    from bnsl_cli.federated.standardize import check_scales
-    from bnsl_cli.notears import notears_linear
-    from bnsl_cli.run import finish_graph
-
     d = plan.d
     req = MomentRequest(0, d).encode()
     raw = fleet.exchange(req)
@@ -342,8 +272,6 @@ def drive_moments(plan, fleet, progress=None):
     up = sum(len(r) for r in raw)
     down = len(req) * len(raw)
     exchanges = 2
-    from bnsl_cli.privacy.split import split_of
-
     if split_of(plan) > 1:
         # split noise: the pooled spreads first (post-processing of released shares), broadcast as
         # the common public scale of every site's moment release
@@ -364,13 +292,9 @@ def drive_moments(plan, fleet, progress=None):
     up += sum(len(r) for r in raw2)
     down += len(centre) * len(raw)
     if plan.private:
-        from bnsl_cli.privacy.mechanisms import project_psd
-
         S = project_psd(S)  # post-processing of the pooled noisy releases
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
     if not np.all(np.isfinite(S)):
-        from bnsl_cli.errors import NoDagError
-
         raise NoDagError("fed-moments: the pooled second moments are not finite (values too large); no DAG can be produced")
     std = {
         "applied": bool(plan.standardize),
@@ -382,7 +306,7 @@ def drive_moments(plan, fleet, progress=None):
         check_scales(mu, sd, plan.names)
         S, sd = standardized(S)
     res = notears_linear(S, plan.lam, progress=progress)
-    W, removed = finish_graph(res.W, plan.threshold, "fed-moments", plan.names)
+    W, removed = finish_graph(res.W, plan.threshold, plan.method, plan.names)
     summaries = fleet.finish()
     warn_list = []
     if not res.converged:

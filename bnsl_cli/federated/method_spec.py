@@ -1,0 +1,96 @@
+"""What the registry (:mod:`bnsl_cli.federated.methods`) knows about a method: :class:`MethodSpec`.
+
+A leaf beside the registry, so that the modules the registry binds (a method's driver, the
+statistics stage) can read a spec's facts without importing the registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Optional
+
+from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.privacy.split import SPLITTABLE
+
+__all__ = ["Rounds", "Statistics", "MethodSpec"]
+
+
+class Rounds(str, Enum):
+    """What a plan's ``rounds`` count for the method."""
+
+    #: ADMM rounds: one exchange with every participant per round (a site's guard counts them)
+    ADMM = "admm"
+    #: the outer steps of NOTEARS at the coordinator or at a site: no exchange per round
+    SOLVER = "solver"
+
+
+class Statistics(str, Enum):
+    """Where the column statistics (the scale check, ``--standardize``) come from."""
+
+    #: the participants answer the pre-round column-statistics exchange
+    #: (:func:`bnsl_cli.federated.standardize.standardize_stage`)
+    EXCHANGE = "exchange"
+    #: the coordinator reads them from the pooled moment matrix (the report's ``standardize``)
+    POOLED_MOMENTS = "pooled-moments"
+    #: every site computes its own from its rows (its summary's ``sd``)
+    SITE = "site"
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Every fact about one method (see :mod:`bnsl_cli.federated.methods`)."""
+
+    name: str
+    #: one line for the report and listings
+    label: str
+    #: ``participant(plan, pid, X, rng)`` — the site side, from the plan, the participant's index,
+    #: its own rows and its own noise source only (what a remote site calls)
+    participant: Callable
+    #: ``drive(spec, plan, fleet, progress) -> Outcome`` — the coordinator side; it never sees rows
+    drive: Callable
+    rounds: Rounds
+    statistics: Statistics
+    default_lambda: float
+    #: λ under --dp when it differs
+    dp_lambda: Optional[float] = None
+    #: non-private default λ scaled by ``lambda_sites / P`` (the same total ℓ₁ for any number of sites)
+    lambda_sites: Optional[int] = None
+    #: the participants send sparse PGCD updates (ℓ₁ on B_p, the coordinator's consensus snapped);
+    #: otherwise dense updates and the ℓ₁ on the consensus W
+    sparse_updates: bool = False
+    #: acyclicity functions the method can use, and the default of ``--acyclicity auto``
+    acyclicities: tuple = ("expm",)
+    default_acyclicity: str = "expm"
+    #: ``--acyclicity auto`` of a private run
+    dp_acyclicity: str = "expm"
+    #: a private variant exists (its releases come from ``release_builder``)
+    private: bool = False
+    #: ``release_builder(**shape) -> (ρ* -> [PlannedRelease])`` for a private run
+    release_builder: Optional[Callable] = None
+    #: the private variant releases one noisy matrix per participant (``matrix_release``) after the
+    #: one-off releases; otherwise it is iterative (DP-PGCD: a selection and an update per step)
+    one_matrix: bool = False
+    matrix_release: Optional[ReleaseKind] = None
+    #: the report's ``privacy.mechanism`` (and its addition when the polish runs)
+    mechanism: str = ""
+    polish_mechanism: str = ""
+    #: the private variant's name in titles ("DP-Fed-BNSL noise plan")
+    dp_title: str = ""
+    #: the polish stage applies
+    polishable: bool = False
+    #: the fleet holds one participant with every row pooled (centralized NOTEARS)
+    pooled: bool = False
+    #: the participants exchange messages with a coordinator (report counts bytes)
+    federated: bool = True
+    #: one graph per participant (no consensus)
+    per_participant_graphs: bool = False
+
+    @property
+    def split_noise(self) -> bool:
+        """The private variant has a release that may be split over securely summed sites."""
+        return self.matrix_release in SPLITTABLE
+
+    @property
+    def clip_description(self) -> Optional[str]:
+        """The report's ``privacy.clip.levels`` when it is not the plan's clip-level choice."""
+        return "row L2 norm" if self.one_matrix else None

@@ -1,0 +1,1 @@
+"""Solvers apart from the protocol: arrays in, arrays out (no messages, no plan)."""

@@ -18,7 +18,13 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "Terminated",
+    "interruption",
     "ScaleWarning",
+    "DataWarning",
+    "IdentifierColumnWarning",
+    "SmallSampleWarning",
+    "MissingRowsWarning",
 ]
 
 
@@ -78,5 +84,40 @@ class PrivacyWarning(UserWarning):
     or a result derived from private output is not private itself."""
 
 
+class Terminated(KeyboardInterrupt):
+    """The process received SIGTERM (``kill``, Slurm, systemd). Raised by the CLI's signal handler
+    in the main thread and handled like Ctrl-C — a :class:`KeyboardInterrupt`, so every cleanup
+    that Ctrl-C runs (output folders aborted, the other parties told, the transcript closed) runs
+    for it too — but with its own message and exit code 143 (128 + SIGTERM)."""
+
+    exit_code = 143
+    what = "terminated (SIGTERM)"
+
+
+def interruption(exc: BaseException) -> tuple[str, int]:
+    """What stopped the process, for messages, and its exit code: ``("interrupted (Ctrl-C)", 130)``
+    for a :class:`KeyboardInterrupt`, ``("terminated (SIGTERM)", 143)`` for :class:`Terminated`."""
+    if isinstance(exc, Terminated):
+        return exc.what, exc.exit_code
+    return "interrupted (Ctrl-C)", 130
+
+
 class ScaleWarning(UserWarning):
     """The columns are on very different scales and ``--standardize`` was not given."""
+
+
+class DataWarning(UserWarning):
+    """The data read are legal but probably not what the user meant; the run goes on."""
+
+
+class IdentifierColumnWarning(DataWarning):
+    """A column looks like a row identifier (distinct integers in order, or a run of consecutive
+    integers) and would be learned as a variable; ``--index-col``/``--drop`` leave it out."""
+
+
+class SmallSampleWarning(DataWarning):
+    """Fewer rows than variables, or too few rows for edges to stand out from chance correlations."""
+
+
+class MissingRowsWarning(DataWarning):
+    """``--na drop-rows`` dropped rows that held a missing value."""

@@ -317,7 +317,7 @@ def _check_plan(body: dict, table, limits: dict, name: str):
                 "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
                 "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
             )
-        if not secure or split != plan.P:
+        if not secure or split > plan.P:
             raise RefusedError(
                 "the plan splits DP noise " + ("without a secure sum" if not secure
                                                else f"over {split} sites but has {plan.P}") + "; refused"

@@ -27,7 +27,7 @@ RUN_OPTIONS = frozenset({
     "method", "lam", "threshold", "rounds", "steps", "rho1", "rho2", "rho1_growth", "rho2_growth", "snap",
     "acyclicity", "polish", "standardize", "seed", "personal", "trace",
     "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "public_means",
-    "value_bound", "clip_levels",
+    "value_bound", "clip_levels", "noise", "collusion_tolerance",
 })
 #: learn options about what the coordinator writes and prints
 OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "quiet", "verbose", "force"})
@@ -149,6 +149,10 @@ def _serve(
     if split_noise and (cfg.dp is None or not spec.split_noise):
         able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
         raise common.fail(f"--split-noise: only --method {able} --dp has a release that can be split", 2)
+    if cfg.dp is not None and cfg.dp.noise == "distributed" and not secure_sum:
+        raise common.fail("--noise distributed needs --secure-sum (a site's share alone is not private)", 2)
+    if cfg.dp is not None and cfg.dp.noise == "auto" and not secure_sum:
+        cfg.dp.noise = "per-site"  # without a secure sum the coordinator would see every share
     if secure_sum and cfg.personal:
         raise common.fail(
             "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "

@@ -62,6 +62,10 @@ _ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
 # (kinds 21 and 24, the per-site statistics before the sum-shaped encoding, are no longer accepted)
 _STATS_REQ, _STANDARDIZE, _MOMENT_REQ, _SHARE, _CENTRE = 20, 22, 23, 25, 26
 _ANSWERS.update({_STATS_REQ: (_SHARE,), _MOMENT_REQ: (_SHARE,), _CENTRE: (_SHARE,)})
+# fed-suffstats (federated/methods/suffstats.py): its basis broadcast (40) and first request (41, whose count
+# field is the number of values due) are answered with a share
+_BASIS, _SUFF_REQ = 40, 41
+_ANSWERS.update({_BASIS: (_SHARE,), _SUFF_REQ: (_SHARE,)})
 
 
 def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[str]:
@@ -101,7 +105,12 @@ def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[
         elif count != d * d or body != 8 * d * d:
             return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
     elif kind == _SHARE:
-        want = d * (d + 1) // 2 if (r_kind == _CENTRE and r_count == 2) else d
+        if r_kind == _BASIS:
+            want = (d + 1) * (d + 2) // 2
+        elif r_kind == _SUFF_REQ:
+            want = r_count
+        else:
+            want = d * (d + 1) // 2 if (r_kind == _CENTRE and r_count == 2) else d
         if count != want or body != 8 * count:
             return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
     elif kind == _GRAM_REPLY:

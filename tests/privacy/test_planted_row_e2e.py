@@ -86,6 +86,7 @@ CASES = {
     "fed-moments --public-means --standardize": ["-m", "fed-moments", "--public-means", "--standardize"],
     "fed-bnsl": ["-m", "fed-bnsl"],
     "fed-bnsl --standardize": ["-m", "fed-bnsl", "--standardize"],
+    "fed-suffstats": ["-m", "fed-suffstats"],
 }
 
 

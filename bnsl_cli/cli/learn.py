@@ -220,7 +220,7 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
+    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts, check_constant=not dp)  # no data-dependent check under --dp
     if progress is not None:
         progress.close()
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)

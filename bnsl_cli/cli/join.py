@@ -83,7 +83,8 @@ def command(
     """Join a networked run as one site (the coordinator runs bnsl serve).
 
     Exit codes: 0 ok; 2 usage; 3 bad data; 5 this site refused the plan (beyond its limits);
-    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C.
+    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C;
+    143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
@@ -103,11 +104,11 @@ def command(
     host, _ = split_hostport(coordinator, "HOST:PORT")
     from bnsl_cli.cli.netopts import credentials
 
-    creds = credentials(ca, cert, key, insecure, host, "coordinator address")
+    creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
     from bnsl_cli.io.data import read_table, sample_warnings
 
     read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
-    table = read_table(csv, sep=sep, options=read_opts, min_columns=2)
+    table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: accepted()
     sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name
     from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, plan_record
@@ -133,12 +134,17 @@ def command(
         "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
         "columns": list(table.names), "limits": limits.to_dict(),
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
+        **_own_identity(creds),
     })
     sk, pk = generate_keypair()
     hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
              "x25519": pk.hex()}
 
     def accepted(acc) -> None:
+        if not acc.plan.private:  # a private run must not depend on whether a column is constant
+            from bnsl_cli.io.data import check_constant_columns
+
+            check_constant_columns(table)
         if acc.plan.private and not acc.plan.standardize:  # this site's exact spreads (nothing is released)
             dataopts.exact_scale_warning([_columns_of(table, acc.plan.names, acc.X)])
         tr.write({"event": "plan", "decision": "accepted", **plan_record(acc.plan), "index": acc.index,
@@ -156,8 +162,10 @@ def command(
             connect_timeout=connect_timeout, transcript=tr, log=log,
         )
         status = "ok"
-    except KeyboardInterrupt:
-        status = "interrupted (Ctrl-C)"
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
+        status = interruption(exc)[0]
         raise
     except BnslError as exc:
         status = f"stopped: {exc}"
@@ -175,6 +183,16 @@ def _columns_of(table, names, X):
     from bnsl_cli.io.data import Table
 
     return Table(X, tuple(names), table.path)
+
+
+def _own_identity(creds) -> dict:
+    """This site's certificate identity and fingerprint for the transcript's run record."""
+    if creds is None:
+        return {"identity": None}
+    from bnsl_cli.federated.net.identity import identity_of
+
+    ident = identity_of(creds.cert)
+    return {"identity": ident.name, "certificate_sha256": ident.sha256}
 
 
 def _recording(on_plan, tr):

@@ -14,6 +14,7 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 METHOD_HELP = (
     "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
     "fed-moments (pooled second moments in two sum-shaped exchanges, NOTEARS on them) | "
+    "fed-suffstats (private sufficient statistics: whitened second moments in stages, a noise-aware score search) | "
     "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone)"
 )
 
@@ -133,6 +134,11 @@ def command(
     conversion: str = typer.Option(
         "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion.", rich_help_panel=dataopts.PRIVACY,
     ),
+    accountant: str = typer.Option(
+        "pld", "--accountant", envvar="BNSL_ACCOUNTANT", metavar="[pld|zcdp]",
+        help="How the privacy ledger is read for the calibration and the report: privacy-loss distributions "
+        "(pld, tighter) or zCDP.",
+    ),
     public_means: bool = typer.Option(
         False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release.", rich_help_panel=dataopts.PRIVACY,
     ),
@@ -141,6 +147,18 @@ def command(
         help="DP: a public bound B on |x| (and on |x − centre|) used to clip the mean and second-moment "
         "releases; without it the bounds come from noisy range histograms.",
         rich_help_panel=dataopts.PRIVACY,
+    ),
+    noise: str = typer.Option(
+        "auto", "--noise", metavar="[auto|distributed|per-site]",
+        help="DP, fed-suffstats: who adds the noise of the summed releases. distributed: each site adds a share "
+        "(variance 1/(P − t) of the calibrated one) and only the secure sum carries the whole noise (in process, "
+        "and serve --secure-sum); per-site: every site adds all of it (P times the pooled variance). auto: "
+        "distributed for fed-suffstats (per-site under serve without --secure-sum).",
+    ),
+    collusion_tolerance: int = typer.Option(
+        0, "--collusion-tolerance", metavar="T",
+        help="DP, distributed noise: raise every share to variance σ²/(P − T), so the guarantee holds against the "
+        "coordinator together with T colluding sites.",
     ),
     clip_levels: str = typer.Option(
         "auto", "--clip-levels", metavar="[auto|adaptive|static]", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
@@ -173,9 +191,12 @@ def command(
             selection_share=selection_share,
             polish_share=polish_share,
             conversion=conversion,
+            accountant=accountant,
             public_means=public_means,
             value_bound=value_bound,
             clip_levels=clip_levels,
+            noise=noise,
+            collusion_tolerance=collusion_tolerance,
         )
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
@@ -198,7 +219,7 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
+    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts, check_constant=not dp)  # no data-dependent check under --dp
     if progress is not None:
         progress.close()
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)

@@ -33,6 +33,7 @@ from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import DenseUpdate, SparseEntries, SparseUpdate
 from bnsl_cli.federated.participant import Participant
 from bnsl_cli.federated.pgcd import soft_threshold
+from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, to_float32_range
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise, project_psd, symmetric_gaussian_matrix
@@ -135,7 +136,7 @@ class ClippedGradients:
         self.dtype = np.float32 if precision == "single" else np.float64
         # rows of these are columns of the data: X_cᵀ (d × n_p) and the residuals Rᵀ = (X_c B − X_c)ᵀ,
         # so that updating child j touches one contiguous row
-        self.XT = np.ascontiguousarray(Xc.T, dtype=np.float64)
+        self.XT = np.ascontiguousarray(clamp_abs(Xc).T)  # float32-safe whatever row arrives (bounding)
         self.RT = -self.XT.copy()
         self._XTc = self.XT.astype(self.dtype, copy=False)
         d, n = self.XT.shape
@@ -185,7 +186,10 @@ class ClippedGradients:
         d, k = self.d, self._block
         X, lo, hi = self._XTc, self.lo, self.hi
         r = self._r
-        r[...] = self.RT[j]  # rounded to the working precision
+        if self.dtype == np.float32:
+            to_float32_range(self.RT[j], r)  # rounded to float32 without becoming inf (no inf·0 below)
+        else:
+            r[...] = self.RT[j]
         out = np.empty(d)
         for s in range(0, d, k):
             e = min(s + k, d)
@@ -319,12 +323,13 @@ def private_polish_moments(
     # two passes over chunks of pairs (norms, then clipped sums) instead of holding the
     # n_p × |Q| matrix u: recomputing a product is cheaper than 50 MB at d = 200
     chunks = [slice(s, s + 512) for s in range(0, pairs.size, 512)]
+    Xc = clamp_rows(Xc, np.zeros(d), v_hat)  # |x_j| ≤ 2⁴⁰√v̂_j: u ≤ 2⁸⁰, its squares finite (bounding)
     sq = np.zeros(n_rows)  # squared ℓ₂ norm of each row's u
     for sl in chunks:
         u = Xc[:, a[sl]] * Xc[:, b[sl]] / scale[sl]
         sq += np.einsum("ij,ij->i", u, u)
     c_row = clip * float(np.sqrt(pairs.size))
-    factor = np.minimum(1.0, c_row / np.maximum(np.sqrt(sq), 1e-300))
+    factor = clip_factors(np.sqrt(sq), c_row)
     sums = np.empty(pairs.size)
     for sl in chunks:
         u = Xc[:, a[sl]] * Xc[:, b[sl]] / scale[sl]
@@ -340,8 +345,9 @@ def private_covariance(Xc: np.ndarray, v_hat: np.ndarray, clip: float, multiplie
     symmetric Gaussian noise (sensitivity ``√2·C_x²``), projected to PSD."""
     d = Xc.shape[1]
     c_x = clip * float(np.sqrt(v_hat.sum()))
+    Xc = clamp_rows(Xc, np.zeros(d), v_hat)  # finite squares whatever row arrives (bounding)
     norms = np.sqrt((Xc * Xc).sum(axis=1))
-    scale = np.minimum(1.0, c_x / np.maximum(norms, 1e-300))
+    scale = clip_factors(norms, c_x)
     Xs = Xc * scale[:, None]
     sens = covariance_sensitivity(c_x)
     std = multiplier * sens
@@ -404,6 +410,7 @@ class DPSparseParticipant(_PrivateHolder):
         report_B: bool = False,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
+        X = clamp_rows(X, centre, v_hat)  # every later release sees bounded, finite rows (bounding)
         super().__init__(pid, X, n_total, lam, centre=centre, report_B=report_B)
         self._record(events)
         self.notes = notes
@@ -479,6 +486,7 @@ class DPDenseParticipant(_PrivateHolder):
         report_B: bool = False,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
+        X = clamp_rows(X, centre, v_hat)  # every later release sees bounded, finite rows (bounding)
         super().__init__(pid, X, n_total, 0.0, centre=centre, report_B=report_B)
         self._record(events)
         self.notes = notes

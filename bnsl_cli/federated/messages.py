@@ -73,6 +73,12 @@ class MessageKind(enum.IntEnum):
     MOMENT_REQUEST = 23  #: :class:`MomentRequest`
     SHARE_REPLY = 25  #: :class:`ShareReply`
     CENTRE = 26  #: :class:`CentreBroadcast`
+    #: fed-suffstats' basis broadcast (:class:`~bnsl_cli.federated.methods.suffstats.BasisBroadcast`),
+    #: answered with a share of the whitened moments, ``(d + 1)(d + 2)/2`` values
+    SUFFSTATS_BASIS = 40
+    #: fed-suffstats' first request (:class:`~bnsl_cli.federated.methods.suffstats.FirstRequest`),
+    #: answered with a share of as many values as its count field says
+    SUFFSTATS_FIRST = 41
     # 21 and 24 (the per-participant statistics and moments before the sum-shaped encoding) are
     # retired: no build sends or accepts them, and the numbers are not reused
 
@@ -574,6 +580,8 @@ _ANSWERS = {
     MessageKind.STATS_REQUEST: (MessageKind.SHARE_REPLY,),
     MessageKind.MOMENT_REQUEST: (MessageKind.SHARE_REPLY,),
     MessageKind.CENTRE: (MessageKind.SHARE_REPLY,),
+    MessageKind.SUFFSTATS_BASIS: (MessageKind.SHARE_REPLY,),
+    MessageKind.SUFFSTATS_FIRST: (MessageKind.SHARE_REPLY,),
 }
 
 #: The largest magnitude a value in a reply may have. Every value a participant sends is a weight,
@@ -613,7 +621,9 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     dense update: ``d²`` values); a sparse update names distinct entries inside the ``d × d``
     matrix. With ``values`` (every reply not masked by a secure sum): every value and the objective
     are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude, and a share of the pooled variances
-    (the answer to a centre broadcast of count 1) is not negative."""
+    (the answer to a centre broadcast of count 1) is not negative. fed-suffstats: a basis broadcast
+    (kind 40) is answered with a share of ``(d + 1)(d + 2)/2`` values, its first request (kind 41)
+    with a share of the request's count."""
     if request is None or len(request) < HEADER.size:
         return None
     r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
@@ -659,7 +669,12 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
                 return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
             vals = np.frombuffer(reply, dtype="<f8", offset=len(reply) - body)
     elif kind == MessageKind.SHARE_REPLY:
-        want = d * (d + 1) // 2 if (r_kind == MessageKind.CENTRE and r_count == 2) else d
+        if r_kind == MessageKind.SUFFSTATS_BASIS:
+            want = (d + 1) * (d + 2) // 2
+        elif r_kind == MessageKind.SUFFSTATS_FIRST:
+            want = r_count
+        else:
+            want = d * (d + 1) // 2 if (r_kind == MessageKind.CENTRE and r_count == 2) else d
         if count != want or body != 8 * count:
             return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
         vals = np.frombuffer(reply, dtype="<f8", offset=HEADER.size)

@@ -48,6 +48,7 @@ from bnsl_cli.federated.messages import (
     message_kind,
 )
 from bnsl_cli.federated.method_spec import Statistics
+from bnsl_cli.privacy.bounding import clamp_rows
 from bnsl_cli.stats import (
     check_scales,
     column_stats,
@@ -95,6 +96,7 @@ class StatsSite:
             self._pre = dp_participant.private_preprocessing(X, dp_participant.one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
             centre, v_hat = self._pre[0], self._pre[1]
             self._stats = (n, n * np.asarray(centre, float), n * np.asarray(v_hat, float))
+            X = clamp_rows(X, centre, v_hat)  # (x − μ)/σ below cannot overflow (bounding)
         else:
             self._stats = column_stats(X)
         if plan.standardize:

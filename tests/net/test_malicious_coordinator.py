@@ -26,6 +26,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
     StandardizeBroadcast,
     StatsRequest,
 )
+from bnsl_cli.federated.methods.suffstats import BasisBroadcast, FirstRequest  # noqa: E402
 from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.releases import ReleaseKind  # noqa: E402
@@ -239,6 +240,65 @@ def test_an_honest_sequence_passes_the_guard_and_spends_the_plan(tables):
     _within(g, acc.rho)
 
 
+def _suffstats_guard(tables, **dp):
+    from bnsl_cli.federated.methods.suffstats import pair_bins, value_bins
+
+    plan = _plan(tables, method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site", **dp))
+    acc = check_plan(_body(plan), tables[0], LIMITS, "site0")
+    d = plan.d
+    first = FirstRequest(0, d, d * (value_bins() + pair_bins())).encode()
+    return acc, guarded_participant(acc), first
+
+
+def _basis(k, d):
+    return BasisBroadcast(k, d, np.zeros(d), np.ones(d), np.eye(d)).encode()
+
+
+def test_fed_suffstats_stages_beyond_the_plan_are_refused(tables):
+    """fed-suffstats: the first request once (one scale-histogram release), then one basis broadcast
+    per planned stage (one whitened-moment release each); a fifth stage after a 4-stage plan, a
+    replayed stage and a second first request are refused, and the ledger stays within ρ."""
+    from bnsl_cli.federated.methods.suffstats import STAGES
+
+    acc, g, first = _suffstats_guard(tables)
+    d = acc.plan.d
+    assert STAGES == 4 and g.stages == STAGES
+    assert g.handle(first) is not None
+    assert g.spent()[0] == {ReleaseKind.SCALE_HISTOGRAM: 1}
+    for k in range(1, STAGES + 1):
+        assert g.handle(_basis(k, d)) is not None
+    assert g.spent()[0][ReleaseKind.WHITENED_MOMENTS] == STAGES
+    assert g.rho_spent == pytest.approx(acc.rho, rel=1e-9)  # the honest sequence spends the plan
+    _refused_suffstats(g, _basis(STAGES + 1, d), "stage 5, beyond the plan's 4 stages")
+    _within(g, acc.rho)
+
+    acc, g, first = _suffstats_guard(tables)
+    g.handle(first)
+    g.handle(_basis(1, d))
+    g.handle(_basis(2, d))
+    _refused_suffstats(g, _basis(2, d), "stage 2 after stage 2")
+    acc, g, first = _suffstats_guard(tables)
+    g.handle(first)
+    _refused_suffstats(g, first, "second fed-suffstats first request")
+    acc, g, first = _suffstats_guard(tables)
+    _refused_suffstats(g, _basis(1, d), "before the first request")
+
+
+def _refused_suffstats(guard, msg, says):
+    before = guard.spent()
+    with pytest.raises(GuardRefusedError, match=says) as info:
+        guard.handle(msg)
+    assert info.value.exit_code == 5
+    assert guard.spent() == before
+    with pytest.raises(GuardRefusedError, match="stopped earlier"):
+        guard.handle(_basis(guard.stages_done + 1, guard.plan.d))
+
+
+def test_fed_suffstats_messages_are_refused_in_other_plans(tables):
+    acc, g = _guard(tables)
+    _refused(g, _basis(1, acc.plan.d), "kind 40, which no plan sends")
+
+
 def test_a_non_private_plan_is_held_to_its_rounds_too(tables):
     acc = check_plan(_body(_plan(tables, dp=None)), tables[0], SiteLimits(allow_non_private=True), "site0")
     g = guarded_participant(acc)
@@ -344,6 +404,10 @@ HONEST = [
     dict(method="fed-bnsl", rounds=30),
     dict(method="fed-moments", rounds=30),
     dict(method="fed-moments", dp=DPConfig(epsilon=5.0)),
+    dict(dp=DPConfig(epsilon=5.0, accountant="zcdp")),
+    dict(method="fed-moments", dp=DPConfig(epsilon=5.0, accountant="zcdp")),
+    dict(method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site")),
+    dict(method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site", accountant="zcdp")),
 ]
 
 
@@ -353,6 +417,24 @@ def test_honest_plans_pass_the_recomputation(tables, opts):
     acc = check_plan(_body(_plan(tables, **opts)), tables[0], SiteLimits(max_epsilon=10.0, max_delta=1.0), "site0")
     assert acc.rho == pytest.approx(acc.plan.privacy.spend()[1], rel=1e-15)
     assert acc.epsilon <= acc.plan.privacy.epsilon
+
+
+@pytest.mark.parametrize("tolerance", [0, 1])
+@pytest.mark.parametrize("accountant", ["pld", "zcdp"])
+def test_honest_distributed_noise_plans_pass_the_recomputation(tables, tolerance, accountant):
+    """fed-suffstats' distributed noise (split P − T) under either accountant is recomputed exactly;
+    a split the options cannot give is refused."""
+    dp = DPConfig(epsilon=5.0, noise="distributed", collusion_tolerance=tolerance, accountant=accountant)
+    plan = _plan(tables, method="fed-suffstats", dp=dp)
+    assert max(r.split for r in plan.privacy.releases) == len(tables) - tolerance
+    limits = SiteLimits(max_epsilon=10.0, max_delta=1.0, accept_split_noise=True)
+    body = {"plan": plan.to_dict(), "index": 0, "secure_sum": {"scale_bits": 32}}
+    acc = check_plan(body, tables[0], limits, "site0")
+    assert acc.rho == pytest.approx(plan.privacy.spend()[1], rel=1e-15)
+    bad = plan.to_dict()
+    bad["privacy"]["releases"][-1]["split"] = len(tables) + 1
+    with pytest.raises(RefusedError):
+        check_plan({**body, "plan": bad}, tables[0], limits, "site0")
 
 
 def test_the_recomputation_tolerates_last_bit_rounding_only(tables):

@@ -54,6 +54,7 @@ from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
 from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
@@ -111,8 +112,8 @@ def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, s
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
     d = Z.shape[1]
     c_x = clip * float(np.sqrt(d))
-    norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
-    Zs = Z * np.minimum(1.0, c_x / np.maximum(norms, 1e-300))[:, None]
+    Z = clamp_abs(Z)  # finite whatever arrives; the clip factor below is never 0·inf (bounding)
+    Zs = Z * clip_factors(row_norms(Z), c_x)[:, None]
     sens = float(np.sqrt(2.0) * c_x**2)
     std = multiplier * sens  # the noise of the release; with split noise, of the sum of ``split`` sites' shares
     noise = symmetric_gaussian_matrix(d, std / np.sqrt(split), rng)
@@ -164,6 +165,7 @@ class MomentSite:
             self._X = None  # from here on only the releases are used (and, with split noise, _Xp)
             self._centre = np.asarray(centre, float)
             self._v_hat = np.asarray(v_hat, float)
+            X = clamp_rows(X, self._centre, self._v_hat)  # bounded, finite rows whatever arrives (bounding)
             self._split = max([int(r.split) for r in privacy.releases if r.kind == ReleaseKind.MOMENT_MATRIX] or [1])
             self._private = (privacy.clip, mult, rng)
             self._M = None

@@ -3,7 +3,7 @@ participant release while the run goes on (:class:`SpendGuard`).
 
 The coordinator is not trusted with the site's budget. Before anything data-dependent is computed,
 :func:`check_plan` recomputes the plan's privacy part from its public quantities alone (ε, δ, the
-conversion, the budget shares, the clip, the clip levels, the value bound, the rounds and steps the
+conversion, the accountant, the budget shares, the clip, the clip levels, the value bound, the rounds and steps the
 participant will run, whether it polishes) with the same builder the coordinator used
 (:func:`bnsl_cli.plan.resolve_privacy`, i.e. :mod:`bnsl_cli.privacy.release_plan`), and refuses a plan
 whose release list (kinds, mechanisms, noise multipliers, counts, split) is not exactly that list, or
@@ -14,8 +14,10 @@ At run time :class:`SpendGuard` wraps the participant. Before it hands a message
 message against the accepted plan: consensus rounds numbered 1, 2, 3, … with no gap, replay or
 reordering and no more than the plan's rounds; the polish's second-moment request once, after a
 round, only when the plan polishes; each pre-round statistics request once, before the rounds;
-nothing after the stop broadcast. It predicts the releases the message asks for (the DP-PGCD steps
-of a round, the polish's moments, a split-noise moment matrix) and refuses when they would exceed
+nothing after the stop broadcast; fed-suffstats' first request once, then its basis broadcasts
+numbered 1, 2, … up to the plan's number of whitened-moment stages. It predicts the releases the message asks for (the DP-PGCD steps
+of a round, the polish's moments, a split-noise moment matrix, fed-suffstats' scale histograms and
+whitened moments) and refuses when they would exceed
 the planned count of their kind or the remaining ρ. After the participant answered, it reads the
 participant's ledger again and withholds the answer if any release exceeded the plan (a count, a
 per-release cost, the total ρ). A refusal is a :class:`~bnsl_cli.errors.GuardRefusedError` (exit 5):
@@ -35,7 +37,7 @@ import numpy as np
 
 from bnsl_cli.errors import BnslError, GuardRefusedError, OptionError, RefusedError, ShardMismatchError
 from bnsl_cli.federated.messages import CentreBroadcast, MessageKind, is_stop, read_header
-from bnsl_cli.federated.methods import Rounds, make_participant, method_spec
+from bnsl_cli.federated.methods import Rounds, make_participant, method_spec, suffstats
 from bnsl_cli.federated.net.common import FederationError
 from bnsl_cli.plan import CLIP_LEVELS, DPConfig, PrivacyPlan, RunPlan, resolve_privacy
 from bnsl_cli.privacy.releases import ReleaseKind
@@ -122,15 +124,16 @@ def admm_rounds(plan) -> int:
 def expected_privacy(plan: RunPlan) -> PrivacyPlan:
     """The privacy part ``plan`` must have: recomputed from its public quantities (target, shares,
     clip, clip levels, value bound, the rounds and steps the participant will run, the polish) by
-    the builder the coordinator uses, with the plan's split noise applied the way ``serve
-    --split-noise`` applies it. Raises :class:`RefusedError` when they cannot make a plan."""
+    the builder the coordinator uses, by the plan's accountant, with the plan's split noise applied
+    the way ``serve --split-noise`` (fed-moments) or ``--noise distributed``/``--collusion-tolerance``
+    (a method whose summed releases can carry distributed noise) applies it. Raises :class:`RefusedError` when they cannot make a plan."""
     pv = plan.privacy
     try:
         dp = DPConfig(
             epsilon=pv.epsilon, delta=pv.delta if pv.delta_given else None, clip=pv.clip,
             selection_share=pv.selection_share, conversion=pv.conversion, public_means=pv.public_means,
             value_bound=pv.value_bound, clip_levels=pv.clip_levels if pv.clip_levels in CLIP_LEVELS else "auto",
-            polish_share=pv.polish_share,
+            polish_share=pv.polish_share, accountant=pv.accountant,
         )
         want = resolve_privacy(
             plan.method, dp, delta=pv.delta, rounds=plan.rounds, steps=plan.steps, polish=plan.polish, d=plan.d,
@@ -138,9 +141,15 @@ def expected_privacy(plan: RunPlan) -> PrivacyPlan:
         )
         split = max((int(r.split) for r in pv.releases), default=1)
         if split > 1:
-            from bnsl_cli.privacy.split import split_noise_plan
+            if method_spec(plan.method).distributed_noise:
+                # --noise distributed over P sites with collusion tolerance t = P − split
+                from bnsl_cli.privacy.split import distribute_noise
 
-            want = split_noise_plan(replace(plan, privacy=want)).privacy
+                want = distribute_noise(want, plan.method, True, plan.P, "distributed", max(plan.P - split, 0))
+            else:  # serve --split-noise (fed-moments): split over every site
+                from bnsl_cli.privacy.split import split_noise_plan
+
+                want = split_noise_plan(replace(plan, privacy=want)).privacy
     except BnslError as exc:
         raise RefusedError(f"the plan's privacy part cannot be recomputed from its public quantities ({exc})") from None
     except (TypeError, ValueError, ArithmeticError) as exc:
@@ -205,7 +214,8 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
     # the coordinator may choose fewer columns (serve --columns/--drop): this site uses those
     idx = [table.names.index(n) for n in plan.names]
-    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    # C order, as bnsl learn holds a reordered shard (a column-major slice changes the last digits)
+    X = np.ascontiguousarray(table.X[:, idx]) if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))
     if limits.methods is not None and plan.method not in limits.methods:
         raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits.methods)}")
@@ -264,7 +274,7 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
                 "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
                 "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
             )
-        if not secure or split != plan.P:
+        if not secure or split > plan.P:
             raise RefusedError(
                 "the plan splits DP noise " + ("without a secure sum" if not secure
                                                else f"over {split} sites but has {plan.P}") + "; refused"
@@ -310,6 +320,24 @@ _ONCE_BEFORE_ROUNDS = {
 }
 
 
+#: fed-suffstats' requests (:mod:`bnsl_cli.federated.methods.suffstats`): the first request, once
+#: before the stages (private: one scale-histogram release), then one basis broadcast per stage,
+#: numbered 1, 2, … up to the plan's number of whitened-moment stages (private: one whitened-moment
+#: release each)
+_SUFFSTATS_FIRST = "fed-suffstats first request"
+
+
+def suffstats_stages(plan: RunPlan) -> int:
+    """The number of basis broadcasts (whitened-moment stages) ``plan`` makes a fed-suffstats site
+    answer: one per whitened-moment release of a private plan; one without privacy; 0 for a method
+    whose participant is not a fed-suffstats site (by the registry)."""
+    if method_spec(plan.method).participant is not suffstats.make_suffstats_site:
+        return 0
+    if not plan.private:
+        return 1
+    return sum(1 for r in plan.privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS)
+
+
 class SpendGuard:
     """``participant`` held to the accepted ``plan`` (see the module docstring). ``rho`` is the zCDP
     budget the site accepted (default: the plan's release list's spend). A refusal raises
@@ -321,7 +349,13 @@ class SpendGuard:
         self.pid = int(getattr(participant, "pid", 0))
         self.planned_count: dict = {}
         self.planned_rho_each: dict = {}
+        self.stages = suffstats_stages(plan)
+        self.stages_done = 0
+        #: ρ of each whitened-moment stage, in order (fed-suffstats: the stages' shares differ)
+        self.stage_rho: list = []
         if plan.private:
+            self.stage_rho = [float(r.rho_each) for r in plan.privacy.releases
+                              if r.kind == ReleaseKind.WHITENED_MOMENTS]
             for r in plan.privacy.releases:
                 self.planned_count[r.kind] = self.planned_count.get(r.kind, 0) + int(r.count)
                 self.planned_rho_each[r.kind] = max(self.planned_rho_each.get(r.kind, 0.0), float(r.rho_each))
@@ -384,6 +418,10 @@ class SpendGuard:
             out = {ReleaseKind.POLISH: 1}
         elif kind == MessageKind.STANDARDIZE:
             out = {ReleaseKind.MOMENT_MATRIX: 1}  # fed-moments with split noise releases on this scale
+        elif kind == MessageKind.SUFFSTATS_FIRST:
+            out = {ReleaseKind.SCALE_HISTOGRAM: 1}
+        elif kind == MessageKind.SUFFSTATS_BASIS:
+            out = {ReleaseKind.WHITENED_MOMENTS: 1}
         else:
             out = {}
         return {k: n for k, n in out.items() if k in self.planned_count}
@@ -431,6 +469,21 @@ class SpendGuard:
                 raise self._refuse(f"a second {what}")
             if self.last_round > 0:
                 raise self._refuse(f"a {what} after the rounds began")
+        elif kind == MessageKind.SUFFSTATS_FIRST and self.stages:
+            if _SUFFSTATS_FIRST in self.seen:
+                raise self._refuse("a second fed-suffstats first request")
+            if self.stages_done:
+                raise self._refuse("a fed-suffstats first request after the stages began")
+        elif kind == MessageKind.SUFFSTATS_BASIS and self.stages:
+            if _SUFFSTATS_FIRST not in self.seen:
+                raise self._refuse("a fed-suffstats basis broadcast before the first request")
+            if rnd != self.stages_done + 1:
+                raise self._refuse(
+                    f"a basis broadcast for stage {rnd} after stage {self.stages_done} (stages must follow one "
+                    "another: a replayed, skipped or reordered stage)"
+                )
+            if rnd > self.stages:
+                raise self._refuse(f"a basis broadcast for stage {rnd}, beyond the plan's {self.stages} stages")
         else:
             raise self._refuse(f"a message of kind {kind}, which no plan sends to a site")
         predicted = self._predicted(kind, data)
@@ -442,7 +495,10 @@ class SpendGuard:
                     raise self._refuse(
                         f"{n} more {k} releases after {counts.get(k, 0)}, beyond the plan's {self.planned_count[k]}"
                     )
-                extra += n * self.planned_rho_each[k]
+                if k == ReleaseKind.WHITENED_MOMENTS and 1 <= rnd <= len(self.stage_rho):
+                    extra += n * self.stage_rho[rnd - 1]  # this stage's own share
+                else:
+                    extra += n * self.planned_rho_each[k]
             if not rho + extra <= self.rho_accepted * (1 + RHO_SLACK):
                 raise self._refuse(
                     f"releases costing ρ {extra:.4g} with {self.rho_accepted - rho:.4g} of the accepted "
@@ -460,6 +516,10 @@ class SpendGuard:
             self.seen.add("centre broadcast (full)" if CentreBroadcast.decode(data).full else "centre broadcast")
         elif head.kind in _ONCE_BEFORE_ROUNDS:
             self.seen.add(_ONCE_BEFORE_ROUNDS[head.kind])
+        elif head.kind == MessageKind.SUFFSTATS_FIRST:
+            self.seen.add(_SUFFSTATS_FIRST)
+        elif head.kind == MessageKind.SUFFSTATS_BASIS:
+            self.stages_done = head.round
 
     # -- the participant's interface ---------------------------------------------------------------
     def handle(self, data: bytes) -> Optional[bytes]:

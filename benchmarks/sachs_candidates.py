@@ -43,6 +43,9 @@ Gs = [gram(v) * n / m for v, m in zip(cap["replies"], np_)]
 r = PM.polish_graph(G, n, st.W0, st.W_raw, None, score="auto", additions="all")
 print("replay", C.metrics(r.W, truth), r.info["score"])
 E = r.W != 0
+for sc in ("equal", "node"):
+    r2 = PM.polish_graph(G, n, st.W0, st.W_raw, None, score=sc, additions="all"); print("score", sc, C.metrics(r2.W, truth))
+print("consensus (no polish)", C.metrics(st.W0, truth))
 for t in (0.1, 0.2, 0.3):
     r2 = PM.polish_graph(G, n, st.W0, st.W_raw, t, score="auto", additions="all"); print("thr", t, C.metrics(r2.W, truth))
 def site_prune(E, need, extra=0.0):

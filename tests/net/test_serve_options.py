@@ -68,7 +68,7 @@ class LoopbackFleet:
     plans: list = []
     stop_at_plan = True
 
-    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None):
+    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None, **admission):
         assert n_sites == len(self.tables)
         self.port, self.workers, self.secure_sum, self.scale_bits = 7443, 1, False, 32
         self.sites, self.inner, self.closed = [], None, None

@@ -112,7 +112,9 @@ def scale_warning(sd: np.ndarray, names: Sequence[str]) -> Optional[str]:
     hi, lo = names[idx[int(np.argmax(s))]], names[idx[int(np.argmin(s))]]
     return (
         f"the columns' spreads differ {ratio:.3g}-fold ({hi!s} sd {s.max():.3g}, {lo!s} sd {s.min():.3g}); "
-        "the graph depends on their units — rerun with --standardize"
+        "the graph depends on their units; --standardize makes it unit-free, but on simulated data whose "
+        "units carry information it was worse about as often as better — use it when the units are arbitrary, "
+        "else compare both"
     )
 
 

@@ -43,7 +43,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import InputDataError, ShardMismatchError
+from bnsl_cli.errors import ConstantColumnWarning, InputDataError, ShardMismatchError
 
 __all__ = [
     "Table",
@@ -71,10 +71,6 @@ _CHUNK_BYTES = 8 << 20  # about this much text per parsed chunk of rows
 #: (``1_000``; ``True``/``False``): a file holding one is judged by the strict checker. Single
 #: bytes, so each test is one ``memchr`` over the block.
 _SUSPECT = (b"_", b"r", b"R", b"s", b"S")
-
-
-class ConstantColumnWarning(UserWarning):
-    """A column is constant in some (not all) participant shards; the run goes on."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The one run pipeline: ``run(plan, fleet)`` — (pre-round stages) → the method's exchanges → finish
 the graph → report. Private runs are the same pipeline with a plan that carries a release list.
 
-``learn(tables, options)`` is the convenience front door: resolve the plan from the tables'
-public shape, put the participants in this process or in worker processes, and ``run``.
+The library's front door for tables held here is :func:`bnsl_cli.learn.learn` (resolve the plan
+from the tables' public shape, put the participants in this process or in worker processes, and
+``run``).
 
 Methods (the registry, :mod:`bnsl_cli.federated.methods`): ``fed-sparse`` (Fed-Sparse-BNSL: ADMM + PGCD; private:
 DP-PGCD), ``fed-bnsl`` (Fed-BNSL, Ng & Zhang 2022; private: one noisy covariance per participant),
@@ -30,17 +31,15 @@ from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
 from bnsl_cli.numerics import single_blas_thread
-from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan import RunPlan
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import make_rng
-from bnsl_cli.privacy.split import check_split_allowed
+from bnsl_cli.privacy.split_noise import check_split_allowed
 
 __all__ = [
     "SCHEMA_VERSION",
     "LearnResult",
     "run",
-    "learn",
-    "run_tables",
     "local_fleet",
     "participant_rngs",
     "PRIVACY_UNIT",
@@ -277,7 +276,7 @@ def _privacy_report(spec, plan: RunPlan, summaries: list, warn_list: list) -> di
 
 
 # ----------------------------------------------------------------------------------------------
-# the local front door
+# participants held in this process (bnsl_cli.learn.learn)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -298,22 +297,3 @@ def local_fleet(plan: RunPlan, tables):
     rngs = participant_rngs(plan) if plan.private else [None] * plan.P
     parts = [make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)]
     return make_fleet(parts, plan.workers)
-
-
-def learn(tables, options: LearnConfig = LearnConfig(), progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
-    """Learn a DAG from participant tables (one table = one participant, same columns):
-    resolve the plan, build the participants here (or in worker processes), run."""
-    return run_tables(RunPlan.resolve(options, Shapes.of_tables(tables)), tables, progress)
-
-
-def run_tables(plan: RunPlan, tables, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
-    """Run a resolved plan on participant tables held here: the participants in this process (or in
-    ``plan.workers`` worker processes), then :func:`run`."""
-    with single_blas_thread():
-        fleet = local_fleet(plan, tables)
-    try:
-        return run(plan, fleet, progress)
-    finally:
-        close = getattr(fleet, "close", None)
-        if close is not None:
-            close()

@@ -49,7 +49,6 @@ __all__ = [
     "polish_pairs",
     "candidate_edges",
     "family_rss",
-    "hill_climb",
     "least_squares_weights",
     "polish_graph",
     "score_search",
@@ -65,12 +64,6 @@ POLISH_CANDIDATES = 0.1
 #: The polish score of a non-private run (see :func:`polish_graph`) and of a private one.
 POLISH_SCORE = "auto"
 POLISH_SCORE_DP = "equal"
-#: Non-private runs without ``--threshold``: apply the default weight threshold after the search
-#: anyway (``True``) or let the score decide the edges (``False``). Measured (CHANGELOG ``### Accuracy``):
-#: ``False`` keeps weak edges (ER2/SF2 d = 50, |w| ∈ [0.2, 1]: skeleton recall 1.00 against 0.87–0.88)
-#: but on the raw Sachs data (non-Gaussian, n = 7466) the score keeps 34 edges (SHD 28 against 16).
-APPLY_DEFAULT_THRESHOLD = False
-
 _UNSET = object()
 
 
@@ -359,27 +352,6 @@ def bic_of(G: np.ndarray, n: int, E: np.ndarray, score: str, penalty: Optional[f
     return n / 2.0 * np.log(R).sum() + pen * k + np.log(n) / 2.0 * d
 
 
-def hill_climb(
-    G: np.ndarray,
-    n: int,
-    E0: np.ndarray,
-    candidates,
-    penalty: Optional[float] = None,
-    max_moves: Optional[int] = None,
-    noise_std: Optional[np.ndarray] = None,
-    z: float = 3.0,
-    score: str = "equal",
-) -> tuple[np.ndarray, list]:
-    """:func:`score_search` with additions restricted to the directed pairs ``candidates``
-    (a list of ``(i, j)``)."""
-    d = G.shape[0]
-    allowed = np.zeros((d, d), dtype=bool)
-    if len(candidates):
-        ij = np.asarray(list(candidates), dtype=np.int64).reshape(-1, 2)
-        allowed[ij[:, 0], ij[:, 1]] = True
-    return score_search(G, n, E0, allowed, score, penalty, max_moves, noise_std, z)
-
-
 def prune_within_noise(G: np.ndarray, E: np.ndarray, noise_std: np.ndarray, z: float = 3.0) -> tuple[np.ndarray, int]:
     """Drop, weakest first, the edges ``i → j`` whose partial second moment given the other parents
     of ``j`` is within ``z`` noise stds of ``G_ij`` (private runs: the noisy moments cannot tell them
@@ -539,8 +511,11 @@ class PolishStage:
         participants)`` for a private run: the participants' noise multiplier σ_pol, the row clip
         ``κ`` and their number ``P`` (all public). ``score``, ``full`` and ``final_threshold``
         default to :data:`POLISH_SCORE`, "every pair when non-private" and "``threshold`` when
-        private or ``threshold_given`` (the user's ``--threshold``), none otherwise" (see
-        :data:`APPLY_DEFAULT_THRESHOLD`)."""
+        private or ``threshold_given`` (the user's ``--threshold``), none otherwise": without
+        ``--threshold`` a non-private run lets the score decide the edges. Measured (CHANGELOG
+        ``### Accuracy``): that keeps weak edges (ER2/SF2 d = 50, |w| ∈ [0.2, 1]: skeleton recall 1.00
+        against 0.87–0.88 with the default threshold applied) but on the raw Sachs data
+        (non-Gaussian, n = 7466) the score keeps 34 edges (SHD 28 against 16)."""
         self.threshold = float(threshold)
         self.n_total = int(n_total)
         self.candidate = float(candidate)
@@ -549,7 +524,7 @@ class PolishStage:
         self.score = (POLISH_SCORE_DP if private else POLISH_SCORE) if score is None else score
         self.full = (not private) if full is None else bool(full)
         if final_threshold is _UNSET:
-            final_threshold = self.threshold if (private or threshold_given or APPLY_DEFAULT_THRESHOLD) else None
+            final_threshold = self.threshold if (private or threshold_given) else None
         self.final_threshold = final_threshold
         self.result: Optional[PolishResult] = None
         self.pairs = None

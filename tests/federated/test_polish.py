@@ -10,7 +10,7 @@ from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
 from bnsl_cli.federated.participant import SparseParticipant
 from bnsl_cli.federated.polish import (
     candidate_edges,
-    hill_climb,
+    score_search,
     least_squares_weights,
     polish_graph,
     polish_pairs,
@@ -23,6 +23,14 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 from bnsl_cli.learn import DPConfig
 from bnsl_cli.simulate import simulate
 from tests._sim import simulated_tables
+
+
+def hill_climb(G, n, E0, candidates, noise_std=None):
+    """The score search with additions restricted to the directed pairs ``candidates``."""
+    allowed = np.zeros(G.shape, dtype=bool)
+    for i, j in candidates:
+        allowed[i, j] = True
+    return score_search(G, n, E0, allowed, "equal", noise_std=noise_std)
 
 
 def _population_gram(W):

@@ -31,7 +31,7 @@ coordinator projects the pooled sum to PSD once (projecting every participant's 
 noise P times: d = 50 ER2, ε = 10, seed 1: SHD 88 → 80). Everything the coordinator computes from
 these is post-processing.
 
-**Split noise** (``bnsl serve --secure-sum --split-noise``, :mod:`bnsl_cli.privacy.split`): every site
+**Split noise** (``bnsl serve --secure-sum --split-noise``, :mod:`bnsl_cli.privacy.split_noise`): every site
 adds ``1/P`` of the moment matrix's noise variance and only the secure sum carries all of it. So that
 the shares add up in every site's units, the rows are then scaled by the pooled standard deviations
 ``σ̄`` (one more sum-shaped exchange of variance shares, post-processing of the released ``ĉ_p``,
@@ -58,7 +58,7 @@ from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
-from bnsl_cli.privacy.split import split_of
+from bnsl_cli.privacy.split_noise import split_of
 from bnsl_cli.solvers.notears import notears_linear
 from bnsl_cli.stats import (
     check_scales,
@@ -129,7 +129,7 @@ class MomentSite:
     the release waits for the common public scale: a :class:`CentreBroadcast` without ``full`` asks
     for its share of the pooled variances (post-processing of its released ``ĉ``, ``v̂``), a
     :class:`StandardizeBroadcast` brings the pooled ``σ̄``, and the release is made on ``(x − ĉ)/σ̄``
-    with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split`)."""
+    with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split_noise`)."""
 
     report_B = False
 

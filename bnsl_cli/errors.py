@@ -32,8 +32,11 @@ Warnings (the run goes on; each is also listed in the report's ``warnings``):
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = [
     "EXIT_CODES",
+    "warn",
     "BnslError",
     "InputDataError",
     "ShardMismatchError",
@@ -68,6 +71,15 @@ EXIT_CODES = {
     130: "interrupted",
     141: "the reader of stdout went away",
 }
+
+
+def warn(texts, category: type, into: list, stacklevel: int = 2) -> None:
+    """The one way the library warns: each of ``texts`` is emitted as a ``category`` warning (the
+    command line prints it as one ``warning:`` line) and listed in ``into`` (the report's
+    ``warnings``). ``stacklevel`` counts from the caller, as for :func:`warnings.warn`."""
+    for text in texts:
+        warnings.warn(text, category, stacklevel=stacklevel + 1)
+        into.append(text)
 
 
 class BnslError(Exception):

@@ -107,7 +107,7 @@ def test_the_method_name_scan_allows_reading_the_registry():
 #: Layers, highest first; a module may import from its own layer or a lower one.
 LAYERS = (
     ("cli", ("bnsl_cli.cli", "bnsl_cli.__main__")),
-    ("run", ("bnsl_cli.run", "bnsl_cli.learn", "bnsl_cli.refit", "bnsl_cli.split")),
+    ("run", ("bnsl_cli.run", "bnsl_cli.learn", "bnsl_cli.report", "bnsl_cli.refit", "bnsl_cli.split")),
     ("plan", ("bnsl_cli.plan",)),
     ("federated", ("bnsl_cli.federated",)),
     ("solvers/privacy/io", ("bnsl_cli.solvers", "bnsl_cli.privacy", "bnsl_cli.io")),

@@ -32,13 +32,12 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import NoDagError, ScaleWarning
+from bnsl_cli.errors import NoDagError, ScaleWarning, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
@@ -280,9 +279,8 @@ def after_rounds(spec, plan, outcome, report: dict, rec: dict, fp_events: int = 
     if msgs and (fp_events or all(not np.any(G) for G in graphs)):
         what = "the optimisation overflowed" if fp_events else "no edge survived"
         raise NoDagError(f"{msgs[0].split('; ')[0]} and {what}, so the graph is not meaningful; rerun with --standardize")
-    for m in msgs[:1]:  # once
-        warnings.warn(m, ScaleWarning, stacklevel=3)
-        report.setdefault("warnings", []).append(m)
+    if msgs:  # once
+        warn(msgs[:1], ScaleWarning, report.setdefault("warnings", []), stacklevel=3)
 
 
 def _sources(spec, outcome, report, rec) -> list:

@@ -44,13 +44,12 @@ Orientation: ``W[i, j]`` is the edge ``i → j``.
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Optional
 
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError
+from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
 from bnsl_cli.federated.outcome import Outcome
@@ -306,20 +305,20 @@ def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
     res = notears_linear(S, plan.lam, progress=progress)
     W, removed = finish_graph(res.W, plan.threshold, plan.method, plan.names)
     summaries = fleet.finish()
-    warn_list = []
+    notes = []
     if not res.converged:
-        warn_list.append(
+        notes.append(
             f"fed-moments: NOTEARS stopped with h(W) = {res.h:.2e} > 1e-8 after {res.outer_steps} outer steps; "
             "the thresholded graph was made acyclic by dropping the weakest edges"
         )
     if res.solver_issues:
         first = res.solver_issues[0]
-        warn_list.append(
+        notes.append(
             f"fed-moments: {len(res.solver_issues)} L-BFGS-B solve(s) inside NOTEARS did not report success "
             f"(first: outer step {first['outer']}, {first['message']})"
         )
-    for w in warn_list:
-        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    warn_list = []
+    warn(notes, ConvergenceWarning, warn_list)
     report = {
         "rounds": res.outer_steps,
         "converged": res.converged,

@@ -6,8 +6,6 @@ from bnsl_cli.errors import (  # noqa: F401 - the network errors, importable fro
     BnslError,
     ColumnMismatchError,
     FederationError,
-    RefusedError,
-    ShardMismatchError,
     SiteRefusedError,
 )
 from bnsl_cli.federated.net.frames import MAX_DATA_BYTES

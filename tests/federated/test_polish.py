@@ -8,13 +8,12 @@ import pytest
 from bnsl_cli.federated.dp_participant import DPSparseParticipant, private_polish_moments
 from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
 from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.federated.polish import (
-    candidate_edges,
-    score_search,
+from bnsl_cli.federated.polish import candidate_edges, polish_pairs
+from bnsl_cli.solvers.score_search import (
     least_squares_weights,
     polish_graph,
-    polish_pairs,
     prune_within_noise,
+    score_search,
 )
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
@@ -313,7 +312,7 @@ def _population_gram_sd(W, sd):
 
 
 def test_family_tables_match_the_direct_residual_variances():
-    from bnsl_cli.federated.polish import _family_table, family_rss
+    from bnsl_cli.solvers.score_search import _family_table, family_rss
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(500, 7)) @ rng.normal(size=(7, 7))
@@ -333,7 +332,7 @@ def test_family_tables_match_the_direct_residual_variances():
 
 
 def test_bic_prefers_the_per_node_model_only_when_the_variances_differ():
-    from bnsl_cli.federated.polish import bic_of
+    from bnsl_cli.solvers.score_search import bic_of
 
     W = _collider_and_child()
     E = W != 0
@@ -425,7 +424,7 @@ def test_learn_keeps_a_weak_edge_unless_the_threshold_is_given():
 def test_extended_bic_keeps_spurious_additions_out_when_every_pair_is_open():
     """Independent columns: with ~d² pairs open to an addition the plain BIC admits chance edges,
     the extended BIC (log(n)/2 + log d per edge) almost never does."""
-    from bnsl_cli.federated.polish import ebic_penalty, score_search
+    from bnsl_cli.solvers.score_search import ebic_penalty, score_search
 
     rng = np.random.default_rng(12)
     n, d = 2000, 60

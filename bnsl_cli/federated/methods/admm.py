@@ -15,7 +15,7 @@ from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import ConvergenceWarning, warn
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.outcome import Outcome
-from bnsl_cli.federated.polish import PolishStage
+from bnsl_cli.federated import polish
 from bnsl_cli.federated.protocol import RunLog, run_admm
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases, dp_pgcd_releases
@@ -149,7 +149,7 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
         noise = None
         if plan.private:
             noise = (plan.privacy.multiplier(ReleaseKind.POLISH), POLISH_CLIP, plan.P)
-        stage = PolishStage(plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given)
+        stage = polish.PolishStage(plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given)
     log = run_admm(
         coord, fleet, plan.rounds, h_tol=plan.h_tol, gap_tol=plan.gap_tol, threshold=plan.threshold,
         progress=progress, polish=stage,

@@ -21,6 +21,7 @@ __all__ = [
     "POLISH_CANDIDATES",
     "SCORES",
     "family_rss",
+    "family_table",
     "score_search",
     "ebic_penalty",
     "bic_of",
@@ -95,7 +96,7 @@ class _Search:
 SCORES = ("equal", "node", "auto")
 
 
-def _family_table(G: np.ndarray, j: int, S: np.ndarray):
+def family_table(G: np.ndarray, j: int, S: np.ndarray):
     """Everything the search needs about node ``j`` with parents ``S`` (a sorted index array):
     ``R`` = RSS_j(S); ``add[i]`` = RSS_j(S ∪ {i}) and ``part[i]`` = the partial second moment of
     ``i`` and ``j`` given ``S`` (NaN where a moment is missing); ``drop[k]`` = RSS_j(S − {S_k})."""
@@ -170,7 +171,7 @@ def score_search(
 
     def refresh(j: int) -> None:
         S = np.flatnonzero(E[:, j])
-        R[j], ADD[:, j], PART[:, j], drop = _family_table(G, j, S)
+        R[j], ADD[:, j], PART[:, j], drop = family_table(G, j, S)
         DEL[:, j] = np.nan
         DEL[S, j] = drop
 

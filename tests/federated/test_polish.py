@@ -312,13 +312,13 @@ def _population_gram_sd(W, sd):
 
 
 def test_family_tables_match_the_direct_residual_variances():
-    from bnsl_cli.solvers.score_search import _family_table, family_rss
+    from bnsl_cli.solvers.score_search import family_table, family_rss
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(500, 7)) @ rng.normal(size=(7, 7))
     G = X.T @ X / 500
     S = np.array([1, 4])
-    R, add, part, drop = _family_table(G, 0, S)
+    R, add, part, drop = family_table(G, 0, S)
     assert R == pytest.approx(family_rss(G, 0, [1, 4]))
     for i in (2, 3, 5, 6):
         assert add[i] == pytest.approx(family_rss(G, 0, [1, 4, i]))
@@ -327,7 +327,7 @@ def test_family_tables_match_the_direct_residual_variances():
     # a missing moment makes exactly the pairs that need it unavailable
     G2 = G.copy()
     G2[3, 1] = G2[1, 3] = np.nan
-    _, add2, _, _ = _family_table(G2, 0, S)
+    _, add2, _, _ = family_table(G2, 0, S)
     assert np.isnan(add2[3]) and add2[2] == pytest.approx(add[2])
 
 

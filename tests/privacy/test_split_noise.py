@@ -62,13 +62,13 @@ def test_in_process_run_refuses_split_noise(tables):
 
 
 def test_each_site_draws_its_share_of_the_noise():
-    from bnsl_cli.federated.methods.moments import _private_moment_matrix
+    from bnsl_cli.federated.methods.moments import private_moment_matrix
     from bnsl_cli.stats import upper_triangle
 
     d = 60
     Z = np.zeros((5, d))
-    full, ev1 = _private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0))
-    part, ev4 = _private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0), split=4)
+    full, ev1 = private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0))
+    part, ev4 = private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0), split=4)
     assert ev1.noise_scale == ev4.noise_scale and ev4.split == 4  # the ledger records the sum's noise
     s1, s4 = np.std(upper_triangle(full)), np.std(upper_triangle(part))
     assert s1 == pytest.approx(ev1.noise_scale, rel=0.1)

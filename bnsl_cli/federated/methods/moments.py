@@ -75,6 +75,7 @@ __all__ = [
     "drive_moments",
     "dp_fed_moments_releases",
     "dp_fed_moments_builder",
+    "private_moment_matrix",
 ]
 
 
@@ -104,7 +105,7 @@ def dp_fed_moments_builder(*, mean_share, moment_share, value_bound_given, **_):
 # ----------------------------------------------------------------------------------------------
 
 
-def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, split: int = 1):
+def private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, split: int = 1):
     """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
     (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
@@ -180,7 +181,7 @@ class MomentSite:
         """The moment-matrix release on ``(x − ĉ)/s`` (``s`` public or released), scaled back."""
         clip, mult, rng = self._private
         Z = (X - self._centre[None, :]) / s[None, :]
-        M, ev = _private_moment_matrix(Z, clip, mult, rng, self._split)
+        M, ev = private_moment_matrix(Z, clip, mult, rng, self._split)
         self.ledger.record(self.pid, ev)
         self._M = M * np.outer(s, s)
 

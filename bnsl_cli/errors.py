@@ -19,13 +19,15 @@ code  meaning (classes)
       (:class:`PrivacyBudgetError`, :class:`RefusedError`, :class:`SiteRefusedError`)
 6     a networked run failed: a party disconnected, timed out, sent malformed or out-of-order data,
       or could not be reached (:class:`FederationError`)
-130   interrupted (Ctrl-C)
+130   interrupted (Ctrl-C; :class:`KeyboardInterrupt`)
+143   terminated by SIGTERM (``kill``, Slurm, systemd; :class:`Terminated`)
 141   the reader of stdout went away (a broken pipe, ``bnsl learn … | head``), silently
 ====  =====================================================================================
 
 Warnings (the run goes on; each is also listed in the report's ``warnings``):
 :class:`ConvergenceWarning`, :class:`ReproducibleNoiseWarning`, :class:`PrivacyWarning`,
 :class:`ScaleWarning`, :class:`ConstantColumnWarning`, :class:`RankDeficientWarning`.
+:class:`Terminated` (SIGTERM) is a :class:`KeyboardInterrupt`, handled like Ctrl-C.
 :class:`FrameError` is a :class:`ValueError` of the network frames, turned into a
 :class:`FederationError` where a frame is read.
 """
@@ -54,9 +56,15 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "Terminated",
+    "interruption",
     "ScaleWarning",
     "ConstantColumnWarning",
     "RankDeficientWarning",
+    "DataWarning",
+    "IdentifierColumnWarning",
+    "SmallSampleWarning",
+    "MissingRowsWarning",
 ]
 
 #: The process exit codes of the command line (the table above).
@@ -70,6 +78,7 @@ EXIT_CODES = {
     6: "a networked run failed",
     130: "interrupted",
     141: "the reader of stdout went away",
+    143: "terminated (SIGTERM)",
 }
 
 
@@ -176,6 +185,24 @@ class PrivacyWarning(UserWarning):
     or a result derived from private output is not private itself."""
 
 
+class Terminated(KeyboardInterrupt):
+    """The process received SIGTERM (``kill``, Slurm, systemd). Raised by the CLI's signal handler
+    in the main thread and handled like Ctrl-C — a :class:`KeyboardInterrupt`, so every cleanup
+    that Ctrl-C runs (output folders aborted, the other parties told, the transcript closed) runs
+    for it too — but with its own message and exit code 143 (128 + SIGTERM)."""
+
+    exit_code = 143
+    what = "terminated (SIGTERM)"
+
+
+def interruption(exc: BaseException) -> tuple[str, int]:
+    """What stopped the process, for messages, and its exit code: ``("interrupted (Ctrl-C)", 130)``
+    for a :class:`KeyboardInterrupt`, ``("terminated (SIGTERM)", 143)`` for :class:`Terminated`."""
+    if isinstance(exc, Terminated):
+        return exc.what, exc.exit_code
+    return "interrupted (Ctrl-C)", 130
+
+
 class ScaleWarning(UserWarning):
     """The columns are on very different scales and ``--standardize`` was not given."""
 
@@ -186,3 +213,20 @@ class ConstantColumnWarning(UserWarning):
 
 class RankDeficientWarning(UserWarning):
     """A node's least-squares problem was singular; its minimum-norm solution was used."""
+
+
+class DataWarning(UserWarning):
+    """The data read are legal but probably not what the user meant; the run goes on."""
+
+
+class IdentifierColumnWarning(DataWarning):
+    """A column looks like a row identifier (distinct integers in order, or a run of consecutive
+    integers) and would be learned as a variable; ``--index-col``/``--drop`` leave it out."""
+
+
+class SmallSampleWarning(DataWarning):
+    """Fewer rows than variables, or too few rows for edges to stand out from chance correlations."""
+
+
+class MissingRowsWarning(DataWarning):
+    """``--na drop-rows`` dropped rows that held a missing value."""

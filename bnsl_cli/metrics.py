@@ -43,6 +43,15 @@ only up to its Markov equivalence class):
 orientation rules R1–R3 applied until nothing changes (Meek 1995; for a DAG's pattern R4 is never
 needed). The result is the same as Chickering's (1995) compelled-edge labelling.
 
+**CPDAG (PDAG) estimates.** Tools such as PC or GES return an equivalence class: some edges are
+undirected. Passed as ``undirected`` (a symmetric mask, see :func:`pdag_undirected`), each undirected
+pair ``i — j`` is one predicted edge, counted as NOTEARS' ``count_accuracy`` counts its ``-1``
+entries: a true positive when the truth has ``i`` and ``j`` adjacent (either direction), a false
+edge otherwise, never reversed. The skeleton metrics are unchanged; ``shd_cpdag`` compares the
+estimate's pattern as given (compelled edges and undirected pairs, not completed again) with the
+truth's CPDAG; v-structures count only directed edges; ``weight_mse`` is ``None``; ``is_dag`` is
+False when there is an undirected edge; ``undirected`` counts them (0 for a directed estimate).
+
 ``weight_mse = ‖Ŵ − W*‖²_F / ‖W*‖²_F`` is reported only when both matrices are weighted (some entry
 outside ``{0, 1}``), otherwise ``None``.
 
@@ -60,7 +69,8 @@ import numpy as np
 from bnsl_cli.dag import is_dag
 from bnsl_cli.errors import InputDataError
 
-__all__ = ["METRIC_KEYS", "structure_metrics", "v_structures", "is_dag", "find_cycle", "cpdag", "cpdag_shd"]
+__all__ = ["METRIC_KEYS", "structure_metrics", "v_structures", "is_dag", "find_cycle", "cpdag", "cpdag_shd",
+           "pdag_undirected"]
 
 #: The keys of :func:`structure_metrics`' result, in order.
 METRIC_KEYS = (
@@ -88,6 +98,7 @@ METRIC_KEYS = (
     "v_structures_correct",
     "weight_mse",
     "is_dag",
+    "undirected",
 )
 
 
@@ -225,6 +236,28 @@ def cpdag_shd(B_est, B_true) -> int:
     return int(np.triu(Se != St, 1).sum())
 
 
+def pdag_undirected(W) -> Optional[np.ndarray]:
+    """The undirected pairs of an estimate that reads as a PDAG (partially directed graph), or ``None``.
+
+    A pair is undirected when ``W[i, j] == W[j, i] != 0`` (symmetric entries: a CPDAG written as a
+    0/1 matrix, bnlearn arcs listed both ways, Tetrad's ``---``). The estimate reads as a PDAG when it
+    has such a pair, every 2-cycle is such a pair, and the directed edges left are acyclic; otherwise
+    (no symmetric pair, or a directed cycle) ``None``: the graph is taken as a directed graph.
+    """
+    A = _as_square(W, "estimate")
+    E = A != 0
+    both = E & E.T
+    np.fill_diagonal(both, False)
+    if not both.any():
+        return None
+    sym = both & (A == A.T)
+    if (both & ~sym).any():
+        return None
+    if not is_dag(E & ~sym):
+        return None
+    return sym
+
+
 def _is_weighted(W: np.ndarray) -> bool:
     return bool(np.any((W != 0) & (W != 1)))
 
@@ -236,6 +269,7 @@ def structure_metrics(
     allow_cyclic_truth: bool = False,
     threshold: float = 0.0,
     names: Optional[Sequence[str]] = None,
+    undirected: Optional[np.ndarray] = None,
 ) -> dict:
     """Compare an estimated graph with the true one (NOTEARS ``count_accuracy`` definitions).
 
@@ -250,6 +284,9 @@ def structure_metrics(
         ``weight_mse`` uses the thresholded estimate.
     names : sequence of str, optional
         Node names, used only to name the nodes of a cycle in the error message.
+    undirected : (d, d) bool array, optional
+        Symmetric mask of the estimate's undirected pairs (a CPDAG estimate; see
+        :func:`pdag_undirected`). Default: every non-zero entry is a directed edge.
 
     Returns
     -------
@@ -279,12 +316,21 @@ def structure_metrics(
 
     E = We != 0  # predicted edges
     T = Wt != 0  # true edges
-    n_E = int(E.sum())
+    U = np.zeros_like(E)  # undirected pairs of a CPDAG estimate (symmetric)
+    if undirected is not None:
+        U = np.asarray(undirected, dtype=bool) & E & E.T
+        if U.shape != E.shape or (U != U.T).any():
+            raise InputDataError("undirected: expected a symmetric mask of the estimate's shape")
+        np.fill_diagonal(U, False)
+    D = E & ~U  # directed edges
+    U_up = np.triu(U, 1)  # each undirected pair once
+    T_adj = T | T.T
+    n_E = int(D.sum()) + int(U_up.sum())
     n_T = int(T.sum())
 
-    tp = int((E & T).sum())
-    rev = int((E & ~T & T.T).sum())
-    false = int((E & ~T & ~T.T).sum())
+    tp = int((D & T).sum()) + int((U_up & T_adj).sum())
+    rev = int((D & ~T & T.T).sum())
+    false = int((D & ~T & ~T.T).sum()) + int((U_up & ~T_adj).sum())
     fp = rev + false
     fn = n_T - tp
 
@@ -304,17 +350,21 @@ def structure_metrics(
     sk_r = _ratio(s_common, n_St)
 
     A_est, A_true = _adjacency(E), _adjacency(T)
-    v_found = _count_v(E, A_est)
+    v_found = _count_v(D, A_est)
     v_true = _count_v(T, A_true)
-    v_correct = _count_v(E & T, A_est | A_true)
+    v_correct = _count_v(D & T, A_est | A_true)
 
     estimate_is_dag = is_dag(E)
     shd_cpdag = None
-    if estimate_is_dag and is_dag(T):
+    if U.any():
+        if is_dag(D) and is_dag(T):
+            Se, St = _pair_status(D | U), _pair_status(cpdag(T))
+            shd_cpdag = int(np.triu(Se != St, 1).sum())
+    elif estimate_is_dag and is_dag(T):
         shd_cpdag = cpdag_shd(E, T)
 
     weight_mse = None
-    if _is_weighted(We) and _is_weighted(Wt):
+    if _is_weighted(We) and _is_weighted(Wt) and not U.any():
         weight_mse = float(((We - Wt) ** 2).sum() / (Wt**2).sum())
 
     return {
@@ -342,4 +392,5 @@ def structure_metrics(
         "v_structures_correct": v_correct,
         "weight_mse": weight_mse,
         "is_dag": estimate_is_dag,
+        "undirected": int(U_up.sum()),
     }

@@ -280,4 +280,4 @@ def test_the_exit_code_tables_agree():
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     start = readme.index("Exit codes: 0 ok")
     sentence = readme[start:readme.index("like other Unix tools", start)]
-    assert {int(m) for m in re.findall(r"[,;:]\s+(\d+)[ ,]", sentence)} == codes, sentence
+    assert {int(m) for m in re.findall(r"(?:[,;:]|\band)\s+(\d+)[ ,]", sentence)} == codes, sentence

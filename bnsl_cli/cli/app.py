@@ -2,7 +2,8 @@
 
 Exit codes (the table with the error classes is in :mod:`bnsl_cli.errors`): 0 ok, 1 internal error,
 2 usage, 3 bad input data, 4 no DAG, 5 privacy budget invalid or impossible or a plan refused,
-6 a networked run failed, 130 interrupted, 141 broken pipe.
+6 a networked run failed, 130 interrupted (Ctrl-C), 141 broken pipe, 143 terminated (SIGTERM;
+handled like Ctrl-C: one line, no output left).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ _APP_OPTIONS = dict(
         "Orientation: W\\[i, j] is the weight of the edge i -> j (rows are parents)."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -57,6 +59,7 @@ SUBCOMMANDS = (
     ("evaluate", "evaluate"),
     ("refit", "refit"),
     ("privacy-budget", "privacy_budget"),
+    ("show", "show"),
     # networked runs (need the extra bnsl-cli[net]; grpc/cryptography are imported when a command runs)
     ("serve", "serve"),
     ("join", "join"),
@@ -90,6 +93,21 @@ def _subcommand_of(argv: list) -> Optional[str]:
             continue
         return arg if arg in known else None
     return None
+
+
+def hoist_root_flags(argv: list) -> list:
+    """``bnsl learn … --debug`` means ``bnsl --debug learn …``: a root flag given after the
+    subcommand (before any ``--``) is moved in front of it."""
+    argv = list(argv)
+    if _subcommand_of(argv) is None:
+        return argv
+    end = argv.index("--") if "--" in argv else len(argv)
+    first = next(k for k, a in enumerate(argv) if a not in _ROOT_FLAGS)
+    moved = [a for a in argv[first + 1 : end] if a in _ROOT_FLAGS]
+    if not moved:
+        return argv
+    rest = [a for a in argv[first + 1 : end] if a not in _ROOT_FLAGS]
+    return argv[:first] + sorted(set(moved)) + [argv[first]] + rest + argv[end:]
 
 
 def _full_app() -> typer.Typer:
@@ -193,16 +211,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point."""
     from bnsl_cli.errors import BnslError
 
-    args = sys.argv[1:] if argv is None else list(argv)
+    common.handle_sigterm()  # SIGTERM is handled like Ctrl-C: one line, cleanup, exit 143
+    args = hoist_root_flags(sys.argv[1:] if argv is None else list(argv))
     name = _subcommand_of(args)
     application = build_app({name}) if name is not None else _full_app()
     try:
         rv = application(args=args, standalone_mode=False)  # returns a typer.Exit's code instead of exiting
     except BrokenPipeError:
         common.quiet_pipe_exit()
-    except KeyboardInterrupt:
-        common.fail("interrupted; no output was left half-written", 130)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated)
+        message, code = common.interrupted_message(exc)
+        common.fail(message, code)
+        sys.exit(code)
     except typer.Exit as exc:
         code = exc.exit_code
         _flush_or_quiet()

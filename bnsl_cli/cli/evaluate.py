@@ -73,8 +73,8 @@ def command(
     estimates: List[Path] = typer.Argument(
         ...,
         metavar="ESTIMATE",
-        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix with header, DOT or report JSON "
-        "(- reads one from standard input).",
+        help="Estimated graph file(s): adjacency CSV, edges CSV, 0/1 matrix (with or without header), bnlearn "
+        "arc list (from,to), Tetrad graph text, DOT or report JSON (- reads one from standard input).",
         show_default=False,
     ),
     truth: Path = typer.Option(
@@ -109,6 +109,8 @@ def command(
 ) -> None:
     """Compare estimated graphs with a true graph: SHD, TPR, FDR, FPR, precision, recall, F1, v-structures.
 
+    A CPDAG estimate (undirected edges: symmetric matrix entries, an arc listed both ways, Tetrad's ---) is scored as one: an undirected edge counts once, as a true positive when the truth has the two nodes adjacent; "SHD cpdag" compares it with the truth's CPDAG. A headerless matrix is matched to the other graph by position.
+
     Besides the DAG SHD: "SHD cpdag" compares the Markov equivalence classes (CPDAGs) of both graphs as R bnlearn's shd does (each node pair counts 1 when absent / i -> j / j -> i / undirected differs; 0 for Markov-equivalent DAGs, empty for a cyclic graph) and "SHD skel" the undirected skeletons. A local-notears report.json gives one row per participant (or --participant K).
 
     Orientation: W\\[i, j] is the edge i -> j (rows are parents, columns children). An edge is any entry with |w| > --threshold. Nodes are matched by name; nodes an edges CSV does not mention are isolated. Metrics follow NOTEARS' count_accuracy; a rate whose denominator is 0 is null. One row per estimate.
@@ -117,9 +119,11 @@ def command(
 
     Exit code 3 for unreadable or mismatched files and for a cyclic truth without --allow-cyclic-truth.
     """
+    import numpy as np
+
     from bnsl_cli.errors import InputDataError
     from bnsl_cli.io.graphs import read_graph, read_graphs
-    from bnsl_cli.metrics import structure_metrics
+    from bnsl_cli.metrics import pdag_undirected, structure_metrics
 
     if as_json and as_csv:
         raise fail("use either --json or --csv, not both", 2)
@@ -139,6 +143,13 @@ def command(
                 raise InputDataError(f"{p}: the report has no participant {participant}; choose another --participant")
         est_graphs.extend((p, k, g) for k, g in graphs)
 
+    # a headerless matrix has no names: it is matched by position to the first graph that has them
+    named = next((g for _, _, g in est_graphs if not g.positional), None)
+    if true_graph.positional and named is not None:
+        true_graph = true_graph.named(named.names, source=str(truth), other="the estimate")
+    est_graphs = [(p, k, g.named(true_graph.names, source=str(p), other=f"the truth {truth}"))
+                  for p, k, g in est_graphs]
+
     universe = list(true_graph.names)
     known = set(universe)
     for path, _, g in est_graphs:
@@ -155,6 +166,8 @@ def command(
     rows = []
     for path, k, g in est_graphs:
         W_est = g.reorder(universe, source=str(path), allow_missing=True).W
+        if threshold > 0:
+            W_est = np.where(np.abs(W_est) <= threshold, 0.0, W_est)
         try:
             m = structure_metrics(
                 W_est,
@@ -162,6 +175,7 @@ def command(
                 allow_cyclic_truth=allow_cyclic_truth,
                 threshold=threshold,
                 names=universe,
+                undirected=pdag_undirected(W_est),
             )
         except InputDataError as exc:
             raise InputDataError(f"{truth}: {exc}") from None

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.cli import common
+from bnsl_cli.cli import common, dataopts
 
 
 def command(
@@ -59,10 +59,13 @@ def command(
         help="Refuse plans without secure aggregation (serve --secure-sum): the coordinator then learns only the "
         "sums of the summable replies, never this site's own.",
     ),
-    sep: Optional[str] = typer.Option(
-        None, "--sep", envvar="BNSL_SEP", show_default=False,
-        help="Field separator of SITE.csv: one character, or 'tab' \\[default: tab for .tsv, else ','] (as bnsl learn --sep).",
-    ),
+    sep: Optional[str] = dataopts.sep_option(None, "SITE.csv", " As bnsl learn --sep."),
+    columns: Optional[str] = dataopts.columns_option(None),
+    drop: Optional[str] = dataopts.drop_option(None),
+    index_col: Optional[str] = dataopts.index_col_option(None),
+    na: str = dataopts.na_option(None),
+    header: str = dataopts.header_option(None),
+    encoding: str = dataopts.encoding_option(None),
     site_id: Optional[str] = typer.Option(
         None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
     ),
@@ -75,12 +78,13 @@ def command(
     ),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for the coordinator's next message."),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
 ) -> None:
     """Join a networked run as one site (the coordinator runs bnsl serve).
 
     Exit codes: 0 ok; 2 usage; 3 bad data; 5 this site refused the plan (beyond its limits);
-    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C.
+    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C;
+    143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
@@ -100,10 +104,12 @@ def command(
     host, _ = split_hostport(coordinator, "HOST:PORT")
     from bnsl_cli.cli.netopts import credentials
 
-    creds = credentials(ca, cert, key, insecure, host, "coordinator address")
-    from bnsl_cli.io.data import read_table
+    creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
+    from bnsl_cli.io.data import read_table, sample_warnings
 
-    table = read_table(csv, sep=sep)
+    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
+    table = read_table(csv, sep=sep, options=read_opts, min_columns=2)
+    sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name
     limits = {
         "max_epsilon": max_epsilon,
@@ -126,12 +132,15 @@ def command(
         "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
         "columns": list(table.names), "limits": limits,
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
+        **_own_identity(creds),
     })
     sk, pk = generate_keypair()
     hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits, "x25519": pk.hex()}
 
     def on_plan(body: dict):
         plan, index, X = _check_plan(body, table, limits, name)
+        if plan.private and not plan.standardize:  # this site's exact spreads (nothing is released)
+            dataopts.exact_scale_warning([_columns_of(table, plan.names, X)])
         tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
                   "secure_sum": bool(body.get("secure_sum"))})
         from bnsl_cli.federated.methods import make_participant
@@ -150,8 +159,10 @@ def command(
             connect_timeout=connect_timeout, transcript=tr, log=log,
         )
         status = "ok"
-    except KeyboardInterrupt:
-        status = "interrupted (Ctrl-C)"
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
+        status = interruption(exc)[0]
         raise
     except BnslError as exc:
         status = f"stopped: {exc}"
@@ -163,6 +174,22 @@ def command(
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")
+
+
+def _columns_of(table, names, X):
+    from bnsl_cli.io.data import Table
+
+    return Table(X, tuple(names), table.path)
+
+
+def _own_identity(creds) -> dict:
+    """This site's certificate identity and fingerprint for the transcript's run record."""
+    if creds is None:
+        return {"identity": None}
+    from bnsl_cli.federated.net.identity import identity_of
+
+    ident = identity_of(creds.cert)
+    return {"identity": ident.name, "certificate_sha256": ident.sha256}
 
 
 def _recording(on_plan, tr):
@@ -212,6 +239,8 @@ def _check_plan(body: dict, table, limits: dict, name: str):
     :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond this site's limits,
     :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
     describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
+    import numpy as np
+
     from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
     from bnsl_cli.federated.net.common import FederationError
     from bnsl_cli.plan import RunPlan
@@ -230,10 +259,12 @@ def _check_plan(body: dict, table, limits: dict, name: str):
         raise FederationError(
             f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
         )
-    if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
+    if not set(plan.names) <= set(table.names) or len(set(plan.names)) != len(plan.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
+    # the coordinator may choose fewer columns (serve --columns/--drop): this site uses those
     idx = [table.names.index(n) for n in plan.names]
-    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    # C order, as bnsl learn holds a reordered shard (a column-major slice changes the last digits)
+    X = np.ascontiguousarray(table.X[:, idx]) if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))
     if limits["methods"] is not None and plan.method not in limits["methods"]:
         raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")

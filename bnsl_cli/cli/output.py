@@ -18,10 +18,15 @@ from typing import Optional
 LEARN_OWNED = (
     "adjacency.csv",
     "edges.csv",
+    "cpdag.csv",
     "graph.dot",
     "report.json",
+    "graph.svg",
+    "graph.png",
+    "report.html",
     "participant-*/adjacency.csv",
     "participant-*/edges.csv",
+    "participant-*/cpdag.csv",
     "participant-*/graph.dot",
     "participant-*/personal-adjacency.csv",
 )
@@ -44,7 +49,7 @@ def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_partic
         return None
     from bnsl_cli.io.outdir import OutputDir
 
-    names = ["adjacency.csv", "edges.csv", "graph.dot", "report.json"]
+    names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"]
     if per_participant:
         names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
     return OutputDir(

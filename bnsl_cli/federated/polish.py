@@ -42,7 +42,12 @@ import numpy as np
 
 from bnsl_cli.dag import threshold_to_dag
 from bnsl_cli.federated.messages import GramReply, GramRequest
-from bnsl_cli.solvers.score_search import POLISH_CANDIDATES, PolishResult, polish_graph
+from bnsl_cli.solvers.score_search import (  # noqa: F401 - graph_changes: importable from here too
+    POLISH_CANDIDATES,
+    PolishResult,
+    graph_changes,
+    polish_graph,
+)
 
 __all__ = [
     "POLISH_CANDIDATES",

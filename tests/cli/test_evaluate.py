@@ -122,11 +122,12 @@ def test_cyclic_estimate_is_reported(tmp_path, truth):
     g = read_graph(truth)
     W = g.W.copy()
     i, j = np.argwhere(W != 0)[0]
-    W[j, i] = 1.0  # add the reverse: a 2-cycle
+    W[j, i] = 0.5  # add the reverse with another weight: a 2-cycle (equal weights would be an undirected edge)
     est = tmp_path / "cyc.csv"
     write_adjacency_csv(est, W, g.names)
     r = json.loads(run(est, "--truth", truth, "--json").stdout)[0]
-    assert r["is_dag"] is False and r["reversed"] == 1 and r["shd"] == 1
+    assert r["is_dag"] is False and r["reversed"] == 1 and r["shd"] == 1 and r["undirected"] == 0
+    assert r["shd_cpdag"] is None
 
 
 def test_edges_csv_isolated_nodes_are_padded(tmp_path):

@@ -193,10 +193,11 @@ GOLDEN = {
     ("a", "shards/participant-01.csv"): "d05cc3cea3cce8b51480f6460b892f63455e55e1e121d4fab6a5209232be4f95",
     ("a", "shards/participant-02.csv"): "b1a4238fff8ebeabcaea6967cc0a65d45408daba368a711c534089cb451f5776",
     ("a", "truth.csv"): "fba3a4229c0c2271a8cc617b3df2540952f1d127ab9c09308977ddd26319ee50",
-    ("a", "truth.dot"): "fccf4308986f0f640fed6fbfd697a9150db5f5ee9ae741ca5de8aba9225080da",
+    # truth.dot: the DOT layout of issue 21 (node names as ids, the weight under `weight`); same graph
+    ("a", "truth.dot"): "543e3080b6d4aa3218d4ca06158e36f148ce53d9bc4a8a6369ddc3e9fca04118",
     ("b", "data.csv"): "f0f977d523580e84d161368b1d60c5f073df80c16cd34d2f04c7ee1873943d54",
     ("b", "truth.csv"): "d0e9a8224aea23b413ebf3352e29084fc3376a5941dc89a082eacbdc6f0cf589",
-    ("b", "truth.dot"): "6c7663e179343608fd693c1c1afbb1599689570d4805e11e85476b4be6876f35",
+    ("b", "truth.dot"): "a913f5a2c32bbc8146155891592576b81f747e5792bda2994a1617d20a913a9d",
 }
 
 

@@ -213,7 +213,9 @@ MALFORMED = {
     "emptyname.csv": (",a,\na,0,1\n,0,0\n", "empty node name"),
     "label.csv": (",a,b\nb,0,1\na,0,0\n", "labelled 'b'"),
     "selfloop.csv": (",a,b\na,1,0\nb,0,0\n", "self-loop on node 'a'"),
-    "noheader.csv": ("0,1\n0,0\n", "no header row"),
+    # a square block of numbers is a headerless matrix (tests/io/test_graph_formats.py); a block that is
+    # not square cannot be one
+    "noheader.csv": ("0,1,0\n0,0\n", r"without a header row, but row 1 has 3 values and there are 2 rows"),
     "edges_bad_w.csv": ("source,target,weight\na,b,heavy\n", r"row 2, column 'weight'"),
     "edges_self.csv": ("source,target,weight\na,a,1\n", "self-loop"),
     "edges_twice.csv": ("source,target,weight\na,b,1\na,b,2\n", "listed twice"),

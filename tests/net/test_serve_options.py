@@ -68,7 +68,7 @@ class LoopbackFleet:
     plans: list = []
     stop_at_plan = True
 
-    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None):
+    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None, **admission):
         assert n_sites == len(self.tables)
         self.port, self.workers, self.secure_sum, self.scale_bits = 7443, 1, False, 32
         self.sites, self.inner, self.closed = [], None, None
@@ -146,7 +146,7 @@ def _learn_parameters() -> list[str]:
 
 
 def test_every_learn_parameter_is_classified_once():
-    groups = [serve_cli.RUN_OPTIONS, serve_cli.OUTPUT_OPTIONS, serve_cli.NOT_HERE, serve_cli._CONTEXT]
+    groups = [serve_cli.RUN_OPTIONS, serve_cli.OUTPUT_OPTIONS, serve_cli.COLUMN_OPTIONS, serve_cli.NOT_HERE, serve_cli._CONTEXT]
     for name in _learn_parameters():
         homes = [g for g in groups if name in g]
         assert len(homes) == 1, f"bnsl learn's {name!r} is classified {len(homes)} times in serve.py (must be once)"

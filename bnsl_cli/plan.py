@@ -25,7 +25,7 @@ from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
 from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, dp_steps
 from bnsl_cli.privacy.release_plan import calibrate_releases, ledger_of, spend_of
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
-from bnsl_cli.privacy.split import distribute_noise
+from bnsl_cli.privacy.split_noise import distribute_noise
 
 __all__ = [
     "LearnConfig",
@@ -85,7 +85,7 @@ class DPConfig:
     clip_levels: str = "auto"
     polish_share: float = POLISH_SHARE  # of the whole budget, for the polish's second moments (fed-sparse)
     #: "auto" | "distributed" | "per-site": who adds the noise of a summed release (fed-suffstats;
-    #: :func:`bnsl_cli.privacy.split.distribute_noise`)
+    #: :func:`bnsl_cli.privacy.split_noise.distribute_noise`)
     noise: str = "auto"
     #: distributed noise: the guarantee holds against this many colluding sites
     collusion_tolerance: int = 0

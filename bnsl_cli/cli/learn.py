@@ -239,14 +239,14 @@ def command(
 
 
 def _run_with_progress(tables, cfg, quiet):
+    from bnsl_cli.learn import learn
     from bnsl_cli.plan import RunPlan, Shapes
-    from bnsl_cli.run import run_tables
 
     plan = RunPlan.resolve(cfg, Shapes.of_tables(tables))
     console = common.err_console
     max_rounds = plan.rounds
     if quiet:
-        return run_tables(plan, tables)
+        return learn(tables, plan)
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -268,7 +268,7 @@ def _run_with_progress(tables, cfg, quiet):
                     text += f" edges={info['edges']}"
                 bar.update(task, completed=info["round"], info=text)
 
-            return run_tables(plan, tables, progress)
+            return learn(tables, plan, progress)
 
     def plain(info):
         r = info["round"]
@@ -281,4 +281,4 @@ def _run_with_progress(tables, cfg, quiet):
                 line += f" edges={info['edges']}"
             console.print(line, highlight=False)
 
-    return run_tables(plan, tables, plain)
+    return learn(tables, plan, plain)

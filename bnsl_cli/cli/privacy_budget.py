@@ -145,14 +145,15 @@ def command(
     Exit code 5 when the budget is invalid or cannot be met.
     """
     from bnsl_cli.cli.common import fail
-    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+    from bnsl_cli.federated.methods import METHODS, PRIVATE_METHODS, method_spec
 
     conv = conversion.value
     meth = method
     if accountant not in ("pld", "zcdp"):
         raise fail(f"--accountant: unknown accountant {accountant!r}; use pld or zcdp", 2)
     if meth not in PRIVATE_METHODS:
-        raise fail(f"--method: {meth!r} has no private variant; choose one of {', '.join(PRIVATE_METHODS)}", 2)
+        what = "has no private variant" if meth in METHODS else "is not a method"
+        raise fail(f"--method: {meth!r} {what}; choose one of {', '.join(PRIVATE_METHODS)}", 2)
     spec = method_spec(meth)
     spend_mode = gumbel_multiplier is not None or sigma_multiplier is not None
     if releases_file is not None:

@@ -193,7 +193,7 @@ def _serve(
         hellos = fleet.gather(join_timeout)
         plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits, select)
         if split_noise:
-            from bnsl_cli.privacy.split import split_noise_plan
+            from bnsl_cli.privacy.split_noise import split_noise_plan
 
             plan = split_noise_plan(plan)
         body = plan.to_dict()

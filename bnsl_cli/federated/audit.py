@@ -28,8 +28,9 @@ from typing import Callable
 
 import numpy as np
 
-from bnsl_cli.federated.dp_participant import ClippedGradients, dp_pgcd, private_polish_moments
-from bnsl_cli.federated.methods.moments import _private_moment_matrix
+from bnsl_cli.federated.dp_participant import private_polish_moments
+from bnsl_cli.solvers.dp_pgcd import ClippedGradients, dp_pgcd
+from bnsl_cli.federated.methods.moments import private_moment_matrix
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.one_off import release_means, release_second_moments
 from bnsl_cli.privacy.pld import accountant_epsilon
@@ -364,7 +365,7 @@ def moment_matrix_case(rng, extreme=False) -> Case:
 
     def rel(Y, m, g):
         Z = (Y - centre[None, :]) / spread[None, :]
-        M, ev = _private_moment_matrix(Z, clip, m, g)
+        M, ev = private_moment_matrix(Z, clip, m, g)
         return upper_triangle(M), ev
 
     return _gaussian_case(K.MOMENT_MATRIX.value + " (fed-moments)" + (" (extreme row)" if extreme else ""), rel, X0, X1, ref0,

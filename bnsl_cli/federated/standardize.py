@@ -32,13 +32,12 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import NoDagError, ScaleWarning
+from bnsl_cli.errors import NoDagError, ScaleWarning, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
@@ -278,9 +277,8 @@ def after_rounds(spec, plan, outcome, report: dict, rec: dict, fp_events: int = 
         # from it. Whoever holds the rows checks their exact spreads (bnsl learn and bnsl join do:
         # exact_scale_warning), which releases nothing.
         return
-    for m in msgs[:1]:  # once
-        warnings.warn(m, ScaleWarning, stacklevel=3)
-        report.setdefault("warnings", []).append(m)
+    if msgs:  # once
+        warn(msgs[:1], ScaleWarning, report.setdefault("warnings", []), stacklevel=3)
 
 
 def _sources(spec, outcome, report, rec) -> list:

@@ -46,6 +46,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from bnsl_cli.errors import (
+    ConstantColumnWarning,
     IdentifierColumnWarning,
     InputDataError,
     MissingRowsWarning,
@@ -166,10 +167,6 @@ class ReadOptions:
 
 
 _DEFAULT = ReadOptions()
-
-
-class ConstantColumnWarning(UserWarning):
-    """A column is constant in some (not all) participant shards; the run goes on."""
 
 
 @dataclass(frozen=True)

@@ -425,3 +425,16 @@ def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
     # -q: the result only (issue 21.6: --releases … -q printed the assumptions)
     quiet = run("--releases", split, "-q")
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout
+
+
+
+@pytest.mark.parametrize("method, what", [("notears", "has no private variant"), ("fed-nope", "is not a method")])
+def test_method_without_a_private_variant_is_a_one_line_usage_error(method, what):
+    """--method is checked against the registry: only methods with a private variant, named on error."""
+    from bnsl_cli.federated.methods import PRIVATE_METHODS
+
+    res = run("--method", method, "--epsilon", 1, "--samples", 100)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and what in lines[0], res.stderr
+    assert all(name in lines[0] for name in PRIVATE_METHODS)
+    assert res.stdout == ""

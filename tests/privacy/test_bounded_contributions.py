@@ -19,7 +19,7 @@ import bnsl_cli.federated.dp_participant as dpp
 from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import StandardizeBroadcast
 from bnsl_cli.federated.methods.moments import MomentSite
-from bnsl_cli.federated.pgcd import soft_threshold
+from bnsl_cli.solvers.pgcd import soft_threshold
 from bnsl_cli.federated.standardize import StatsSite
 from bnsl_cli.privacy.one_off import range_counts, release_means, release_range, release_second_moments
 from bnsl_cli.privacy.releases import ReleaseKind

@@ -143,11 +143,11 @@ def expected_privacy(plan: RunPlan) -> PrivacyPlan:
         if split > 1:
             if method_spec(plan.method).distributed_noise:
                 # --noise distributed over P sites with collusion tolerance t = P − split
-                from bnsl_cli.privacy.split import distribute_noise
+                from bnsl_cli.privacy.split_noise import distribute_noise
 
                 want = distribute_noise(want, plan.method, True, plan.P, "distributed", max(plan.P - split, 0))
             else:  # serve --split-noise (fed-moments): split over every site
-                from bnsl_cli.privacy.split import split_noise_plan
+                from bnsl_cli.privacy.split_noise import split_noise_plan
 
                 want = split_noise_plan(replace(plan, privacy=want)).privacy
     except BnslError as exc:

@@ -24,7 +24,8 @@ import numpy as np
 import scipy
 
 from bnsl_cli import __version__
-from bnsl_cli.errors import BnslError, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
+from bnsl_cli.dag import unfitted_required
+from bnsl_cli.errors import BnslError, ConvergenceWarning, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
 from bnsl_cli.federated.fleet import make_fleet
 from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
@@ -119,6 +120,28 @@ def _base_report(plan: RunPlan, options_dp: Optional[dict]) -> dict:
     }
 
 
+def _knowledge_report(plan: RunPlan, outcome, warn_list: list) -> dict:
+    """The report's ``knowledge`` entry: what was used (counts and edges) and how the graph(s) meet
+    it. A required edge left at weight 0 (a method with no second moments at the coordinator to fit
+    it, e.g. ``--dp`` without the polish) cannot be written as an edge: it is listed and warned about."""
+    k = plan.knowledge
+    entry = k.summary()
+    graphs = outcome.local if outcome.local is not None else [outcome.W]
+    F = k.forbidden_mask()
+    entry["forbidden_in_graph"] = int(sum(int(((np.asarray(W) != 0) & F).sum()) for W in graphs))
+    missing = sorted({(i, j) for W in graphs for i, j in unfitted_required(np.asarray(W), k)})
+    entry["required_missing"] = [[plan.names[i], plan.names[j]] for i, j in missing]
+    if missing:
+        edges = ", ".join(f"{plan.names[i]} -> {plan.names[j]}" for i, j in missing)
+        text = (
+            f"required edge(s) {edges} ended with weight 0 and no second moments were available to fit them, "
+            "so they are missing from the graph; run with the polish (fed-sparse) or a NOTEARS method to fit them"
+        )
+        warnings.warn(text, ConvergenceWarning, stacklevel=2)
+        warn_list.append(text)
+    return entry
+
+
 def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes)."""
     check_split_allowed(plan, bool(getattr(fleet, "secure_sum", False)))  # split noise: secure sums only
@@ -140,6 +163,8 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     # original units, the scale warning (or error), the stage's bytes
     after_rounds(spec, plan, outcome, report, pre, fp_seen)
     report["timing"]["workers"] = int(getattr(fleet, "workers", 1))
+    if plan.knowledge is not None:
+        report["knowledge"] = _knowledge_report(plan, outcome, report["warnings"])
     if outcome.local is not None:
         for entry in report["local"]:
             entry["graph"] = graph_to_json(entry.pop("W"), plan.names)

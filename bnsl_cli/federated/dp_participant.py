@@ -230,6 +230,7 @@ def dp_pgcd(
     gumbel_multiplier: float,
     sigma_multiplier: float,
     rng: np.random.Generator,
+    forbidden: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, list]:
     """``steps`` DP-PGCD steps from ``B`` (not modified) with clip levels ``levels``; returns the new
     ``B`` and the releases made (:class:`PrivacyEvent` list: one selection event for all steps, one
@@ -237,7 +238,12 @@ def dp_pgcd(
 
     Each step: select ``(m, j)`` by the exponential mechanism on the scores
     ``S_ij = √M_i |soft(B_ij − Ĝ_ij / M_i, λ/M_i) − B_ij|`` (Gumbel scale ``gumbel_multiplier · Δ_S``),
-    then move ``B_mj`` to ``soft(B_mj − (Ĝ_mj + N(0, (sigma_multiplier Δ_m)²)) / M_m, λ/M_m)``."""
+    then move ``B_mj`` to ``soft(B_mj − (Ĝ_mj + N(0, (sigma_multiplier Δ_m)²)) / M_m, λ/M_m)``.
+
+    ``forbidden`` (prior knowledge, a public d × d bool mask from the plan): those coordinates get
+    score −∞ like the diagonal, so the exponential mechanism runs over the allowed coordinates only.
+    The set is public and the same for neighbouring data sets, so the score sensitivity Δ_S, the
+    Gumbel scale and the ledger events are unchanged."""
     d, n = B.shape[0], float(n_total)
     if grads.levels is None or not np.array_equal(levels, grads.levels):
         grads.set_levels(levels)
@@ -256,6 +262,9 @@ def dp_pgcd(
     # column-wise in O(d) per step
     score = np.abs(soft_threshold(B - G * inv_m, thr) - B) * sqrtM[:, None]
     np.fill_diagonal(score, -np.inf)
+    if forbidden is not None:
+        score[forbidden] = -np.inf
+        forbidden_t = np.ascontiguousarray(forbidden.T)
     selector = ColumnwiseSelector(b, rng)
     selector.set_scores(score)
     thr_col, inv_col = thr[:, 0], inv_m[:, 0]
@@ -281,6 +290,8 @@ def dp_pgcd(
             np.abs(soft_threshold(bcol - gcol * inv_col, thr_col) - bcol, out=col)
             col *= sqrtM
             col[j] = -np.inf
+            if forbidden is not None:
+                col[forbidden_t[j]] = -np.inf
             selector.update_column(j, col)
     B = np.ascontiguousarray(Bt.T)
     events = [PrivacyEvent(ReleaseKind.SELECTION, EXPONENTIAL, delta_s, b, steps)]
@@ -401,12 +412,14 @@ class DPSparseParticipant(_PrivateHolder):
         polish_clip: float = POLISH_CLIP,
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
+        forbidden: Optional[np.ndarray] = None,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
         super().__init__(pid, X, n_total, lam, centre=centre)
         self._record(events)
         self.notes = notes
         self.label = label or f"participant {pid + 1}"
+        self.forbidden = forbidden  # prior knowledge: public, from the plan
         self.steps = int(steps)
         self.v_hat = v_hat
         self.m_hat = v_hat * self.n_rows / float(n_total)
@@ -427,7 +440,7 @@ class DPSparseParticipant(_PrivateHolder):
             pid, X, plan.n_total, plan.lam, plan.steps, one_offs=one_off_multipliers(pv), value_bound=pv.value_bound,
             gumbel_multiplier=pv.multiplier(ReleaseKind.SELECTION), sigma_multiplier=pv.multiplier(ReleaseKind.UPDATE),
             rng=rng, clip=pv.clip, clip_levels=pv.clip_levels, polish_multiplier=pv.multiplier(ReleaseKind.POLISH),
-            label=plan.participants[pid].label, preprocessed=preprocessed,
+            label=plan.participants[pid].label, preprocessed=preprocessed, forbidden=plan.forbidden_mask(),
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
@@ -449,7 +462,7 @@ class DPSparseParticipant(_PrivateHolder):
         B0 = self.B
         self.B, events = dp_pgcd(
             self.grads, levels, B0, self.beta, self.W, self.rho2, self.lam, self.m_hat, self.steps,
-            self.n_total, self.gumbel_multiplier, self.sigma_multiplier, self.rng,
+            self.n_total, self.gumbel_multiplier, self.sigma_multiplier, self.rng, forbidden=self.forbidden,
         )
         self._record(events)
         self.steps_taken += self.steps

@@ -210,6 +210,8 @@ def score_search(
     max_moves: Optional[int] = None,
     noise_std: Optional[np.ndarray] = None,
     z: float = 3.0,
+    forbidden: Optional[np.ndarray] = None,
+    required: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, list]:
     """Greedy best-improvement search from the DAG ``E0`` (``E0[i, j]`` = edge ``i → j``) over
     deletions, reversals and additions, every move keeping the graph acyclic.
@@ -220,7 +222,10 @@ def score_search(
     (bool matrix; ``None``: every pair whose moments are known). With ``noise_std`` (private runs)
     an addition needs a partial second moment above ``z`` noise stds. The gains of all moves of a
     node are computed at once from its conditional covariances; after a move only the families
-    that changed are recomputed. Returns the final DAG and the moves as ``(kind, i, j)``."""
+    that changed are recomputed. Returns the final DAG and the moves as ``(kind, i, j)``.
+
+    Prior knowledge (d × d bool masks): no move creates a ``forbidden`` edge (additions and
+    reversals); a ``required`` edge is never deleted nor reversed."""
     if score not in ("equal", "node"):
         raise ValueError(f"score must be 'equal' or 'node', got {score!r}")
     d = G.shape[0]
@@ -235,6 +240,8 @@ def score_search(
     DEL = np.full((d, d), np.nan)  # DEL[i, j] = RSS_j(pa_j − {i}) for i ∈ pa_j
     ok_add = np.ones((d, d), dtype=bool) if allowed is None else allowed.astype(bool).copy()
     np.fill_diagonal(ok_add, False)
+    if forbidden is not None:
+        ok_add &= ~forbidden
     gate = None if noise_std is None else (z * noise_std) ** 2
 
     def refresh(j: int) -> None:
@@ -270,6 +277,11 @@ def score_search(
                 g_rev = scale * np.log(TR[ej] + DEL[ei, ej] - R[ei] + ADD[ej, ei]) - base
             g_del[~np.isfinite(g_del)] = inf
             g_rev[~np.isfinite(g_rev)] = inf
+            if required is not None:
+                g_del[required[ei, ej]] = inf
+                g_rev[required[ei, ej]] = inf
+            if forbidden is not None:
+                g_rev[forbidden[ej, ei]] = inf
             tol = -1e-9 * max(1.0, abs(scale * np.log(T)) if not node else abs(half_n * logR.sum()))
             best = None
             if g_del.size:
@@ -433,6 +445,7 @@ def polish_graph(
     score: str = "equal",
     additions: str = "consensus",
     penalty: Optional[float] = None,
+    knowledge=None,
 ) -> PolishResult:
     """Hill-climb from the thresholded consensus DAG ``W0``, fit least squares; then, when
     ``threshold`` is given, drop the edges with ``|w| ≤ threshold`` and refit (``None``: the score
@@ -443,13 +456,23 @@ def polish_graph(
     :func:`score_search`) or ``"auto"``: the equal-variance search, then the per-node search from
     its result and from ``W0`` (the better of the two per-node results), keeping the graph whose model has the lower BIC (:func:`bic_of`; the per-node model
     pays ``d − 1`` more variance parameters). ``penalty`` per edge: default the BIC ``log(n)/2``
-    with candidate additions and the extended BIC :func:`ebic_penalty` with every pair."""
+    with candidate additions and the extended BIC :func:`ebic_penalty` with every pair.
+
+    ``knowledge`` (:class:`bnsl_cli.knowledge.Knowledge`): the search never adds a forbidden edge and
+    starts from, and keeps, every required edge; the threshold and the noise pruning spare the
+    required edges, whose least-squares weights are the fit of a required edge the consensus left at 0."""
     if score not in SCORES:
         raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
     if additions not in ("consensus", "all"):
         raise ValueError(f"additions must be 'consensus' or 'all', got {additions!r}")
     d = G.shape[0]
     E0 = W0 != 0
+    kw = {}
+    F = R = None
+    if knowledge is not None:
+        F, R = knowledge.forbidden_mask(), knowledge.required_mask()
+        E0 = (E0 & ~F) | R
+        kw = {"forbidden": F, "required": R}
     if penalty is None:
         penalty = ebic_penalty(n, d) if additions == "all" else float(np.log(n) / 2.0)
     if additions == "all":
@@ -460,28 +483,33 @@ def polish_graph(
     if score == "auto":
         # the equal-variance search first (its orientations are identifiable), then the per-node
         # search from its result; the model with the lower BIC wins
-        E, moves = score_search(G, n, E0, allowed, "equal", penalty, noise_std=noise_std)
+        E, moves = score_search(G, n, E0, allowed, "equal", penalty, noise_std=noise_std, **kw)
         results["equal"] = (E, moves, bic_of(G, n, E, "equal", penalty))
-        E2, moves2 = score_search(G, n, E, allowed, "node", penalty, noise_std=noise_std)
+        E2, moves2 = score_search(G, n, E, allowed, "node", penalty, noise_std=noise_std, **kw)
         results["node"] = (E2, moves + moves2, bic_of(G, n, E2, "node", penalty))
         # and the per-node search straight from the consensus: the better per-node result is kept
-        E3, moves3 = score_search(G, n, E0, allowed, "node", penalty, noise_std=noise_std)
+        E3, moves3 = score_search(G, n, E0, allowed, "node", penalty, noise_std=noise_std, **kw)
         b3 = bic_of(G, n, E3, "node", penalty)
         if b3 < results["node"][2]:
             results["node"] = (E3, moves3, b3)
         chosen = min(results, key=lambda k: results[k][2])
     else:
-        E, moves = score_search(G, n, E0, allowed, score, penalty, noise_std=noise_std)
+        E, moves = score_search(G, n, E0, allowed, score, penalty, noise_std=noise_std, **kw)
         results[score] = (E, moves, None)
         chosen = score
     E, moves, _ = results[chosen]
     pruned = 0
     if noise_std is not None:
         E, pruned = prune_within_noise(G, E, noise_std)
+        if R is not None:
+            pruned -= int((R & ~E).sum())
+            E = E | R
     W = least_squares_weights(G, E)
     weak = np.zeros_like(E)
     if threshold is not None:
         weak = E & (np.abs(W) <= threshold)
+        if R is not None:
+            weak &= ~R
         if weak.any():
             E = E & ~weak
             W = least_squares_weights(G, E)
@@ -534,6 +562,7 @@ class PolishStage:
         full: Optional[bool] = None,
         final_threshold: Optional[float] = _UNSET,
         threshold_given: bool = False,
+        knowledge=None,
     ):
         """``threshold`` turns the consensus into the start DAG; ``noise = (multiplier, clip,
         participants)`` for a private run: the participants' noise multiplier σ_pol, the row clip
@@ -551,6 +580,7 @@ class PolishStage:
         if final_threshold is _UNSET:
             final_threshold = self.threshold if (private or threshold_given or APPLY_DEFAULT_THRESHOLD) else None
         self.final_threshold = final_threshold
+        self.knowledge = knowledge
         self.result: Optional[PolishResult] = None
         self.pairs = None
         self.seconds = 0.0
@@ -558,7 +588,14 @@ class PolishStage:
     def request(self, W_raw: np.ndarray, rnd: int) -> Optional[bytes]:
         """The encoded :class:`GramRequest` (``None`` when there is nothing to polish)."""
         self.W_raw = np.array(W_raw, dtype=float)
-        self.W0 = threshold_to_dag(self.W_raw, self.threshold)[0]
+        if self.knowledge is None:
+            self.W0 = threshold_to_dag(self.W_raw, self.threshold)[0]
+        else:
+            F, R = self.knowledge.forbidden_mask(), self.knowledge.required_mask()
+            self.W_raw[F] = 0.0
+            self.W0 = threshold_to_dag(self.W_raw, self.threshold, keep=R)[0]
+            # the required edges are in the start DAG (their pairs in the request) even at weight 0
+            self.W0 = np.where(R & (self.W0 == 0), 1.0, self.W0)
         d = self.W_raw.shape[0]
         if self.full:
             a, b = np.triu_indices(d)
@@ -595,6 +632,7 @@ class PolishStage:
         self.result = polish_graph(
             G, self.n_total, self.W0, self.W_raw, self.final_threshold, self.candidate,
             noise_std=self._noise_std(G), score=self.score, additions="all" if self.full else "consensus",
+            knowledge=self.knowledge,
         )
         self.result.info["pairs"] = int(self.pairs.size)
         self.seconds = time.perf_counter() - t0

@@ -106,17 +106,23 @@ def unfitted_required(W: np.ndarray, knowledge) -> list[tuple[int, int]]:
 
 
 def fit_required(W: np.ndarray, S: np.ndarray, knowledge) -> np.ndarray:
-    """Give every required edge of weight 0 in the DAG ``W`` its least-squares weight: each child
-    ``j`` with such an edge has its column refitted on its parents (those of ``W`` plus the
-    required ones) from the second-moment matrix ``S`` (``S_PP w = S_Pj``)."""
+    """Give every required edge of weight 0 in the DAG ``W`` its least-squares weight from the
+    second-moment matrix ``S``: the edge is added (a cycle it closes is broken among the other
+    edges, weakest first), then every child whose parent set changed is refitted on its parents
+    (``S_PP w = S_Pj``)."""
     missing = unfitted_required(W, knowledge)
     if not missing:
         return W
-    W = np.array(W, dtype=float, copy=True)
     R = knowledge.required_mask()
-    for j in sorted({j for _, j in missing}):
-        parents = np.flatnonzero((W[:, j] != 0) | R[:, j])
-        w, *_ = np.linalg.lstsq(S[np.ix_(parents, parents)], S[parents, j], rcond=None)
-        W[:, j] = 0.0
-        W[parents, j] = w
-    return W
+    start = np.array(W, dtype=float, copy=True)
+    for i, j in missing:
+        start[i, j] = np.inf  # strongest: never the one removed to break a cycle
+    new, _ = threshold_to_dag(start, -1.0, keep=R)
+    changed = np.flatnonzero(((new != 0) != (np.asarray(W) != 0)).any(axis=0))
+    for j in changed:
+        parents = np.flatnonzero(new[:, j] != 0)
+        new[:, j] = 0.0
+        if parents.size:
+            w, *_ = np.linalg.lstsq(S[np.ix_(parents, parents)], S[parents, j], rcond=None)
+            new[parents, j] = w
+    return new

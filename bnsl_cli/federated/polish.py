@@ -480,21 +480,33 @@ def polish_graph(
     else:
         allowed = np.abs(W_raw) > candidate
     results = {}
+
+    def search(start, sc):
+        E, mv = score_search(G, n, start, allowed, sc, penalty, noise_std=noise_std, **kw)
+        if R is not None:
+            # with knowledge the constrained greedy search can stall far from the unconstrained one's
+            # optimum (measured: BIC 1615 against 425 from the required edges alone, d = 20): it also
+            # starts from the required edges alone, and the lower BIC wins
+            E2, mv2 = score_search(G, n, R, allowed, sc, penalty, noise_std=noise_std, **kw)
+            if bic_of(G, n, E2, sc, penalty) < bic_of(G, n, E, sc, penalty):
+                return E2, mv2
+        return E, mv
+
     if score == "auto":
         # the equal-variance search first (its orientations are identifiable), then the per-node
         # search from its result; the model with the lower BIC wins
-        E, moves = score_search(G, n, E0, allowed, "equal", penalty, noise_std=noise_std, **kw)
+        E, moves = search(E0, "equal")
         results["equal"] = (E, moves, bic_of(G, n, E, "equal", penalty))
-        E2, moves2 = score_search(G, n, E, allowed, "node", penalty, noise_std=noise_std, **kw)
+        E2, moves2 = search(E, "node")
         results["node"] = (E2, moves + moves2, bic_of(G, n, E2, "node", penalty))
         # and the per-node search straight from the consensus: the better per-node result is kept
-        E3, moves3 = score_search(G, n, E0, allowed, "node", penalty, noise_std=noise_std, **kw)
+        E3, moves3 = search(E0, "node")
         b3 = bic_of(G, n, E3, "node", penalty)
         if b3 < results["node"][2]:
             results["node"] = (E3, moves3, b3)
         chosen = min(results, key=lambda k: results[k][2])
     else:
-        E, moves = score_search(G, n, E0, allowed, score, penalty, noise_std=noise_std, **kw)
+        E, moves = search(E0, score)
         results[score] = (E, moves, None)
         chosen = score
     E, moves, _ = results[chosen]
@@ -593,9 +605,11 @@ class PolishStage:
         else:
             F, R = self.knowledge.forbidden_mask(), self.knowledge.required_mask()
             self.W_raw[F] = 0.0
-            self.W0 = threshold_to_dag(self.W_raw, self.threshold, keep=R)[0]
-            # the required edges are in the start DAG (their pairs in the request) even at weight 0
-            self.W0 = np.where(R & (self.W0 == 0), 1.0, self.W0)
+            # the required edges are in the start DAG (their pairs in the request) even at weight 0;
+            # a cycle they close is broken among the other edges, weakest first
+            start = np.where(R & (self.W_raw == 0), np.inf, self.W_raw)
+            self.W0 = threshold_to_dag(start, self.threshold, keep=R)[0]
+            self.W0[np.isinf(self.W0)] = 1.0
         d = self.W_raw.shape[0]
         if self.full:
             a, b = np.triu_indices(d)

@@ -134,8 +134,11 @@ class ColumnwiseSelector:
         return top + self.scale * np.log(np.sum(np.exp((s - top) / self.scale), axis=0))
 
     def set_scores(self, S: np.ndarray) -> None:
+        col = self._column_weight(S)
+        if not np.any(col > -np.inf):
+            raise ValueError("every score is masked (-inf); nothing to select")
         self.S = S
-        self._col = self._column_weight(S)
+        self._col = col
 
     def update_column(self, j: int, column: np.ndarray) -> None:
         self.S[:, j] = column

@@ -19,6 +19,10 @@ __all__ = [
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
     "ScaleWarning",
+    "DataWarning",
+    "IdentifierColumnWarning",
+    "SmallSampleWarning",
+    "MissingRowsWarning",
 ]
 
 
@@ -80,3 +84,20 @@ class PrivacyWarning(UserWarning):
 
 class ScaleWarning(UserWarning):
     """The columns are on very different scales and ``--standardize`` was not given."""
+
+
+class DataWarning(UserWarning):
+    """The data read are legal but probably not what the user meant; the run goes on."""
+
+
+class IdentifierColumnWarning(DataWarning):
+    """A column looks like a row identifier (distinct integers in order, or a run of consecutive
+    integers) and would be learned as a variable; ``--index-col``/``--drop`` leave it out."""
+
+
+class SmallSampleWarning(DataWarning):
+    """Fewer rows than variables, or too few rows for edges to stand out from chance correlations."""
+
+
+class MissingRowsWarning(DataWarning):
+    """``--na drop-rows`` dropped rows that held a missing value."""

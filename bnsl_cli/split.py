@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.data import read_table, resolve_sep
+from bnsl_cli.io.data import ReadOptions, read_table, resolve_sep
 from bnsl_cli.io.graphs import format_float
 
 __all__ = [
@@ -188,8 +188,10 @@ def split_table_file(
     by: str | None = None,
     seed: int | None = None,
     sep: str | None = None,
+    encoding: str = "utf-8",
 ) -> SplitResult:
     """Read and validate ``path`` (see :func:`bnsl_cli.io.data.read_table`) and split its rows.
+    ``encoding``: the text encoding of ``path``; the shards are always written as UTF-8.
 
     Values are written with their original text (a row's cells are copied, only surrounding
     spaces removed), so every value reads back exactly; the header names are kept, and in
@@ -205,7 +207,8 @@ def split_table_file(
         stored = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError:
         stored = None  # the reader names the problem
-    table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored)
+    opts = ReadOptions(encoding=encoding).check()
+    table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored, options=opts)
     delim = resolve_sep(path, sep)
     n = table.n
     groups = None
@@ -221,7 +224,7 @@ def split_table_file(
 
     if path.name.lower().endswith(".gz") or stored[:2] == b"\x1f\x8b":
         stored = gzip.decompress(stored)
-    text = stored.decode("utf-8-sig")
+    text = stored.decode("utf-8-sig" if opts.encoding == "utf-8" else opts.encoding)
     raw = _raw_rows(text, delim)
     header = [h.strip() for h in raw[0]]
     body = raw[1:]

@@ -23,6 +23,7 @@ __all__ = [
     "scale_ratio",
     "check_scales",
     "scale_warning",
+    "exact_scale_warning",
     "quantise",
     "to_original_units",
     "upper_triangle",
@@ -113,6 +114,20 @@ def scale_warning(sd: np.ndarray, names: Sequence[str]) -> Optional[str]:
         f"the columns' spreads differ {ratio:.3g}-fold ({hi!s} sd {s.max():.3g}, {lo!s} sd {s.min():.3g}); "
         "the graph depends on their units — rerun with --standardize"
     )
+
+
+def exact_scale_warning(tables, names: Sequence[str]) -> Optional[str]:
+    """:func:`scale_warning` from the pooled spreads of the rows in ``tables`` (arrays or objects
+    with ``X``) — for whoever holds the rows (bnsl learn, a site of bnsl join) in a private run,
+    where the coordinator's spreads are noisy. Computed and shown locally, it releases nothing."""
+    Xs = [np.asarray(getattr(t, "X", t), dtype=float) for t in tables]
+    n = np.array([X.shape[0] for X in Xs], dtype=float)
+    if n.sum() < 2:
+        return None
+    shares = [column_stats(X) for X in Xs]
+    mean = np.sum([s for _, s, _ in shares], axis=0) / n.sum()
+    var = sum(variance_share(k, s, m, mean, int(n.sum())) for k, s, m in shares)
+    return scale_warning(np.sqrt(np.maximum(var, 0.0)), names)
 
 
 def quantise(Z: np.ndarray) -> np.ndarray:

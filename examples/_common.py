@@ -74,7 +74,15 @@ def start(args: argparse.Namespace, default_seeds: int) -> tuple[list[int], "Log
     """The seeds to run (``--seeds`` or ``0…default_seeds-1``) and the progress log; silences the
     library's warnings (the scripts report convergence themselves)."""
     quiet_warnings()
+    if args.out is None:  # --quick results never replace the full-size ones in the repository
+        args.out = quick_or_full_out(args._name, args.quick)
     return args.seeds or list(range(default_seeds)), Log(args.quiet)
+
+
+def quick_or_full_out(name: str, quick: bool) -> Path:
+    """The default output folder: ``examples/results/NAME`` (tracked, full-size results), or
+    ``examples/results/quick/NAME`` (ignored by git) with ``--quick``."""
+    return HERE / "results" / "quick" / name if quick else HERE / "results" / name
 
 
 def parser(name: str, doc: str, default_seeds: int) -> argparse.ArgumentParser:
@@ -83,7 +91,10 @@ def parser(name: str, doc: str, default_seeds: int) -> argparse.ArgumentParser:
         description=(doc or "").strip().splitlines()[0] if doc else None,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--out", type=Path, default=HERE / "results" / name, help="output directory")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"output directory (default examples/results/{name}; with --quick "
+                   f"examples/results/quick/{name}, not tracked by git)")
+    p.set_defaults(_name=name)
     p.add_argument("--quick", action="store_true", help="small sizes (for CI): finishes in well under 2 min")
     p.add_argument(
         "--seeds",

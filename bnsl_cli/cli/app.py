@@ -24,7 +24,8 @@ _APP_OPTIONS = dict(
         "Orientation: W\\[i, j] is the weight of the edge i -> j (rows are parents)."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -90,6 +91,21 @@ def _subcommand_of(argv: list) -> Optional[str]:
             continue
         return arg if arg in known else None
     return None
+
+
+def hoist_root_flags(argv: list) -> list:
+    """``bnsl learn … --debug`` means ``bnsl --debug learn …``: a root flag given after the
+    subcommand (before any ``--``) is moved in front of it."""
+    argv = list(argv)
+    if _subcommand_of(argv) is None:
+        return argv
+    end = argv.index("--") if "--" in argv else len(argv)
+    first = next(k for k, a in enumerate(argv) if a not in _ROOT_FLAGS)
+    moved = [a for a in argv[first + 1 : end] if a in _ROOT_FLAGS]
+    if not moved:
+        return argv
+    rest = [a for a in argv[first + 1 : end] if a not in _ROOT_FLAGS]
+    return argv[:first] + sorted(set(moved)) + [argv[first]] + rest + argv[end:]
 
 
 def _full_app() -> typer.Typer:
@@ -193,7 +209,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point."""
     from bnsl_cli.errors import BnslError
 
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = hoist_root_flags(sys.argv[1:] if argv is None else list(argv))
     name = _subcommand_of(args)
     application = build_app({name}) if name is not None else _full_app()
     try:

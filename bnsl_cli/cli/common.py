@@ -38,6 +38,26 @@ def fail(message: str, code: int) -> "typer.Exit":
     return typer.Exit(code)
 
 
+def print_table(renderable, to_stderr: bool = False) -> None:
+    """Print a rich table (or any renderable) as a result (stdout) or as context (stderr). On a
+    terminal rich lays it out at the terminal's width; in a pipe or a file it is drawn at its own
+    natural width, without colour codes and without the trailing spaces that pad every line to the
+    widest one, so that ``| less``, ``> file`` and diffs see plain text."""
+    console = err_console if to_stderr else Console(highlight=False)
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    import io
+
+    width = Console(width=100_000).measure(renderable).maximum
+    sink = io.StringIO()
+    Console(width=max(width, 40), color_system=None, highlight=False, file=sink).print(renderable)
+    text = "\n".join(line.rstrip() for line in sink.getvalue().splitlines())
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
 def print_json(obj) -> None:
     """Write a JSON document to stdout (results only go there)."""
     sys.stdout.write(json.dumps(obj, indent=2, allow_nan=False, default=_json_default) + "\n")
@@ -65,7 +85,8 @@ DATA_PATTERNS = ("*.csv", "*.tsv", "*.csv.gz", "*.tsv.gz")
 def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) -> list[Path]:
     """Expand files, directories (their ``*.csv``, ``*.tsv`` and gzipped ones), quoted globs and a
     ``--files-from`` list (one path a line; relative paths are relative to the current directory,
-    like ``tar -T`` or ``rsync --files-from``; ``#`` starts a comment line).
+    like ``tar -T`` or ``rsync --files-from``; ``#`` starts a comment line; ``-``: the list is read
+    from standard input).
 
     Returns sorted, de-duplicated paths. Missing files are left in so the reader can name them.
     ``-`` (standard input) is kept as is.
@@ -74,10 +95,15 @@ def expand_shard_paths(items: Iterable[str], files_from: Optional[Path] = None) 
 
     raw: list[str] = list(items)
     if files_from is not None:
-        try:
-            text = Path(files_from).read_text()
-        except OSError as exc:
-            raise InputDataError(f"{files_from}: cannot read file list ({exc.strerror or exc})") from None
+        if str(files_from) == "-":  # the list on standard input (then no shard can be read from it)
+            if "-" in raw:
+                raise InputDataError("--files-from - and a shard - both read standard input; choose one")
+            text = sys.stdin.read()
+        else:
+            try:
+                text = Path(files_from).read_text()
+            except OSError as exc:
+                raise InputDataError(f"{files_from}: cannot read file list ({exc.strerror or exc})") from None
         for line in text.splitlines():
             line = line.strip()
             if line and not line.startswith("#"):

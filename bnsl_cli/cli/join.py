@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.cli import common
+from bnsl_cli.cli import common, dataopts
 
 
 def command(
@@ -59,10 +59,13 @@ def command(
         help="Refuse plans without secure aggregation (serve --secure-sum): the coordinator then learns only the "
         "sums of the summable replies, never this site's own.",
     ),
-    sep: Optional[str] = typer.Option(
-        None, "--sep", envvar="BNSL_SEP", show_default=False,
-        help="Field separator of SITE.csv: one character, or 'tab' \\[default: tab for .tsv, else ','] (as bnsl learn --sep).",
-    ),
+    sep: Optional[str] = dataopts.sep_option(None, "SITE.csv", " As bnsl learn --sep."),
+    columns: Optional[str] = dataopts.columns_option(None),
+    drop: Optional[str] = dataopts.drop_option(None),
+    index_col: Optional[str] = dataopts.index_col_option(None),
+    na: str = dataopts.na_option(None),
+    header: str = dataopts.header_option(None),
+    encoding: str = dataopts.encoding_option(None),
     site_id: Optional[str] = typer.Option(
         None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
     ),
@@ -75,7 +78,7 @@ def command(
     ),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for the coordinator's next message."),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
 ) -> None:
     """Join a networked run as one site (the coordinator runs bnsl serve).
 
@@ -101,9 +104,11 @@ def command(
     from bnsl_cli.cli.netopts import credentials
 
     creds = credentials(ca, cert, key, insecure, host, "coordinator address")
-    from bnsl_cli.io.data import read_table
+    from bnsl_cli.io.data import read_table, sample_warnings
 
-    table = read_table(csv, sep=sep)
+    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
+    table = read_table(csv, sep=sep, options=read_opts, min_columns=2)
+    sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name
     limits = {
         "max_epsilon": max_epsilon,
@@ -132,6 +137,8 @@ def command(
 
     def on_plan(body: dict):
         plan, index, X = _check_plan(body, table, limits, name)
+        if plan.private and not plan.standardize:  # this site's exact spreads (nothing is released)
+            dataopts.exact_scale_warning([_columns_of(table, plan.names, X)])
         tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,
                   "secure_sum": bool(body.get("secure_sum"))})
         from bnsl_cli.federated.methods import make_participant
@@ -163,6 +170,12 @@ def command(
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")
+
+
+def _columns_of(table, names, X):
+    from bnsl_cli.io.data import Table
+
+    return Table(X, tuple(names), table.path)
 
 
 def _recording(on_plan, tr):
@@ -232,8 +245,9 @@ def _check_plan(body: dict, table, limits: dict, name: str):
         raise FederationError(
             f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
         )
-    if set(plan.names) != set(table.names) or len(plan.names) != len(table.names):
+    if not set(plan.names) <= set(table.names) or len(set(plan.names)) != len(plan.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
+    # the coordinator may choose fewer columns (serve --columns/--drop): this site uses those
     idx = [table.names.index(n) for n in plan.names]
     X = table.X[:, idx] if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from bnsl_cli.cli import common
+from bnsl_cli.cli import common, dataopts
 from bnsl_cli.privacy.defaults import POLISH_SHARE
 
 METHOD_HELP = (
@@ -25,17 +25,18 @@ def command(
         None, metavar="SHARDS...", help="Participant CSV files (one per participant; .csv, .tsv, .csv.gz), "
         "directories of them, quoted globs, or - for one shard on standard input.",
     ),
-    files_from: Optional[Path] = typer.Option(
-        None, "--files-from", help="A file listing shard paths, one per line; relative paths are relative "
-        "to the current directory (as with tar -T).",
-    ),
-    sep: Optional[str] = typer.Option(
-        None, "--sep", envvar="BNSL_SEP", show_default=False,
-        help="Field separator of the data files: one character, or 'tab' \\[default: tab for .tsv, else ',']",
-    ),
+    files_from: Optional[Path] = dataopts.files_from_option(),
+    sep: Optional[str] = dataopts.sep_option(),
+    columns: Optional[str] = dataopts.columns_option(),
+    drop: Optional[str] = dataopts.drop_option(),
+    index_col: Optional[str] = dataopts.index_col_option(),
+    na: str = dataopts.na_option(),
+    header: str = dataopts.header_option(),
+    encoding: str = dataopts.encoding_option(),
     method: str = typer.Option(
         "fed-sparse", "--method", "-m", envvar="BNSL_METHOD", metavar="METHOD",
         help=METHOD_HELP,
+        rich_help_panel=dataopts.METHOD,
     ),
     lam: Optional[float] = typer.Option(
         None,
@@ -45,28 +46,32 @@ def command(
         "total n, so it acts as P·λ in centralized NOTEARS units); default 0.04/P (0.005 with P = 8), "
         "0.01 with --dp; "
         "fed-bnsl: on W, default 0.03; fed-moments / notears / local-notears: 0.1.",
+        rich_help_panel=dataopts.METHOD,
     ),
     threshold: Optional[float] = typer.Option(
         None, "--threshold", envvar="BNSL_THRESHOLD",
         help="Drop edges with |w| ≤ this \\[default: 0.3 for the consensus; without --dp, fed-sparse's polish "
         "then lets its score decide the final edges; given, it is applied after the polish too]",
+        rich_help_panel=dataopts.METHOD,
     ),
-    rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp)."),
-    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default 3d; with --dp max(20, d/2))."),
-    rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁."),
-    rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂."),
-    rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round."),
-    rho2_growth: float = typer.Option(1.25, "--rho2-growth", help="ρ₂ growth factor per round."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", envvar="BNSL_ROUNDS", help="Max ADMM rounds (default 80; 50 with --dp).", rich_help_panel=dataopts.METHOD),
+    steps: Optional[int] = typer.Option(None, "--steps", envvar="BNSL_STEPS", help="PGCD steps per round (default 3d; with --dp max(20, d/2)).", rich_help_panel=dataopts.METHOD),
+    rho1: float = typer.Option(1e-3, "--rho1", help="Initial acyclicity penalty ρ₁.", rich_help_panel=dataopts.METHOD),
+    rho2: float = typer.Option(1e-3, "--rho2", help="Initial consensus penalty ρ₂.", rich_help_panel=dataopts.METHOD),
+    rho1_growth: float = typer.Option(1.75, "--rho1-growth", help="ρ₁ growth factor per round.", rich_help_panel=dataopts.METHOD),
+    rho2_growth: float = typer.Option(1.25, "--rho2-growth", help="ρ₂ growth factor per round.", rich_help_panel=dataopts.METHOD),
     snap: float = typer.Option(
         0.05, "--snap",
         help="Fed-sparse: consensus entries |W_ij| below this are set to 0 before each broadcast "
         "(a sparser consensus; 0 turns it off). Keep it well below --threshold.",
+        rich_help_panel=dataopts.METHOD,
     ),
     acyclicity: str = typer.Option(
         "auto", "--acyclicity", envvar="BNSL_ACYCLICITY",
         help="Fed-sparse: the coordinator's acyclicity function h(W): expm (NOTEARS, tr exp(W∘W) − d) or "
         "logdet (DAGMA, −log det(I − W∘W); cheaper per evaluation, fed-sparse only). auto: logdet for "
         "non-private fed-sparse, expm under --dp and for the other methods (the report shows the choice).",
+        rich_help_panel=dataopts.METHOD,
     ),
     polish: bool = typer.Option(
         True, "--polish/--no-polish",
@@ -74,6 +79,7 @@ def command(
         "pairs the consensus selects), then a score-based search (edge deletions, reversals, additions) from "
         "the consensus DAG. Under --dp that release takes --polish-share of the budget. --no-polish: the "
         "plain consensus.",
+        rich_help_panel=dataopts.METHOD,
     ),
     standardize: bool = typer.Option(
         False, "--standardize",
@@ -81,56 +87,66 @@ def command(
         "sums and sums of squares before the rounds; under --dp taken from the already released means and second "
         "moments, no extra budget). Edges do not depend on the columns' units; the threshold applies to the "
         "standardised weights; weights are reported in original units, W[i,j] = W_std[i,j]·sd_j/sd_i.",
+        rich_help_panel=dataopts.METHOD,
     ),
-    seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too)."),
+    seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too).", rich_help_panel=dataopts.METHOD),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, cpdag.csv, graph.dot, report.json), "
         "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
         "printed on stdout.",
+        rich_help_panel=dataopts.OUTPUT,
     ),
     adjacency_out: Optional[str] = typer.Option(
         None, "--adjacency", metavar="PATH", help="Also write the weighted adjacency CSV to PATH (- = stdout).",
+        rich_help_panel=dataopts.OUTPUT,
     ),
     edges_out: Optional[str] = typer.Option(
         None, "--edges", metavar="PATH", help="Also write the edge list CSV to PATH (- = stdout).",
+        rich_help_panel=dataopts.OUTPUT,
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout."),
-    personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout.", rich_help_panel=dataopts.OUTPUT),
+    personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p.", rich_help_panel=dataopts.OUTPUT),
+    quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output.", rich_help_panel=dataopts.OUTPUT),
+    verbose: bool = dataopts.verbose_option(),
     workers: int = typer.Option(
         1, "--workers", envvar="BNSL_WORKERS",
         help="Worker processes that host the participants (at most one per participant; 1 = all in this "
         "process). Only encoded messages cross between processes; results are identical. Helps on idle "
         "cores; on a busy shared machine it was slower (README).",
+        rich_help_panel=dataopts.METHOD,
     ),
     trace: bool = typer.Option(
         False, "--trace", help="Keep every per-round record in report.json (each round's support, every privacy "
         "event); without it they are summarised.",
+        rich_help_panel=dataopts.OUTPUT,
     ),
-    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
-    dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL)."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp)."),
-    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant)."),
-    clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0."),
-    selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection."),
+    force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write.", rich_help_panel=dataopts.OUTPUT),
+    dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL).", rich_help_panel=dataopts.PRIVACY),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp).", rich_help_panel=dataopts.PRIVACY),
+    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant).", rich_help_panel=dataopts.PRIVACY),
+    clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0.", rich_help_panel=dataopts.PRIVACY),
+    selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection.", rich_help_panel=dataopts.PRIVACY),
     polish_share: float = typer.Option(
         POLISH_SHARE, "--polish-share", help="Share of the whole DP budget spent on the polish's second moments (fed-sparse; "
         "ignored with --no-polish, which gives it to the DP-PGCD steps).",
+        rich_help_panel=dataopts.PRIVACY,
     ),
     conversion: str = typer.Option(
-        "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion."
+        "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion.", rich_help_panel=dataopts.PRIVACY,
     ),
     public_means: bool = typer.Option(
-        False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release."
+        False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release.", rich_help_panel=dataopts.PRIVACY,
     ),
     value_bound: Optional[float] = typer.Option(
         None, "--value-bound",
         help="DP: a public bound B on |x| (and on |x − centre|) used to clip the mean and second-moment "
         "releases; without it the bounds come from noisy range histograms.",
+        rich_help_panel=dataopts.PRIVACY,
     ),
     clip_levels: str = typer.Option(
         "auto", "--clip-levels", metavar="[auto|adaptive|static]", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
         "(adaptive below 50 variables, static from 50 on: measured faster there).",
+        rich_help_panel=dataopts.PRIVACY,
     ),
     require: Optional[List[str]] = typer.Option(
         None, "--require", metavar="A->B", help="Prior knowledge: the edge A -> B must be in the graph (repeatable).",
@@ -187,6 +203,7 @@ def command(
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data
+    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
     local = method_spec(method).per_participant_graphs
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
@@ -200,10 +217,15 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress)
+    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
     if progress is not None:
         progress.close()
-    result = _run_with_progress(tables, cfg, quiet)
+    if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
+        dataopts.exact_scale_warning(tables)
+    with dataopts.convergence_warnings(verbose):
+        result = _run_with_progress(tables, cfg, quiet)
+    if read_opts != type(read_opts)():  # the columns and rows used, when chosen (report.json: input)
+        result.report["input"] = {**read_opts.to_dict(), "dropped_rows": [int(t.dropped_rows) for t in tables]}
     if od is not None:
         _write_outputs(od, result, method)
     output.write_single_outputs(singles, result)
@@ -299,10 +321,11 @@ def _summary(result, out, quiet) -> None:
         parts.append(f"{edges} edges")
     pol = rep.get("polish") or {}
     if pol.get("applied"):
-        mv = pol["moves"]
-        parts.append(
+        ch = pol.get("changes") or {"added": pol["moves"]["add"], "deleted": pol["moves"]["delete"],
+                                    "reversed": pol["moves"]["reverse"]}
+        parts.append(  # net changes, after the threshold: before + added − deleted = after
             f"polish {pol['edges_before']} → {pol['edges_after']} edges "
-            f"(+{mv['add']} −{mv['delete']} ⇄{mv['reverse']})"
+            f"(+{ch['added']} −{ch['deleted']} ⇄{ch['reversed']})"
         )
     if comm.get("bytes_total"):
         parts.append(f"{comm['bytes_up'] / 1e6:.3f} MB up, {comm['bytes_down'] / 1e6:.3f} MB down")

@@ -115,7 +115,7 @@ def command(
     ),
     json_out: bool = typer.Option(False, "--json", help="Write the result as JSON on stdout."),
     quiet: bool = typer.Option(
-        False, "--quiet", "-q", envvar="BNSL_QUIET", help="Only the result table (no assumptions block)."
+        False, "--quiet", "-q", envvar="BNSL_QUIET", help="Only the result (no assumptions block on stderr)."
     ),
 ) -> None:
     """Privacy budget <-> noise for `learn --dp` (zCDP, replace-one row of one participant).
@@ -128,7 +128,8 @@ def command(
 
     * Conversions: --rho R --delta D gives epsilon; --epsilon E --delta D --max-rho gives the largest rho.
 
-    Tables go to stderr, --json to stdout. Exit code 5 when the budget is invalid or cannot be met.
+    The result table goes to stdout (--json: JSON instead), the assumptions block to stderr (-q: left out).
+    Exit code 5 when the budget is invalid or cannot be met.
     """
     from bnsl_cli.cli.common import fail
     from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
@@ -148,7 +149,7 @@ def command(
 
             print_json(result["json"])
         else:
-            _render(result)
+            _render(result, quiet)
         return
 
     # ---- which direction ---------------------------------------------------------------------
@@ -551,7 +552,7 @@ def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
 def _render(result: dict, quiet: bool = False) -> None:
     from rich.table import Table
 
-    from bnsl_cli.cli.common import err_console
+    from bnsl_cli.cli.common import err_console, print_table
 
     assumptions = Table(title="Assumptions", show_header=False, title_justify="left", box=None, pad_edge=False)
     assumptions.add_column(style="bold")
@@ -567,6 +568,6 @@ def _render(result: dict, quiet: bool = False) -> None:
         table.add_row(name, _fmt(value), note)
 
     if not quiet:
-        err_console.print(assumptions)
+        print_table(assumptions, to_stderr=True)
         err_console.print()
-    err_console.print(table)
+    print_table(table)  # the result, like evaluate's table

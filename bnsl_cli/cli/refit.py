@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from bnsl_cli.cli import common
+from bnsl_cli.cli import common, dataopts
 
 SUMMARY = "summary.json"
 GENERATOR = "bnsl refit"
@@ -69,6 +69,15 @@ def _private_source(est_path: Path) -> Optional[dict]:
     return None
 
 
+def _eps_text(eps) -> str:
+    """ε as a person reads it: 4.999999999994976 → 5.00 (two decimals; two significant digits below 0.1)."""
+    try:
+        e = float(eps)
+    except (TypeError, ValueError):
+        return str(eps)
+    return f"{e:.2f}" if e >= 0.1 else f"{e:.2g}"
+
+
 def _render(rows: list[dict]) -> None:
     from rich.table import Table
 
@@ -92,13 +101,14 @@ def command(
     shards: List[str] = typer.Argument(
         None, metavar="SHARDS", help="Participant CSV files, directories of *.csv, or quoted globs."
     ),
-    files_from: Optional[Path] = typer.Option(
-        None, "--files-from", help="A file listing shard paths, one per line (relative to the current directory)."
-    ),
-    sep: Optional[str] = typer.Option(
-        None, "--sep", envvar="BNSL_SEP", show_default=False,
-        help="Field separator of the data files: one character, or 'tab' \\[default: tab for .tsv, else ',']",
-    ),
+    files_from: Optional[Path] = dataopts.files_from_option(None),
+    sep: Optional[str] = dataopts.sep_option(None),
+    columns: Optional[str] = dataopts.columns_option(None),
+    drop: Optional[str] = dataopts.drop_option(None),
+    index_col: Optional[str] = dataopts.index_col_option(None),
+    na: str = dataopts.na_option(None),
+    header: str = dataopts.header_option(None),
+    encoding: str = dataopts.encoding_option(None),
     out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
     ridge: float = typer.Option(
         0.0, "--ridge", envvar="BNSL_RIDGE", help="Ridge R ≥ 0: solves (S_pa,pa + R·I) w = S_pa,j with S = XᵀX/n_p of the centred rows (0: plain least squares)."
@@ -135,6 +145,7 @@ def command(
 
     if not math.isfinite(ridge) or ridge < 0:
         raise common.fail(f"--ridge must be a finite number ≥ 0 (got {ridge:g})", 2)
+    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
@@ -151,7 +162,7 @@ def command(
 
     graph = read_graph(est_path)
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress)
+    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
     if progress is not None:
         progress.close()
     names = tables[0].names
@@ -163,7 +174,7 @@ def command(
         from bnsl_cli.errors import PrivacyWarning
 
         warnings.warn(
-            f"{est_path} comes from a differentially private run (ε = {private.get('epsilon')}): the structure is "
+            f"{est_path} comes from a differentially private run (ε = {_eps_text(private.get('epsilon'))}): the structure is "
             "private, but the refitted weights use each participant's rows exactly and are NOT differentially "
             "private; keep each participant's weights with that participant",
             PrivacyWarning,

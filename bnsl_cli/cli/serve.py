@@ -19,7 +19,7 @@ from typing import Optional
 
 import typer
 
-from bnsl_cli.cli import common
+from bnsl_cli.cli import common, dataopts
 
 #: learn options that go into the LearnConfig, hence the run plan the sites check (DPConfig fields
 #: under ``--dp``; ``dp`` and ``epsilon`` select it)
@@ -33,50 +33,63 @@ RUN_OPTIONS = frozenset({
 #: the prior-knowledge options (read into one KnowledgeSource, part of the plan)
 KNOWLEDGE_OPTIONS = ("require", "forbid", "knowledge_file", "require_file", "forbid_file")
 #: learn options about what the coordinator writes and prints
-OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "quiet", "force"})
+OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "quiet", "verbose", "force"})
+#: learn options that choose the columns: the coordinator puts the chosen names in the plan and every
+#: site uses those columns, in the plan's order (a site's own --columns/--drop/--index-col shape its HELLO)
+COLUMN_OPTIONS = frozenset({"columns", "drop"})
 #: learn parameters that make sense only where the rows are: the shard arguments, the CSV
 #: separator (bnsl join --sep), the worker processes that host participants (each site is one)
-NOT_HERE = frozenset({"shards", "files_from", "sep", "workers"})
+NOT_HERE = frozenset({"shards", "files_from", "sep", "workers", "index_col", "na", "header", "encoding"})
 #: learn's click context: serve has its own (``ctx`` below), used the same way
 _CONTEXT = frozenset({"ctx"})
 
 
 def _serve(
     ctx: typer.Context,
-    participants: int = typer.Option(..., "--participants", "-P", help="Number of sites that must join."),
+    participants: int = typer.Option(..., "--participants", "-P", help="Number of sites that must join.", rich_help_panel=dataopts.NETWORK),
     listen: str = typer.Option(
-        "127.0.0.1:7443", "--listen", help="HOST:PORT to listen on (0.0.0.0:7443 for every interface; port 0 picks a free one)."
+        "127.0.0.1:7443", "--listen", help="HOST:PORT to listen on (0.0.0.0:7443 for every interface; port 0 picks a free one).",
+        rich_help_panel=dataopts.NETWORK,
     ),
-    ca: Optional[Path] = typer.Option(None, "--ca", help="CA certificate that issued every site's certificate (PEM)."),
-    cert: Optional[Path] = typer.Option(None, "--cert", help="The coordinator's certificate (PEM)."),
-    key: Optional[Path] = typer.Option(None, "--key", help="The coordinator's private key (PEM)."),
-    insecure: bool = typer.Option(False, "--insecure", help="Plaintext without authentication; loopback addresses only."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for any site's reply before stopping the run."),
-    join_timeout: float = typer.Option(600.0, "--join-timeout", help="Seconds to wait for all sites to join."),
+    ca: Optional[Path] = typer.Option(None, "--ca", help="CA certificate that issued every site's certificate (PEM).", rich_help_panel=dataopts.NETWORK),
+    cert: Optional[Path] = typer.Option(None, "--cert", help="The coordinator's certificate (PEM).", rich_help_panel=dataopts.NETWORK),
+    key: Optional[Path] = typer.Option(None, "--key", help="The coordinator's private key (PEM).", rich_help_panel=dataopts.NETWORK),
+    insecure: bool = typer.Option(False, "--insecure", help="Plaintext without authentication; loopback addresses only.", rich_help_panel=dataopts.NETWORK),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for any site's reply before stopping the run.", rich_help_panel=dataopts.NETWORK),
+    join_timeout: float = typer.Option(600.0, "--join-timeout", help="Seconds to wait for all sites to join.", rich_help_panel=dataopts.NETWORK),
     secure_sum: bool = typer.Option(
         False, "--secure-sum",
         help="Secure aggregation of every summed reply (column statistics, fed-moments, fed-bnsl's B_p, the polish's "
         "second moments): the coordinator learns only their sums (pairwise X25519 masks; docs/federation.md). "
-        "Weights then differ from bnsl learn by the fixed-point rounding (~1e-9).",
+        "Weights then differ from bnsl learn by the fixed-point rounding carried through the solver (about "
+        "1e-10 for fed-bnsl, up to 5e-3 for fed-moments under --dp; the graphs were the same in the tests).",
+        rich_help_panel=dataopts.NETWORK,
     ),
     secure_sum_bits: int = typer.Option(
         32, "--secure-sum-bits", min=8, max=48,
         help="Fixed-point fraction bits of --secure-sum: resolution 2^-BITS; each site refuses a value with "
         "|v| >= 2^(63-BITS)/P (2^31/P at 32). Lower it for columns in large raw units.",
+        rich_help_panel=dataopts.NETWORK,
     ),
     split_noise: bool = typer.Option(
         False, "--split-noise",
         help="With --secure-sum and --dp (fed-moments): each site adds 1/P of the moment matrix's noise variance, "
         "the sum carries all of it (√P less noise); each site's guarantee then holds only against a party that sees "
         "the sum alone and while no site colludes (sites opt in with join --accept-split-noise; docs/privacy.md).",
+        rich_help_panel=dataopts.NETWORK,
     ),
     port_file: Optional[Path] = typer.Option(
-        None, "--port-file", help="Write the port actually listened on to this file (useful with port 0)."
+        None, "--port-file", help="Write the port actually listened on to this file (useful with port 0).",
+        rich_help_panel=dataopts.NETWORK,
     ),
     # learn's NOT_HERE options, hidden: given to serve, they are a usage error that says where they belong
     sep: Optional[str] = typer.Option(None, "--sep", hidden=True),
     files_from: Optional[str] = typer.Option(None, "--files-from", hidden=True),
     workers: Optional[str] = typer.Option(None, "--workers", hidden=True),
+    index_col: Optional[str] = typer.Option(None, "--index-col", hidden=True),
+    na: Optional[str] = typer.Option(None, "--na", hidden=True),
+    header: Optional[str] = typer.Option(None, "--header", hidden=True),
+    encoding: Optional[str] = typer.Option(None, "--encoding", hidden=True),
     **learn_options,
 ) -> None:
     """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
@@ -92,6 +105,8 @@ def _serve(
         (sep, "--sep", "each site's separator: bnsl join --sep"),
         (files_from, "--files-from", "each site names its own CSV: bnsl join HOST:PORT SITE.csv"),
         (workers, "--workers", "each site is one participant process"),
+        *((v, o, f"each site reads its own CSV: bnsl join {o}") for v, o in (
+            (index_col, "--index-col"), (na, "--na"), (header, "--header"), (encoding, "--encoding"))),
     ):
         if given is not None:
             raise common.fail(f"{option} belongs where the rows are, not on the coordinator ({where})", 2)
@@ -105,6 +120,8 @@ def _serve(
     from bnsl_cli.cli.netopts import credentials
 
     creds = credentials(ca, cert, key, insecure, host, "--listen")
+    select = {k: learn_options.pop(k, None) for k in COLUMN_OPTIONS}
+    dataopts.read_options(select["columns"], select["drop"])  # checked before any site joins
     cfg = _config(learn_options, ctx)
     if split_noise and not secure_sum:
         raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
@@ -150,7 +167,7 @@ def _serve(
             f"waiting for {participants} site(s)"
         )
         hellos = fleet.gather(join_timeout)
-        plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits)
+        plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits, select)
         if split_noise:
             from bnsl_cli.privacy.split import split_noise_plan
 
@@ -162,7 +179,8 @@ def _serve(
         log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
         from bnsl_cli.run import run
 
-        result = run(plan, fleet, None if quiet else _progress)
+        with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
+            result = run(plan, fleet, None if quiet else _progress)
         result.report["network"] = {
             "listen": f"{host}:{fleet.port}",
             "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
@@ -212,7 +230,7 @@ def _config(opts: dict, ctx=None):
     from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan import DPConfig, LearnConfig
 
-    unknown = set(opts) - RUN_OPTIONS - OUTPUT_OPTIONS
+    unknown = set(opts) - RUN_OPTIONS - OUTPUT_OPTIONS - COLUMN_OPTIONS
     if unknown:  # a learn option this module has not classified: never ignore it silently
         raise RuntimeError(f"bnsl serve: unclassified learn option(s) {sorted(unknown)}")
     opts = {k: v for k, v in opts.items() if k in RUN_OPTIONS}
@@ -234,12 +252,13 @@ def _config(opts: dict, ctx=None):
     return cfg
 
 
-def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32):
-    """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec."""
+def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32, select: Optional[dict] = None):
+    """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec.
+    ``select`` (``--columns``/``--drop``): the plan's columns are those of site 1's HELLO chosen by name."""
     from bnsl_cli.plan import ParticipantShape, RunPlan, Shapes
 
     shapes = Shapes(
-        names=tuple(hellos[0]["columns"]),
+        names=plan_columns(hellos[0]["columns"], **(select or {})),
         participants=tuple(ParticipantShape(str(h["site"]), int(h["rows"])) for h in hellos),
     )
     plan = RunPlan.resolve(cfg, shapes)
@@ -251,6 +270,25 @@ def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32):
             raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
         spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": int(scale_bits)}
     return plan, spec
+
+
+def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = None) -> tuple:
+    """The plan's column names: the sites' ``names`` chosen by ``--columns`` (in its order) and
+    ``--drop``. Raises :class:`~bnsl_cli.errors.OptionError` for a name the sites do not hold or
+    fewer than two columns left."""
+    from bnsl_cli.cli.dataopts import split_names
+    from bnsl_cli.errors import OptionError
+
+    names = list(names)
+    chosen, gone = split_names(columns), split_names(drop) or ()
+    for opt, given in (("--columns", chosen or ()), ("--drop", gone)):
+        for n in given:
+            if n not in names:
+                raise OptionError(f"{opt} names {n!r}, which the sites do not hold (their columns: {', '.join(names[:8])})")
+    out = [n for n in (chosen if chosen is not None else names) if n not in gone]
+    if len(out) < 2:
+        raise OptionError("--columns/--drop leave fewer than two columns; a graph needs two variables")
+    return tuple(out)
 
 
 def _progress(info: dict) -> None:

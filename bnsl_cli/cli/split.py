@@ -73,6 +73,10 @@ def command(
         help="Field separator of DATA: one character, or 'tab' \\[default: tab for .tsv, else ',']; the shards are comma-separated CSV.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", metavar="NAME",
+        help="Text encoding of DATA (e.g. latin-1, cp1252, utf-16); the shards are written as UTF-8.",
+    ),
 ) -> None:
     """Split the rows of DATA.csv into P participant shards DIR/participant-01.csv … (every row exactly once).
 
@@ -115,7 +119,8 @@ def command(
 
     # --- read and split (nothing is written before this succeeded) ------------------------------
     try:
-        result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep)
+        result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep,
+                                  encoding=encoding)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)
@@ -124,6 +129,7 @@ def command(
     src = os.path.realpath(data)
     if any(os.path.realpath(out / f) == src for f in files):
         raise fail(f"{data}: the output would overwrite the input; choose another --out", 2)
+    _check_shard_sizes(result, chosen, data)
 
     # one unit: shards of an earlier, larger split (which would be read as participants) go
     od = OutputDir(
@@ -163,6 +169,29 @@ def command(
         _print_table(summary)
     if json_out:
         print_json(summary)
+
+
+def _check_shard_sizes(result, mode: str, data: Path) -> None:
+    """Refuse (exit 3, nothing written) a split that gives a shard fewer rows than ``bnsl learn``
+    accepts (:data:`~bnsl_cli.io.data.MIN_ROWS`); rows are never moved between shards to avoid it
+    (that would change the shares or groups asked for)."""
+    from bnsl_cli.errors import InputDataError
+    from bnsl_cli.io.data import MIN_ROWS
+
+    sizes = [int(idx.size) for idx in result.indices]
+    small = [k for k, m in enumerate(sizes) if m < MIN_ROWS]
+    if not small:
+        return
+    k = small[0]
+    if mode == "group":
+        fix = f"group {result.groups[k]!r} has {sizes[k]} row(s); merge small groups or split by another column"
+    elif mode == "sizes":
+        fix = f"shard {k + 1} would get {sizes[k]} row(s); use larger proportions"
+    else:
+        fix = f"use at most {result.n_rows // MIN_ROWS} participants"
+    raise InputDataError(
+        f"{data}: a shard would get fewer than {MIN_ROWS} rows, fewer than bnsl learn accepts; {fix}"
+    )
 
 
 def _print_table(summary: dict) -> None:

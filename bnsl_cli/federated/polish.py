@@ -539,6 +539,7 @@ def polish_graph(
         "edges_before": int(E0.sum()),
         "edges_after": int(E.sum()),
         "moves": {k: kinds.count(k) for k in ("add", "delete", "reverse")},
+        "changes": graph_changes(E0, E),
         "dropped_below_threshold": int(weak.sum()),
         "dropped_within_noise": pruned,
         "candidate_level": candidate if additions == "consensus" else None,
@@ -550,6 +551,22 @@ def polish_graph(
     if score == "auto":
         info["bic"] = {k: float(v[2]) for k, v in results.items()}
     return PolishResult(W, info)
+
+
+def graph_changes(before: np.ndarray, after: np.ndarray) -> dict:
+    """The net difference between two graphs, by node pair: ``added`` (a pair with no edge before),
+    ``deleted`` (no edge after), ``reversed`` (the edge turned round). ``edges(before) + added −
+    deleted = edges(after)``, whatever path the search took (its ``moves`` count every step, also
+    steps later undone, and the weight threshold is applied after them)."""
+    B, A = np.asarray(before) != 0, np.asarray(after) != 0
+    pb, pa = B | B.T, A | A.T
+    upper = np.triu(np.ones_like(B, dtype=bool), k=1)
+    flipped = upper & pb & pa & ~((B == A) & (B.T == A.T))
+    return {
+        "added": int((upper & pa & ~pb).sum()),
+        "deleted": int((upper & pb & ~pa).sum()),
+        "reversed": int(flipped.sum()),
+    }
 
 
 class PolishStage:

@@ -28,25 +28,40 @@ How a file is read (one pass over its bytes, memory about one float64 copy of th
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import hashlib
 import io
 import math
 import os
+import re
 import sys
 import warnings
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import InputDataError, ShardMismatchError
+from bnsl_cli.errors import (
+    IdentifierColumnWarning,
+    InputDataError,
+    MissingRowsWarning,
+    OptionError,
+    ShardMismatchError,
+    SmallSampleWarning,
+)
 
 __all__ = [
     "Table",
+    "MIN_ROWS",
+    "ReadOptions",
+    "MISSING",
+    "TINY_ROWS",
+    "identifier_columns",
+    "sample_warnings",
     "ConstantColumnWarning",
     "ReadProgress",
     "read_table",
@@ -73,6 +88,86 @@ _CHUNK_BYTES = 8 << 20  # about this much text per parsed chunk of rows
 _SUSPECT = (b"_", b"r", b"R", b"s", b"S")
 
 
+#: The fewest data rows a participant shard may have (``read_shards``' default; ``bnsl split`` makes
+#: no smaller shard).
+MIN_ROWS = 2
+
+#: Cells ``--na drop-rows`` reads as a missing value (besides an empty cell).
+MISSING = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "None", "?")
+
+#: Below this many rows in all, :func:`sample_warnings` warns that the sample is tiny: a correlation
+#: estimated from n rows has a standard error of about 1/√n, and two standard errors (the size chance
+#: correlations commonly reach) are 2/√50 = 0.28 at 50 rows, about the default edge threshold 0.3.
+TINY_ROWS = 50
+
+#: A column is looked at as a possible row identifier only from this many rows on (a short designed
+#: series such as doses 1..5 in order is no identifier).
+_ID_MIN_ROWS = 10
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Which columns and rows of a data file are used, and how its text is read.
+
+    ``columns``: only these columns, in this order; ``drop``: every column but these;
+    ``index_col``: a row identifier (any text), left out; ``na``: ``"error"`` (a missing value is
+    an error) or ``"drop-rows"`` (a row with a missing value — an empty cell or one of
+    :data:`MISSING` — in a selected column is dropped; missing values in left-out columns do not
+    count); ``header``: ``"auto"`` (the first line is the header unless it holds only numbers;
+    a first line of integers over rows with decimals is a header of numeric names, such as gene
+    ids), ``"yes"`` (always; numeric names accepted) or ``"no"`` (the first line is data; columns
+    are named V1, V2, …); ``encoding``: the text encoding (UTF-8 by default)."""
+
+    columns: Optional[tuple] = None
+    drop: tuple = ()
+    index_col: Optional[str] = None
+    na: str = "error"
+    header: str = "auto"
+    encoding: str = "utf-8"
+
+    NA_CHOICES = ("error", "drop-rows")
+    HEADER_CHOICES = ("auto", "yes", "no")
+
+    def check(self) -> "ReadOptions":
+        """Raise :class:`OptionError` for options that contradict each other; return self with
+        the encoding's canonical name."""
+        if self.na not in self.NA_CHOICES:
+            raise OptionError(f"--na must be one of {', '.join(self.NA_CHOICES)} (got {self.na!r})")
+        if self.header not in self.HEADER_CHOICES:
+            raise OptionError(f"--header must be one of {', '.join(self.HEADER_CHOICES)} (got {self.header!r})")
+        try:
+            enc = codecs.lookup(self.encoding).name
+        except LookupError:
+            raise OptionError(f"--encoding {self.encoding!r}: unknown encoding (e.g. utf-8, latin-1, cp1252)") from None
+        for opt, names in (("--columns", self.columns or ()), ("--drop", self.drop)):
+            if any(not n for n in names):
+                raise OptionError(f"{opt}: an empty column name (check the commas)")
+            dup = sorted({n for n in names if list(names).count(n) > 1})
+            if dup:
+                raise OptionError(f"{opt} names {dup[0]!r} twice")
+        if self.columns is not None:
+            both = [n for n in self.columns if n in self.drop]
+            if both:
+                raise OptionError(f"{both[0]!r} is both in --columns and in --drop")
+            if self.index_col is not None and self.index_col in self.columns:
+                raise OptionError(f"--index-col {self.index_col!r} is also in --columns; an index column is not a variable")
+            if len(self.columns) < 2:
+                raise OptionError("--columns needs at least two columns (a graph needs two variables)")
+        return replace(self, encoding="utf-8" if enc in ("utf-8", "utf-8-sig") else enc,
+                       columns=None if self.columns is None else tuple(self.columns), drop=tuple(self.drop))
+
+    @property
+    def selects(self) -> bool:
+        return self.columns is not None or bool(self.drop) or self.index_col is not None
+
+    def to_dict(self) -> dict:
+        return {"columns": None if self.columns is None else list(self.columns), "drop": list(self.drop),
+                "index_col": self.index_col, "na": self.na, "header": self.header, "encoding": self.encoding}
+
+
+_DEFAULT = ReadOptions()
+
+
 class ConstantColumnWarning(UserWarning):
     """A column is constant in some (not all) participant shards; the run goes on."""
 
@@ -89,6 +184,8 @@ class Table:
     path: Path
     extra: dict = field(default_factory=dict, compare=False)
     sha256: Optional[str] = field(default=None, compare=False)
+    #: rows ``--na drop-rows`` dropped (they are not in ``X``)
+    dropped_rows: int = field(default=0, compare=False)
 
     @property
     def n(self) -> int:
@@ -141,7 +238,8 @@ class _Source:
     """The bytes of one input, read once: hashes the stored bytes, reports progress, and notes
     whether the (decompressed) text holds a token the fast path cannot judge."""
 
-    def __init__(self, path: Path, progress: Optional[Callable[[int], None]] = None, data: Optional[bytes] = None):
+    def __init__(self, path: Path, progress: Optional[Callable[[int], None]] = None, data: Optional[bytes] = None,
+                 plain: bool = False):
         self.path = path
         self.sha = hashlib.sha256()
         self.raw_read = 0
@@ -164,7 +262,9 @@ class _Source:
             self.size = os.fstat(raw.fileno()).st_size
         self._raw = raw
         # gzip by name, or (standard input, bytes in hand) by its magic number
-        self.gzipped = _is_gzip(path) or (self._buffered is not None and self._buffered[:2] == b"\x1f\x8b")
+        self.gzipped = not plain and (
+            _is_gzip(path) or (self._buffered is not None and self._buffered[:2] == b"\x1f\x8b")
+        )
         if self.gzipped:
             self._gz = gzip.GzipFile(fileobj=_Hashing(self), mode="rb")
         else:
@@ -243,7 +343,7 @@ class _Source:
                 try:
                     text = line.decode("utf-8").rstrip("\r")
                 except UnicodeDecodeError:
-                    raise InputDataError(f"{_display(self.path)}: not a text file (UTF-8 expected)") from None
+                    raise encoding_error(self.path, buf, line_no) from None
                 self._pending = rest
                 self.suspect = any(s in rest for s in _SUSPECT)  # the header's own words do not count
                 return text, line_no, rest
@@ -272,7 +372,7 @@ class _Source:
             return data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             line = data[: exc.start].count(b"\n") + 1
-            raise InputDataError(f"{_display(self.path)}: line {line}: not a text file (UTF-8 expected)") from None
+            raise encoding_error(self.path, data, line) from None
 
     def close(self) -> None:
         if self._gz is not None:
@@ -291,6 +391,36 @@ class _Hashing:
 
     def readable(self) -> bool:
         return True
+
+
+def _guess_encoding(sample: bytes) -> Optional[tuple[str, str]]:
+    """(name, --encoding value) of the 8-bit or UTF-16 encoding ``sample`` (not UTF-8) looks like,
+    or ``None`` when it does not look like text at all."""
+    if sample[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "UTF-16", "utf-16"
+    if b"\x00" in sample:
+        return None
+    try:
+        text = sample.decode("cp1252")
+    except UnicodeDecodeError:
+        return None
+    if any(not (ch.isprintable() or ch in "\t\r\n") for ch in text):
+        return None
+    if any(0x80 <= b <= 0x9F for b in sample):
+        return "Windows-1252", "cp1252"
+    return "Latin-1", "latin-1"
+
+
+def encoding_error(path: Path, sample: bytes, line: Optional[int] = None) -> InputDataError:
+    """The error for bytes that are not UTF-8: names the encoding they look like and the fix."""
+    where = f" (line {line})" if line else ""
+    guess = _guess_encoding(sample)
+    if guess is None:
+        return InputDataError(f"{_display(path)}: not a text file (UTF-8 expected){where}")
+    name, flag = guess
+    return InputDataError(
+        f"{_display(path)}: not UTF-8{where}; it looks like {name} — re-save it as UTF-8 or pass --encoding {flag}"
+    )
 
 
 def _check_readable(path: Path) -> None:
@@ -312,12 +442,17 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def check_columns(names: Sequence[str], path: Path, line: int = 1, sep: str = ",") -> None:
-    """Header checks: present, no empty and no duplicate names, not another separator."""
+def check_columns(
+    names: Sequence[str], path: Path, line: int = 1, sep: str = ",", numeric_names: bool = False
+) -> None:
+    """Header checks: present, no empty and no duplicate names, not another separator.
+    ``numeric_names``: names that are numbers are accepted (``--header yes``)."""
     where = f"{_display(path)}: line {line} (header)"
-    if all(_is_number(h) for h in names if h):
+    if not numeric_names and all(_is_number(h) for h in names if h):
         raise InputDataError(
-            f"{_display(path)}: no header row (the first line holds numbers); add a line with the column names"
+            f"{_display(path)}: no header row (the first line holds numbers); add a line with the column names, "
+            "or pass --header yes if these numbers are the names (e.g. gene ids), --header no if the file has "
+            "no header (columns V1, V2, …)"
         )
     if len(names) == 1:
         for other in (";", "\t", "|", ","):
@@ -341,11 +476,13 @@ def check_columns(names: Sequence[str], path: Path, line: int = 1, sep: str = ",
 
 
 def _find_bad_cell(
-    path: Path, text: str, names: Sequence[str], skip: Sequence[str] = (), sep: str = ","
+    path: Path, text: str, names: Sequence[str], skip: Sequence[str] = (), sep: str = ",",
+    has_header: bool = True, na: str = "error",
 ) -> InputDataError | None:
-    """Find the first cell that is not a finite number and describe it (None if all are)."""
+    """Find the first cell that is not a finite number and describe it (None if all are). With
+    ``na="drop-rows"`` a missing value (empty or one of :data:`MISSING`) is no error."""
     try:
-        return _find_bad_cell_rows(path, text, names, skip, sep)
+        return _find_bad_cell_rows(path, text, names, skip, sep, has_header, na)
     except csv.Error:  # a carriage return alone inside a line (old Mac line ends)
         return _lone_cr(path)
 
@@ -356,18 +493,26 @@ def _lone_cr(path: Path) -> InputDataError:
     )
 
 
-def _find_bad_cell_rows(path, text, names, skip, sep) -> InputDataError | None:
+_NA_HINT = "; pass --na drop-rows to drop the rows that hold one"
+
+
+def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error") -> InputDataError | None:
     body = text.lstrip("\r\n")
     skipped = text[: len(text) - len(body)].count("\n")  # leading blank lines keep their numbers
     reader = csv.reader(io.StringIO(body), delimiter=sep)
-    next(reader)
+    if has_header:
+        next(reader)
     d = len(names)
     shown = _display(path)
     first_row = True
-    for line_no, row in enumerate(reader, start=2 + skipped):
+    drop = na == "drop-rows"
+    missing = set(MISSING)
+    for line_no, row in enumerate(reader, start=(2 if has_header else 1) + skipped):
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != d:
+            if not has_header:
+                return InputDataError(f"{shown}: row {line_no} has {len(row)} fields, the first row has {d}")
             if len(row) > d and first_row:
                 return InputDataError(
                     f"{shown}: line {line_no} has {len(row)} fields but the header (line {line_no - 1}) names "
@@ -380,8 +525,12 @@ def _find_bad_cell_rows(path, text, names, skip, sep) -> InputDataError | None:
             if names[k] in skip:  # a text column (``keep``)
                 continue
             c = cell.strip()
+            if drop and (c == "" or c in missing):
+                continue
             if c == "":
-                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: missing value")
+                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: missing value{_NA_HINT}")
+            if c in missing and not _is_number(c):
+                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: missing value ({c!r}){_NA_HINT}")
             try:
                 if "_" in c:  # Python's float() accepts 1_000, a CSV reader does not
                     raise ValueError(c)
@@ -392,9 +541,12 @@ def _find_bad_cell_rows(path, text, names, skip, sep) -> InputDataError | None:
                     hint = " (a decimal comma? bnsl reads '.' as the decimal mark)"
                 elif any(s in c for s in ";\t|") and len(names) == 1:
                     hint = " (another separator? pass --sep)"
+                elif any(ch.isalpha() for ch in c):
+                    hint = f" (a text column? leave it out with --drop {names[k]} or choose --columns)"
                 return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: {c!r} is not a number{hint}")
             if not math.isfinite(v):
-                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: {c!r} is not a finite number")
+                hint = " (a missing value? pass --na drop-rows to drop such rows)" if c in missing else ""
+                return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: {c!r} is not a finite number{hint}")
     return None
 
 
@@ -444,6 +596,8 @@ def read_table(
     columns: Sequence[str] | None = None,
     progress: Optional[ReadProgress] = None,
     data: Optional[bytes] = None,
+    options: Optional[ReadOptions] = None,
+    min_columns: int = 1,
 ) -> Table:
     """Read and validate one numeric CSV file (``-``: standard input).
 
@@ -454,17 +608,21 @@ def read_table(
     exactly these names, in any order; a :class:`ShardMismatchError` otherwise).
     ``check_constant`` rejects a column with a single value. ``progress(bytes_read, total)``
     is called as the file's bytes are read. ``data``: the file's bytes when the caller already holds
-    them (``path`` then only names the file in messages and tells ``.gz``).
+    them (``path`` then only names the file in messages and tells ``.gz``). ``options``: which
+    columns and rows are used and how the text is read (:class:`ReadOptions`); ``min_columns``:
+    the fewest columns (after the selection) the caller can use.
     """
     path = Path(path)
     try:
         sep = resolve_sep(path, sep)
     except ValueError as exc:
         raise InputDataError(str(exc)) from None
-    return _read_table(path, sep, keep, min_rows, check_constant, columns, progress, data, None)
+    opts = (options or _DEFAULT).check()
+    return _read_table(path, sep, keep, min_rows, check_constant, columns, progress, data, None, opts, min_columns)
 
 
-def _read_table(path, sep, keep, min_rows, check_constant, columns, progress, data, total) -> Table:
+def _read_table(path, sep, keep, min_rows, check_constant, columns, progress, data, total,
+                opts: ReadOptions = _DEFAULT, min_columns: int = 1) -> Table:
     """:func:`read_table` with ``sep`` resolved; ``total`` is the size of every input of the call
     (``None``: this file's), which decides whether numpy may parse it."""
     total_cb = None
@@ -476,15 +634,47 @@ def _read_table(path, sep, keep, min_rows, check_constant, columns, progress, da
             done[0] += nbytes
             progress(done[0], size_known[0])
 
-    src = _Source(path, total_cb, data)
+    sha = None
+    plain = False
+    if opts.encoding != "utf-8":  # decoded here, read as UTF-8; the hash stays that of the stored bytes
+        data, sha = _transcode(path, data, opts.encoding)
+        plain = True
+    src = _Source(path, total_cb, data, plain=plain)
     if progress is not None:
         size_known[0] = src.size
     size = src.size if total is None else total
     small = size is not None and size <= _SMALL_INPUT and not src.gzipped and not keep
     try:
-        return _read(src, path, sep, list(keep or []), min_rows, check_constant, columns, small)
+        table = _read(src, path, sep, list(keep or []), min_rows, check_constant, columns, small, opts, min_columns)
     finally:
         src.close()
+    return table if sha is None else replace(table, sha256=sha)
+
+
+def _transcode(path: Path, data: Optional[bytes], encoding: str) -> tuple[bytes, str]:
+    """The file's text in ``encoding`` as UTF-8 bytes (decompressed), and the SHA-256 of its stored bytes."""
+    if data is None:
+        if str(path) == STDIN:
+            data = sys.stdin.buffer.read()
+        else:
+            _check_readable(path)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise InputDataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    sha = hashlib.sha256(data).hexdigest()
+    raw = data
+    if _is_gzip(path) or raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputDataError(f"{_display(path)}: not a valid gzip file ({exc})") from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputDataError(f"{_display(path)}: line {line}: not valid {encoding} text") from None
+    return text.encode("utf-8"), sha
 
 
 def _parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
@@ -507,44 +697,100 @@ def _parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
     return X
 
 
-def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False) -> Table:
+_INT = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)")
+
+
+def _has_header(fields: list, rest: bytes, mode: str, path: Path, sep: str) -> bool:
+    """Whether the first line is the header (see :class:`ReadOptions` ``header``)."""
+    if mode != "auto":
+        return mode == "yes"
+    if not all(_is_number(h) for h in fields if h):
+        return True  # names that are words
+    # only numbers: names when they are integers and every sampled row below holds a decimal
+    if fields and all(_INT.fullmatch(h) for h in fields):
+        lines = [ln for ln in rest.split(b"\n")[:51][:-1] if ln.strip()] if b"\n" in rest else []
+        if lines:
+            try:
+                rows = list(csv.reader([ln.decode("utf-8", "replace").rstrip("\r") for ln in lines], delimiter=sep))
+            except csv.Error:
+                rows = []
+            if rows and all(any(_DECIMAL.fullmatch(c.strip()) for c in r) for r in rows):
+                return True
+    check_columns(fields, path)  # only numbers: raises the "no header row" error
+    return False  # pragma: no cover
+
+
+def _select(header: list, keep: list, opts: ReadOptions, path: Path) -> tuple[list, list]:
+    """(the numeric columns used, in order; the columns left out) under ``opts``."""
+    shown = _display(path)
+
+    def need(name: str, option: str) -> None:
+        if name not in header:
+            cols = ", ".join(map(repr, header[:8])) + (" …" if len(header) > 8 else "")
+            raise InputDataError(f"{shown}: {option} names {name!r}, which is not a column (columns: {cols})")
+
+    if opts.index_col is not None:
+        need(opts.index_col, "--index-col")
+    for n in opts.drop:
+        need(n, "--drop")
+    for n in opts.columns or ():
+        need(n, "--columns")
+    gone = set(opts.drop) | ({opts.index_col} if opts.index_col is not None else set()) | set(keep)
+    chosen = list(opts.columns) if opts.columns is not None else header
+    sel = [h for h in chosen if h not in gone]
+    ignored = [h for h in header if h not in keep and h not in sel]
+    return sel, ignored
+
+
+def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, opts=_DEFAULT, min_columns=1) -> Table:
     shown = _display(path)
     line, header_line, rest = src.header()
     if not line.strip():
         raise InputDataError(f"{shown}: file is empty")
     try:
-        header = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
+        fields = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
     except csv.Error:
         raise _lone_cr(path) from None
-    check_columns(header, path, header_line, sep)
+    has_header = _has_header(fields, rest, opts.header, path, sep)
+    if has_header:
+        header = fields
+        check_columns(header, path, header_line, sep, numeric_names=True)
+    else:
+        header = [f"V{k}" for k in range(1, len(fields) + 1)]
+        rest = (line + "\n").encode("utf-8") + rest  # the first line is data
+        src._pending = rest
+        src.suspect = src.suspect or any(x in rest for x in _SUSPECT)
+        header_line -= 1  # data rows start at the first line
     for k in keep:
         if k not in header:
             raise InputDataError(f"{shown}: no column named {k!r} (columns: {', '.join(header[:8])}…)")
-    num_names = [h for h in header if h not in keep]
+    num_names, ignored = _select(header, keep, opts, path)
+    if len(num_names) < min_columns:
+        raise _too_few_columns(path, header, num_names, opts, sep)
     mismatch = None
     if columns is not None and set(columns) != set(num_names):
         mismatch = _mismatch(path, num_names, columns)  # raised once the file itself is validated
         columns = None
     if columns is not None:
-        order = [num_names.index(c) for c in columns]
         out_names = list(columns)
     else:
-        order = None
         out_names = num_names
     d_all = len(header)
+    skip = list(keep) + ignored
+    na_drop = opts.na == "drop-rows"
 
     capacity, chunk_rows = _estimate_rows(src, rest)
     rows = _Rows(capacity, len(num_names))
     texts: dict[str, list[np.ndarray]] = {k: [] for k in keep}
-    num_idx = [k for k, h in enumerate(header) if h not in keep]
-    if order is not None:
-        num_idx = [num_idx[k] for k in order]
+    num_idx = [header.index(h) for h in out_names]
     identity = num_idx == list(range(d_all))
-    dtypes = {k: (object if h in keep else np.float64) for k, h in enumerate(header)}
+    dtypes = {k: (object if h in skip else np.float64) for k, h in enumerate(header)}
+    dropped = [0]
 
     def slow(default: str) -> InputDataError:
         text = src.all_text()
-        return _find_bad_cell(path, text, header, keep, sep) or InputDataError(f"{shown}: {default}")
+        return _find_bad_cell(path, text, header, skip, sep, has_header, opts.na) or InputDataError(f"{shown}: {default}")
 
     # the first data line must have as many fields as the header (else pandas may shift names)
     first = _first_data_line(rest)
@@ -556,15 +802,19 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False) 
         if fields is not None and len(fields) != d_all:
             raise slow(f"row {header_line + 1} has {len(fields)} fields, the header has {d_all}")
 
+    def finish() -> Table:
+        return _finish(src, path, shown, rows, header, skip, sep, min_rows, mismatch, check_constant, out_names,
+                       texts, has_header, opts, dropped[0])
+
     feed = src
-    if small:
+    if small and not ignored:
         body = src.read()  # the rest of the file: hashed and reported to progress as it is read
         parsed = None if src.suspect else _parse_small(body, sep, d_all)
         if parsed is not None:
             rows.X, rows.n = (parsed if identity else parsed[:, num_idx]), parsed.shape[0]
             if not rows.X.flags.owndata or not rows.X.flags.c_contiguous:
                 rows.X = np.ascontiguousarray(rows.X).copy()
-            return _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts)
+            return finish()
         feed = io.BytesIO(body)  # the pandas way, on the same bytes
 
     import pandas as pd
@@ -581,37 +831,59 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False) 
                 dtype=dtypes,
                 skip_blank_lines=True,
                 keep_default_na=False,
-                na_values=[],
+                na_values=list(MISSING) + [""] if na_drop else [],
                 engine="c",
                 encoding="utf-8",
                 chunksize=chunk_rows,
             )
             with reader:
                 for df in reader:
-                    block = df.to_numpy(dtype=np.float64) if not keep and identity else df[num_idx].to_numpy(dtype=np.float64)
+                    block = df.to_numpy(dtype=np.float64) if identity else df[num_idx].to_numpy(dtype=np.float64)
+                    keep_rows = None
                     if not np.isfinite(block).all():
-                        raise slow("could not parse the file as numeric CSV")
+                        if not na_drop or np.isinf(block).any():
+                            raise slow("could not parse the file as numeric CSV")
+                        keep_rows = ~np.isnan(block).any(axis=1)
+                        dropped[0] += int(block.shape[0] - keep_rows.sum())
+                        block = block[keep_rows]
                     rows.add(block)
                     for k in keep:
-                        texts[k].append(df[header.index(k)].to_numpy(dtype=str))
+                        col = df[header.index(k)].to_numpy(dtype=str)
+                        texts[k].append(col if keep_rows is None else col[keep_rows])
     except InputDataError:
         raise
     except UnicodeDecodeError:
         raise slow("not a text file (UTF-8 expected)") from None
     except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning, csv.Error):
         raise slow("could not parse the file as numeric CSV") from None
-    return _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts)
+    return finish()
 
 
-def _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts) -> Table:
+def _too_few_columns(path: Path, header: list, sel: list, opts: ReadOptions, sep: str) -> InputDataError:
+    shown = _display(path)
+    if len(header) == 1:
+        return InputDataError(
+            f"{shown}: one column ({header[0][:40]!r}); a graph needs at least two variables — is the file "
+            f"separated by something other than {_sep_name(sep)}? (--sep)"
+        )
+    left = ", ".join(map(repr, sel)) or "none"
+    return InputDataError(
+        f"{shown}: {len(sel)} column(s) left ({left}) after --columns/--drop/--index-col; "
+        "a graph needs at least two variables"
+    )
+
+
+def _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts,
+            has_header=True, opts=_DEFAULT, dropped=0) -> Table:
     src.drain()
     if src.suspect:  # a token the fast path cannot judge: the strict checker decides
-        bad = _find_bad_cell(path, src.all_text(), header, keep, sep)
+        bad = _find_bad_cell(path, src.all_text(), header, keep, sep, has_header, opts.na)
         if bad is not None:
             raise bad
     X = rows.result()
     if X.shape[0] < min_rows:
-        raise InputDataError(f"{shown}: {X.shape[0]} data row(s); at least {min_rows} are needed")
+        after = f" left after --na drop-rows dropped {dropped}" if dropped else ""
+        raise InputDataError(f"{shown}: {X.shape[0]} data row(s){after}; at least {min_rows} are needed")
     if mismatch is not None:
         raise mismatch
     if check_constant and X.shape[0] >= 1:
@@ -622,8 +894,14 @@ def _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check
                 f"{shown}: column {col!r} is constant ({X[0, const[0]]:g} in every row); "
                 "remove it, it carries no information about the graph"
             )
+    if dropped:
+        warnings.warn(
+            f"{shown}: dropped {dropped} of {X.shape[0] + dropped} rows that hold a missing value (--na drop-rows)",
+            MissingRowsWarning,
+            stacklevel=4,
+        )
     extra = {k: (np.concatenate(v) if v else np.array([], dtype=str)) for k, v in texts.items()}
-    return Table(X, tuple(out_names), path, extra, src.sha.hexdigest())
+    return Table(X, tuple(out_names), path, extra, src.sha.hexdigest(), dropped)
 
 
 def _first_data_line(rest: bytes) -> Optional[bytes]:
@@ -662,21 +940,26 @@ def _mismatch(path: Path, names: Sequence[str], ref: Sequence[str], ref_path: Op
 def read_shards(
     paths: Sequence[str | Path],
     *,
-    min_rows: int = 2,
+    min_rows: int = MIN_ROWS,
     sep: Optional[str] = None,
     progress: Optional[ReadProgress] = None,
+    options: Optional[ReadOptions] = None,
+    min_columns: int = 2,
 ) -> list[Table]:
     """Read every participant shard, check that all have the same column names (any order),
-    and return them with columns in the order of the first shard.
+    and return them with columns in the order of the first shard (of ``options.columns`` when
+    given). ``options`` (:class:`ReadOptions`) apply to every shard alike.
 
     Every file is validated before anything is computed. A column constant in some shards (a
     site where a variable does not vary) is legal — the learners centre each site and only use
     its means and second moments — and warns with :class:`ConstantColumnWarning` naming the
     files; a column constant in every shard is an error (it carries no information).
-    ``progress(bytes_read, total_bytes)`` covers all files.
+    ``progress(bytes_read, total_bytes)`` covers all files. :func:`sample_warnings` then warns
+    about identifier-like columns and small samples.
     """
     if not paths:
         raise InputDataError("no data files given")
+    opts = (options or _DEFAULT).check()
     paths = [Path(p) for p in paths]
     if sum(str(p) == STDIN for p in paths) > 1:
         raise InputDataError("'-' (standard input) can be given only once")
@@ -694,7 +977,7 @@ def read_shards(
             cb = (lambda b, _t, base=base: progress(base + b, total))  # noqa: E731
         ref = tables[0].names if tables else None
         try:
-            t = _read_table(p, _sep_of(p, sep), None, min_rows, False, ref, cb, None, total)
+            t = _read_table(p, _sep_of(p, sep), None, min_rows, False, ref, cb, None, total, opts, min_columns)
         except ShardMismatchError as exc:
             raise ShardMismatchError(str(exc).replace("columns differ (", f"columns differ from {_display(tables[0].path)} (", 1)) from None
         tables.append(t)
@@ -703,7 +986,88 @@ def read_shards(
         except OSError:
             pass
     _check_constant_columns(tables)
+    sample_warnings(tables, opts)
     return tables
+
+
+def identifier_columns(tables: Sequence[Table]) -> list[str]:
+    """Columns that look like row identifiers in every table (all with the same columns): integer
+    values, all distinct, and either strictly increasing or decreasing in file order or a run of
+    consecutive integers in any order — at least :data:`_ID_MIN_ROWS` rows in all. Measurements
+    rarely do that; a row number or a record id does."""
+    if not tables or sum(t.n for t in tables) < _ID_MIN_ROWS:
+        return []
+    out = []
+    for j, name in enumerate(tables[0].names):
+        if all(_looks_like_id(t.X[:, j]) for t in tables):
+            out.append(name)
+    return out
+
+
+def _looks_like_id(x: np.ndarray) -> bool:
+    n = x.shape[0]
+    if n < 2 or not np.all(np.abs(x) < 2**53) or not np.all(x == np.round(x)):
+        return False
+    dx = np.diff(x)
+    if np.all(dx > 0) or np.all(dx < 0):
+        return True
+    u = np.unique(x)
+    return u.size == n and float(u[-1] - u[0]) == n - 1
+
+
+def sample_warnings(tables: Sequence[Table], options: Optional[ReadOptions] = None, whole: bool = True) -> None:
+    """Warn (:class:`IdentifierColumnWarning`, :class:`SmallSampleWarning`) about columns that look
+    like row identifiers and about samples too small for the graph to mean much: fewer rows than
+    variables (in all, or at one participant), or fewer than :data:`TINY_ROWS` rows in all.
+    ``whole=False``: ``tables`` are one site's of a larger run (``bnsl join``), whose total is not
+    known here — only the identifier columns and a site with fewer rows than variables are named."""
+    if not tables:
+        return
+    opts = options or _DEFAULT
+    for name in identifier_columns(tables):
+        hint = f"--index-col {name}" if opts.index_col is None else f"--drop {name}"
+        warnings.warn(
+            f"column {name!r} looks like a row identifier (distinct integers in sequence) and is learned as a "
+            f"variable; pass {hint} to leave it out",
+            IdentifierColumnWarning,
+            stacklevel=3,
+        )
+    d = tables[0].d
+    n = sum(t.n for t in tables)
+    where = _display(tables[0].path) if len(tables) == 1 else f"{len(tables)} shards"
+    if not whole:
+        for t in tables:
+            if t.n < d:
+                warnings.warn(
+                    f"{_display(t.path)}: {t.n} rows for {d} variables (fewer rows than variables): this site's "
+                    "own fit rests on the penalty alone",
+                    SmallSampleWarning,
+                    stacklevel=3,
+                )
+        return
+    if n < d:
+        warnings.warn(
+            f"{where}: {n} rows in all for {d} variables (fewer rows than variables): the covariance is singular "
+            "and the graph is not identified; add rows or choose fewer --columns",
+            SmallSampleWarning,
+            stacklevel=3,
+        )
+    elif n < TINY_ROWS:
+        warnings.warn(
+            f"{where}: only {n} rows in all: below {TINY_ROWS} rows chance correlations (about 2/√n = "
+            f"{2 / math.sqrt(n):.2f}) reach the default edge threshold 0.3, so the graph is unreliable",
+            SmallSampleWarning,
+            stacklevel=3,
+        )
+    small = [t for t in tables if t.n < d]
+    if n >= d and small and len(tables) > 1:
+        t = min(small, key=lambda t: t.n)
+        warnings.warn(
+            f"{_display(t.path)}: {t.n} rows for {d} variables (fewer rows than variables; "
+            f"{len(small)} of {len(tables)} shards): that participant's own fit rests on the penalty alone",
+            SmallSampleWarning,
+            stacklevel=3,
+        )
 
 
 def _sep_of(path: Path, sep: Optional[str]) -> str:

@@ -215,7 +215,7 @@ def test_json_table_and_learn_print_the_same_multipliers():
     out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
     res = run("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
     for e in out["releases"]:
-        assert f"{e['noise_multiplier']:.6g}" in res.stderr, e
+        assert f"{e['noise_multiplier']:.6g}" in res.stdout, e
     assert out["moment_multiplier"] == pytest.approx(1.0 / math.sqrt(2 * 0.5 * 0.05 * out["rho"]), rel=1e-12)
 
 
@@ -244,22 +244,28 @@ def test_max_rho(extra):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_human_table_goes_to_stderr_only():
+def test_human_table_goes_to_stdout_and_the_assumptions_to_stderr():
+    """Issue 21.6: the result table is the result (stdout, as evaluate's); the assumptions are context
+    (stderr; -q leaves them out). In a pipe the table keeps its natural width: no line ends in spaces."""
     res = run("--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20)
     assert res.exit_code == 0, res.output
-    assert res.stdout == ""
-    err = res.stderr
-    for text in ("replace-one row of one participant", "Canonne", "rounds K", "steps T", "selection",
-                 "Gumbel multiplier", "sigma multiplier", "278.38", "rho polish"):
-        assert text in err, text
+    for text in ("replace-one row of one participant", "Canonne", "rounds K", "steps T"):
+        assert text in res.stderr and text not in res.stdout, text
+    for text in ("selection", "Gumbel multiplier", "sigma multiplier", "278.38", "rho polish"):
+        assert text in res.stdout, text
+    lines = res.stdout.splitlines()
+    assert lines and all(ln == ln.rstrip() for ln in lines)
+    assert max(map(len, lines)) < 134
+    quiet = run("--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20, "-q")
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout
 
 
 def test_human_spend_and_convert_tables():
     res = run("--rho", 0.1, "--delta", 1e-5)
-    assert res.exit_code == 0 and res.stdout == "" and "1.91424" in res.stderr
+    assert res.exit_code == 0 and "1.91424" in res.stdout
     res = run("--gumbel-multiplier", 50, "--sigma-multiplier", 50, "--steps", 20, "--delta", 1e-5)
-    assert res.exit_code == 0 and res.stdout == ""
-    assert "none counted" in res.stderr  # says that the one-off releases were not included
+    assert res.exit_code == 0
+    assert "none counted" in res.stdout + res.stderr  # says that the one-off releases were not included
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,6 +414,10 @@ def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
     assert not any(e.get("split") for e in a["events"])
     res = run("--releases", split)
     assert res.exit_code == 0
-    text = " ".join(res.stderr.split())
+    text = " ".join((res.stdout + res.stderr).split())
     assert "noise split over 3 sites" in text and "no other site colludes" in text
-    assert "noise split" not in " ".join(run("--releases", plain).stderr.split())
+    other = run("--releases", plain)
+    assert "noise split" not in " ".join((other.stdout + other.stderr).split())
+    # -q: the result only (issue 21.6: --releases … -q printed the assumptions)
+    quiet = run("--releases", split, "-q")
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout

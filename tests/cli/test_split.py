@@ -82,12 +82,12 @@ def test_sizes_json_output(sachs, tmp_path):
 
 def test_group_mode_one_shard_per_value_column_dropped(tmp_path):
     src = tmp_path / "g.csv"
-    src.write_text("a,site,b\n1,10,2\n3,9,4\n5,10,6\n7,9,8.5\n9,2,1\n")
+    src.write_text("a,site,b\n1,10,2\n3,9,4\n5,10,6\n7,9,8.5\n9,2,1\n11,2,5\n")
     out = tmp_path / "g"
     r = run(src, "--by", "site", "--out", out, "--json")
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
-    assert [(s["group"], s["rows"]) for s in summary["shards"]] == [("2", 1), ("9", 2), ("10", 2)]
+    assert [(s["group"], s["rows"]) for s in summary["shards"]] == [("2", 2), ("9", 2), ("10", 2)]
     assert (out / "participant-02.csv").read_text() == "a,b\n3,4\n7,8.5\n"
     r = run(src, "--by", "site", "--participants", 2, "--out", tmp_path / "bad")
     assert r.exit_code == 3 and "distinct" in r.stderr
@@ -170,7 +170,7 @@ def test_refuses_to_overwrite_the_input(tmp_path):
 
 def test_by_writes_a_manifest_of_group_to_file(tmp_path):
     src = tmp_path / "g.csv"
-    src.write_text("a,site,b\n1,north,2\n3,south,4\n5,north,6\n7,south,8.5\n9,east,1\n")
+    src.write_text("a,site,b\n1,north,2\n3,south,4\n5,north,6\n7,south,8.5\n9,east,1\n11,east,3\n")
     out = tmp_path / "g"
     assert run(src, "--by", "site", "--out", out, "-q").exit_code == 0
     manifest = json.loads((out / "manifest.json").read_text())

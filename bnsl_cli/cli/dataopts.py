@@ -1,0 +1,149 @@
+"""Options shared by every command that reads data files: which columns and rows are used and how
+the text is read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``),
+the separator and ``--files-from``; and the help-panel names the commands group their options by.
+
+Each ``*_option()`` returns a fresh ``typer.Option`` for a command's signature; :func:`read_options`
+turns the values into the library's :class:`~bnsl_cli.io.data.ReadOptions`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from typing import Optional
+
+import typer
+
+#: Help panels (``--help`` groups the options of learn, serve and join under these titles).
+INPUT = "Input"
+METHOD = "Method"
+PRIVACY = "Privacy"
+OUTPUT = "Output"
+NETWORK = "Network"
+SITE_LIMITS = "What this site accepts"
+
+#: The parameter names of the options below (serve classifies learn's parameters by name).
+COLUMN_PARAMS = ("columns", "drop", "index_col")
+TEXT_PARAMS = ("na", "header", "encoding")
+
+
+def columns_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        None, "--columns", metavar="A,B,...", rich_help_panel=panel,
+        help="Use only these columns, in this order (comma-separated names); every shard must hold them, "
+        "other columns are ignored (they may hold text).",
+    )
+
+
+def drop_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        None, "--drop", metavar="A,B,...", rich_help_panel=panel,
+        help="Leave out these columns (comma-separated names; they may hold text).",
+    )
+
+
+def index_col_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        None, "--index-col", metavar="NAME", rich_help_panel=panel,
+        help="A row-identifier column (any text): left out of the variables.",
+    )
+
+
+def na_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        "error", "--na", metavar="[error|drop-rows]", rich_help_panel=panel,
+        help="Missing values (an empty cell, NA, N/A, NaN, null, None, ?) in the used columns: error, or "
+        "drop-rows (drop every row holding one; the row counts after dropping are the ones used, and public "
+        "under --dp: docs/privacy.md).",
+    )
+
+
+def header_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        "auto", "--header", metavar="[auto|yes|no]", rich_help_panel=panel,
+        help="Whether the first line holds the column names. auto: yes unless it holds only numbers — a "
+        "first line of integers over rows with decimals counts as names (e.g. gene ids); yes: always "
+        "(numeric names accepted); no: the file has no header, columns are named V1, V2, …",
+    )
+
+
+def encoding_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        "utf-8", "--encoding", metavar="NAME", rich_help_panel=panel,
+        help="Text encoding of the data files (e.g. latin-1, cp1252, utf-16).",
+    )
+
+
+def sep_option(panel: Optional[str] = INPUT, what: str = "the data files", extra: str = ""):
+    return typer.Option(
+        None, "--sep", envvar="BNSL_SEP", show_default=False, rich_help_panel=panel,
+        help=f"Field separator of {what}: one character, or 'tab' \\[default: tab for .tsv, else ','].{extra}",
+    )
+
+
+def files_from_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        None, "--files-from", rich_help_panel=panel,
+        help="A file listing shard paths, one per line (- reads the list from standard input); relative paths "
+        "are relative to the current directory (as with tar -T).",
+    )
+
+
+def verbose_option(panel: Optional[str] = OUTPUT):
+    return typer.Option(
+        False, "--verbose", "-v", envvar="BNSL_VERBOSE", rich_help_panel=panel,
+        help="Also print the optimiser's convergence warnings (they are always in report.json's warnings).",
+    )
+
+
+@contextmanager
+def convergence_warnings(verbose: bool):
+    """Inside: the library's :class:`~bnsl_cli.errors.ConvergenceWarning` s are printed only with
+    ``--verbose``. The run report keeps them either way (``warnings``); on a default run they are
+    rarely something a user can act on (a stricter tolerance than the graph needs, an inner solver's
+    iteration cap), so they do not crowd the console."""
+    if verbose:
+        yield
+        return
+    from bnsl_cli.errors import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        yield
+
+
+def exact_scale_warning(tables) -> None:
+    """In a private run the coordinator's column spreads are noisy, so it does not warn about the
+    columns' scales; whoever holds the rows warns from their exact spreads (nothing is released)."""
+    from bnsl_cli.errors import ScaleWarning
+    from bnsl_cli.stats import exact_scale_warning as check
+
+    msg = check(tables, tables[0].names)
+    if msg:
+        warnings.warn(msg + " (checked on the rows here; the private run's own statistics are noisy)", ScaleWarning,
+                      stacklevel=2)
+
+
+def split_names(text: Optional[str]) -> Optional[tuple]:
+    """``"a, b,c"`` → ``("a", "b", "c")`` (None stays None). Names keep inner spaces."""
+    if text is None:
+        return None
+    return tuple(p.strip() for p in text.split(","))
+
+
+def read_options(
+    columns: Optional[str] = None,
+    drop: Optional[str] = None,
+    index_col: Optional[str] = None,
+    na: str = "error",
+    header: str = "auto",
+    encoding: str = "utf-8",
+):
+    """The :class:`~bnsl_cli.io.data.ReadOptions` of these option values, checked (an
+    :class:`~bnsl_cli.errors.OptionError`, exit 2, when they contradict each other)."""
+    from bnsl_cli.io.data import ReadOptions
+
+    return ReadOptions(
+        columns=split_names(columns), drop=split_names(drop) or (), index_col=index_col, na=na, header=header,
+        encoding=encoding,
+    ).check()

@@ -4,7 +4,7 @@ One case per seed: ER2 with d = 20 (40 expected edges), P participants, a random
 edges required and a random 20 % of the ordered non-edge pairs (reversed true edges included)
 forbidden. Prints one line per (method, seed) and the means.
 
-    python benchmarks/bench_knowledge.py [--seeds 3] [--methods fed-sparse,notears]
+    python benchmarks/bench_knowledge.py [--seeds 3] [--methods fed-sparse,notears] [--epsilon 5]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from bnsl_cli.io.data import Table
 from bnsl_cli.knowledge import KnowledgeSource
-from bnsl_cli.learn import LearnConfig, learn
+from bnsl_cli.learn import DPConfig, LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.simulate import simulate
 
@@ -40,6 +40,7 @@ def main() -> None:
     ap.add_argument("--participants", type=int, default=4)
     ap.add_argument("--samples", type=int, default=500, help="rows per participant")
     ap.add_argument("--share", type=float, default=0.2)
+    ap.add_argument("--epsilon", type=float, default=None, help="private runs (--dp) with this ε")
     args = ap.parse_args()
     d = args.nodes
     rows = {}
@@ -50,8 +51,9 @@ def main() -> None:
         for method in args.methods.split(","):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                plain = learn(tables, LearnConfig(method=method, seed=seed))
-                known = learn(tables, LearnConfig(method=method, seed=seed, knowledge=src))
+                dp = None if args.epsilon is None else DPConfig(epsilon=args.epsilon)
+                plain = learn(tables, LearnConfig(method=method, seed=seed, dp=dp))
+                known = learn(tables, LearnConfig(method=method, seed=seed, dp=dp, knowledge=src))
             a = structure_metrics(plain.W, sim.W)["shd"]
             b = structure_metrics(known.W, sim.W)["shd"]
             rows.setdefault(method, []).append((a, b))

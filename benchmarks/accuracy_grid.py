@@ -94,19 +94,20 @@ H_VARIANTS = ("expm", "logdet")
 H_METHODS = ("fed-sparse",)
 
 
-def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cell:
+def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="", rows=ROWS) -> Cell:
     """``variant``: "" (defaults), "std" (learn --standardize), "cs-std" (columns rescaled by
     ``--column-scale COLUMN_SCALE`` and learn --standardize), or "expm" / "logdet" (learn
     --acyclicity V; fed-sparse only)."""
     dp = eps is not None
     run = method + (f"-dp{eps:g}" if dp else "") + (f"-{variant}" if variant else "")
-    cid = f"{graph}/d{d}/{noise}-{weights}/P{P}/s{seed}/{run}"
+    sites = f"P{P}" if rows == ROWS else f"P{P}x{rows // P}"
+    cid = f"{graph}/d{d}/{noise}-{weights}/{sites}/s{seed}/{run}"
     params = dict(graph=graph, d=d, noise=noise, weights=weights, P=P, seed=seed, method=method,
-                  epsilon=eps, rows=ROWS)
+                  epsilon=eps, rows=rows)
     if variant:
         params["variant"] = variant
     sim = graph_args(graph, d) + [
-        "--participants", str(P), "--samples", str(ROWS // P), "--seed", str(seed),
+        "--participants", str(P), "--samples", str(rows // P), "--seed", str(seed),
         "--noise-scale", NOISE_ARG[noise], "--weight-range", WEIGHT_ARG[weights],
     ]
     if variant == "cs-std":
@@ -119,6 +120,25 @@ def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="") -> Cel
     if variant in H_VARIANTS:
         learn += ["--acyclicity", variant]
     return Cell(cid, params, tuple(sim), tuple(learn))
+
+
+#: --private (issue 19): (graph, d, noise, P, rows, [(method, ε), ...]); seeds QUICK_SEEDS. The
+#: non-private fed-sparse (the default) is each group's reference; Sachs is benchmarks/private_sachs.py.
+PRIVATE_SLICES = (
+    ("ER2", 20, "eq", 8, ROWS, [("fed-sparse", None), ("fed-suffstats", 1.0), ("fed-suffstats", 5.0),
+                                ("fed-suffstats", 10.0)]),
+    ("ER2", 50, "uneq", 5, 5000, [("fed-sparse", None), ("fed-suffstats", 5.0), ("fed-sparse", 5.0)]),
+    ("SF2", 50, "uneq", 5, 5000, [("fed-sparse", None), ("fed-suffstats", 5.0), ("fed-sparse", 5.0)]),
+)
+
+
+def private_cells() -> list[Cell]:
+    out = []
+    for s in QUICK_SEEDS:
+        for g, d, noise, P, rows, runs in PRIVATE_SLICES:
+            for m, e in runs:
+                out.append(make_cell(g, d, noise, "def", P, s, m, e, rows=rows))
+    return out
 
 
 def full_cells() -> list[Cell]:
@@ -471,6 +491,7 @@ def report(root: Path, args, expected=None, skipped=()) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the documented d ≤ 50, 3-seed subset")
+    ap.add_argument("--private", action="store_true", help="issue 19's private cells (PRIVATE_SLICES), 3 seeds")
     ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
                     help="only cells whose id matches this glob (repeatable), e.g. 'ER2/d20/*/fed-sparse'")
     ap.add_argument("--acyclicity", default="", metavar="LIST",
@@ -502,7 +523,7 @@ def main(argv=None) -> int:
     bad = [f for f in functions if f not in H_VARIANTS]
     if bad:
         ap.error(f"--acyclicity: unknown function(s) {', '.join(bad)}; choose from {', '.join(H_VARIANTS)}")
-    cells = h_twins(quick_cells() if args.quick else full_cells(), functions)
+    cells = h_twins(private_cells() if args.private else quick_cells() if args.quick else full_cells(), functions)
     if args.only:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
         if not cells:  # --only may name a cell outside --quick

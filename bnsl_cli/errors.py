@@ -18,6 +18,8 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "Terminated",
+    "interruption",
     "ScaleWarning",
     "DataWarning",
     "IdentifierColumnWarning",
@@ -80,6 +82,24 @@ class OptionError(BnslError):
 class PrivacyWarning(UserWarning):
     """A private run's guarantee is weaker than it looks (e.g. a participant with very few rows),
     or a result derived from private output is not private itself."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process received SIGTERM (``kill``, Slurm, systemd). Raised by the CLI's signal handler
+    in the main thread and handled like Ctrl-C — a :class:`KeyboardInterrupt`, so every cleanup
+    that Ctrl-C runs (output folders aborted, the other parties told, the transcript closed) runs
+    for it too — but with its own message and exit code 143 (128 + SIGTERM)."""
+
+    exit_code = 143
+    what = "terminated (SIGTERM)"
+
+
+def interruption(exc: BaseException) -> tuple[str, int]:
+    """What stopped the process, for messages, and its exit code: ``("interrupted (Ctrl-C)", 130)``
+    for a :class:`KeyboardInterrupt`, ``("terminated (SIGTERM)", 143)`` for :class:`Terminated`."""
+    if isinstance(exc, Terminated):
+        return exc.what, exc.exit_code
+    return "interrupted (Ctrl-C)", 130
 
 
 class ScaleWarning(UserWarning):

@@ -26,6 +26,7 @@ from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
 from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, dp_steps
 from bnsl_cli.privacy.release_plan import calibrate_releases, ledger_of, spend_of
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
+from bnsl_cli.privacy.split import distribute_noise
 
 __all__ = [
     "LearnConfig",
@@ -84,6 +85,11 @@ class DPConfig:
     value_bound: Optional[float] = None
     clip_levels: str = "auto"
     polish_share: float = POLISH_SHARE  # of the whole budget, for the polish's second moments (fed-sparse)
+    #: "auto" | "distributed" | "per-site": who adds the noise of a summed release (fed-suffstats;
+    #: :func:`bnsl_cli.privacy.split.distribute_noise`)
+    noise: str = "auto"
+    #: distributed noise: the guarantee holds against this many colluding sites
+    collusion_tolerance: int = 0
 
 
 @dataclass
@@ -488,6 +494,8 @@ class RunPlan:
             plan["privacy"] = resolve_privacy(
                 options.method, dp, delta=delta, rounds=plan["rounds"], steps=plan["steps"], polish=plan["polish"], d=d
             )
+            plan["privacy"] = distribute_noise(plan["privacy"], options.method, spec.distributed_noise, len(parts),
+                                               dp.noise, dp.collusion_tolerance)
         return cls(**plan)
 
     # -- serialisation ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from bnsl_cli import __version__
 from bnsl_cli.dag import unfitted_required
 from bnsl_cli.errors import BnslError, ConvergenceWarning, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning
 from bnsl_cli.federated.fleet import make_fleet
+from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
@@ -34,7 +35,7 @@ from bnsl_cli.numerics import single_blas_thread
 from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import make_rng
-from bnsl_cli.privacy.split import check_split_allowed
+from bnsl_cli.privacy.split import check_split_allowed, split_of, trust_statement
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -284,13 +285,21 @@ def _privacy_report(spec, plan: RunPlan, summaries: list, warn_list: list) -> di
         public=PUBLIC_QUANTITIES,
         mechanism=mechanism,
         plan=pv.summary(),
-        clip={"multiplier": pv.clip, "levels": spec.clip_description or pv.clip_levels},
+        clip={"multiplier": pv.clip if spec.clip_multiplier is None else spec.clip_multiplier,
+              "levels": spec.clip_description or pv.clip_levels},
         centring=(summaries[0].get("notes") or {}).get("centring"),
         value_bound=pv.value_bound,
         seeded=seeded,
         noise_source="numpy PCG64 seeded with --seed" if seeded else "numpy PCG64 seeded from operating-system entropy",
         released_values=sorted({ev["release"] for p in privacy["participants"] for ev in p["events"]}),
     )
+    k = split_of(plan)
+    if k > 1 or spec.distributed_noise:  # the methods that can distribute their noise say how they did
+        privacy["noise"] = {
+            "mode": "distributed" if k > 1 else "per-site",
+            "sites": plan.P,
+            **({"collusion_tolerance": plan.P - k, "trust": trust_statement(k, plan.P)} if k > 1 else {}),
+        }
     if seeded:
         privacy["warning"] = (
             "the noise was drawn from --seed: anyone who knows the seed can reproduce it and remove it; "
@@ -322,6 +331,9 @@ def local_fleet(plan: RunPlan, tables):
         return make_fleet([make_participant(plan, 0, np.vstack([t.X for t in tables]))], 1)
     rngs = participant_rngs(plan) if plan.private else [None] * plan.P
     parts = [make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)]
+    if split_of(plan) > 1 and method_spec(plan.method).distributed_noise:
+        # distributed noise: the sites' shares reach the coordinator only as their secure sum
+        return SecureLocalFleet(make_fleet(parts, plan.workers), plan.P)
     return make_fleet(parts, plan.workers)
 
 

@@ -172,6 +172,8 @@ METHOD_CASES = [
     ("fed-moments", None),
     ("notears", None),
     ("local-notears", None),
+    ("fed-suffstats", None),
+    ("fed-suffstats", 200.0),
 ]
 
 
@@ -346,3 +348,18 @@ def test_finish_step_keeps_required_and_fits_a_zero_one():
     assert W[0, 1] == 0.1 and W[1, 2] == 0 and W[0, 2] == 0.9 and W[3, 5] == 0
     W2 = fit_required(W, S, k)
     assert W2[3, 5] != 0 and W2[0, 1] == 0.1  # only the children of unfitted edges are refitted
+
+
+def test_noise_aware_search_keeps_to_the_masks():
+    from bnsl_cli.solvers.suffstats import learn_suffstats
+
+    X, S = _moments(5)
+    d = S.shape[0]
+    names = tuple(f"x{k}" for k in range(d))
+    k = KnowledgeSource.from_options(require=["x3->x5"], forbid=["x0->x1", "x1->x0"]).resolve(names)
+    free = learn_suffstats(S, X.shape[0])
+    assert free.E[0, 1] or free.E[1, 0]
+    assert not free.E[3, 5]
+    res = learn_suffstats(S, X.shape[0], knowledge=k)
+    assert not res.E[0, 1] and not res.E[1, 0]
+    assert res.E[3, 5] and res.W[3, 5] != 0

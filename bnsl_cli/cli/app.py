@@ -1,7 +1,7 @@
 """The ``bnsl`` command: registers the subcommands and maps library exceptions to exit codes.
 
 Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input data, 4 did not converge / no DAG,
-5 privacy budget cannot be met.
+5 privacy budget cannot be met; 130 Ctrl-C, 143 SIGTERM (handled alike: one line, no output left).
 """
 
 from __future__ import annotations
@@ -209,6 +209,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point."""
     from bnsl_cli.errors import BnslError
 
+    common.handle_sigterm()  # SIGTERM is handled like Ctrl-C: one line, cleanup, exit 143
     args = hoist_root_flags(sys.argv[1:] if argv is None else list(argv))
     name = _subcommand_of(args)
     application = build_app({name}) if name is not None else _full_app()
@@ -216,9 +217,10 @@ def main(argv: Optional[list[str]] = None) -> None:
         rv = application(args=args, standalone_mode=False)  # returns a typer.Exit's code instead of exiting
     except BrokenPipeError:
         common.quiet_pipe_exit()
-    except KeyboardInterrupt:
-        common.fail("interrupted; no output was left half-written", 130)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated)
+        message, code = common.interrupted_message(exc)
+        common.fail(message, code)
+        sys.exit(code)
     except typer.Exit as exc:
         code = exc.exit_code
         _flush_or_quiet()

@@ -231,9 +231,9 @@ def guarded(func):
             if STATE["debug"]:
                 traceback.print_exc()
             raise fail(str(exc), exc.exit_code) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated)
             _abort_outputs()
-            raise fail("interrupted; no output was left half-written", 130) from None
+            raise fail(*interrupted_message(exc)) from None
         except Exception as exc:  # an internal error: still one line unless --debug
             if STATE["debug"]:
                 traceback.print_exc()
@@ -245,6 +245,34 @@ def guarded(func):
             warnings.showwarning = old
 
     return wrapper
+
+
+def interrupted_message(exc: BaseException) -> tuple[str, int]:
+    """The one error line and exit code of a command stopped by Ctrl-C (130) or SIGTERM (143)."""
+    from bnsl_cli.errors import Terminated
+
+    if isinstance(exc, Terminated):
+        return "terminated (SIGTERM); no output was left half-written", exc.exit_code
+    return "interrupted; no output was left half-written", 130
+
+
+def handle_sigterm() -> None:
+    """SIGTERM (``kill``, Slurm, systemd) raises :class:`~bnsl_cli.errors.Terminated` in the main
+    thread, so a command stops as on Ctrl-C: one line, its cleanup run, exit 143. The handler
+    fires once: a second SIGTERM during the cleanup is ignored (SIGKILL still ends the process)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_term(signum, frame):  # noqa: ARG001
+        from bnsl_cli.errors import Terminated
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def quiet_pipe_exit() -> None:

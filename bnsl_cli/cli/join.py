@@ -83,7 +83,8 @@ def command(
     """Join a networked run as one site (the coordinator runs bnsl serve).
 
     Exit codes: 0 ok; 2 usage; 3 bad data; 5 this site refused the plan (beyond its limits);
-    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C.
+    6 federation failure (lost or unreachable coordinator, or the run stopped by another party); 130 Ctrl-C;
+    143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
@@ -103,7 +104,7 @@ def command(
     host, _ = split_hostport(coordinator, "HOST:PORT")
     from bnsl_cli.cli.netopts import credentials
 
-    creds = credentials(ca, cert, key, insecure, host, "coordinator address")
+    creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
     from bnsl_cli.io.data import read_table, sample_warnings
 
     read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
@@ -131,6 +132,7 @@ def command(
         "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
         "columns": list(table.names), "limits": limits,
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
+        **_own_identity(creds),
     })
     sk, pk = generate_keypair()
     hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits, "x25519": pk.hex()}
@@ -157,8 +159,10 @@ def command(
             connect_timeout=connect_timeout, transcript=tr, log=log,
         )
         status = "ok"
-    except KeyboardInterrupt:
-        status = "interrupted (Ctrl-C)"
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
+        status = interruption(exc)[0]
         raise
     except BnslError as exc:
         status = f"stopped: {exc}"
@@ -176,6 +180,16 @@ def _columns_of(table, names, X):
     from bnsl_cli.io.data import Table
 
     return Table(X, tuple(names), table.path)
+
+
+def _own_identity(creds) -> dict:
+    """This site's certificate identity and fingerprint for the transcript's run record."""
+    if creds is None:
+        return {"identity": None}
+    from bnsl_cli.federated.net.identity import identity_of
+
+    ident = identity_of(creds.cert)
+    return {"identity": ident.name, "certificate_sha256": ident.sha256}
 
 
 def _recording(on_plan, tr):
@@ -227,6 +241,8 @@ def _check_plan(body: dict, table, limits: dict, name: str):
     :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond this site's limits,
     :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
     describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
+    import numpy as np
+
     from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
     from bnsl_cli.federated.net.common import FederationError
     from bnsl_cli.plan import RunPlan
@@ -249,7 +265,8 @@ def _check_plan(body: dict, table, limits: dict, name: str):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
     # the coordinator may choose fewer columns (serve --columns/--drop): this site uses those
     idx = [table.names.index(n) for n in plan.names]
-    X = table.X[:, idx] if idx != list(range(table.d)) else table.X
+    # C order, as bnsl learn holds a reordered shard (a column-major slice changes the last digits)
+    X = np.ascontiguousarray(table.X[:, idx]) if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))
     if limits["methods"] is not None and plan.method not in limits["methods"]:
         raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits['methods'])}")
@@ -298,7 +315,7 @@ def _check_plan(body: dict, table, limits: dict, name: str):
                 "the plan splits DP noise across the sites (this site would add only 1/P of it; the guarantee "
                 "would rest on the secure sum and on no site colluding); refused (--accept-split-noise to accept)"
             )
-        if not secure or split != plan.P:
+        if not secure or split > plan.P:
             raise RefusedError(
                 "the plan splits DP noise " + ("without a secure sum" if not secure
                                                else f"over {split} sites but has {plan.P}") + "; refused"

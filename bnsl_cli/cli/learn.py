@@ -15,6 +15,7 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 METHOD_HELP = (
     "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
     "fed-moments (pooled second moments in two sum-shaped exchanges, NOTEARS on them) | "
+    "fed-suffstats (private sufficient statistics: whitened second moments in stages, a noise-aware score search) | "
     "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone)"
 )
 
@@ -143,6 +144,18 @@ def command(
         "releases; without it the bounds come from noisy range histograms.",
         rich_help_panel=dataopts.PRIVACY,
     ),
+    noise: str = typer.Option(
+        "auto", "--noise", metavar="[auto|distributed|per-site]",
+        help="DP, fed-suffstats: who adds the noise of the summed releases. distributed: each site adds a share "
+        "(variance 1/(P − t) of the calibrated one) and only the secure sum carries the whole noise (in process, "
+        "and serve --secure-sum); per-site: every site adds all of it (P times the pooled variance). auto: "
+        "distributed for fed-suffstats (per-site under serve without --secure-sum).",
+    ),
+    collusion_tolerance: int = typer.Option(
+        0, "--collusion-tolerance", metavar="T",
+        help="DP, distributed noise: raise every share to variance σ²/(P − T), so the guarantee holds against the "
+        "coordinator together with T colluding sites.",
+    ),
     clip_levels: str = typer.Option(
         "auto", "--clip-levels", metavar="[auto|adaptive|static]", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
         "(adaptive below 50 variables, static from 50 on: measured faster there).",
@@ -194,6 +207,8 @@ def command(
             public_means=public_means,
             value_bound=value_bound,
             clip_levels=clip_levels,
+            noise=noise,
+            collusion_tolerance=collusion_tolerance,
         )
     cfg = LearnConfig(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,

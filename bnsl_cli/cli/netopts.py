@@ -8,9 +8,11 @@ from typing import Optional
 from bnsl_cli.cli import common
 
 
-def credentials(ca: Optional[Path], cert: Optional[Path], key: Optional[Path], insecure: bool, host: str, where: str):
+def credentials(ca: Optional[Path], cert: Optional[Path], key: Optional[Path], insecure: bool, host: str, where: str,
+                role: Optional[str] = None):
     """Mutual-TLS credentials from ``--ca/--cert/--key``, or ``None`` with ``--insecure`` (loopback
-    only, announced on stderr)."""
+    only, announced on stderr). ``role`` (``"serverAuth"`` for serve, ``"clientAuth"`` for join):
+    the certificate must allow it (a swapped certificate is a usage error naming the file)."""
     from bnsl_cli.federated.net.tls import is_loopback, load_party
 
     given = [x is not None for x in (ca, cert, key)]
@@ -35,4 +37,9 @@ def credentials(ca: Optional[Path], cert: Optional[Path], key: Optional[Path], i
             "bnsl certs DIR --parties coordinator,site1,… makes a set; --insecure for loopback tests only",
             2,
         )
-    return load_party(ca, cert, key)
+    creds = load_party(ca, cert, key)
+    if role is not None:
+        from bnsl_cli.federated.net.identity import check_role
+
+        check_role(creds.cert, role, "--cert", cert)
+    return creds

@@ -108,6 +108,14 @@ def command(
         help="A method with a private variant. fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
         "fed-moments: one Gaussian release of the (scaled) moment matrix.",
     ),
+    sites: Optional[int] = typer.Option(
+        None, "--sites", show_default=False,
+        help="fed-suffstats: the number of sites P (the noise of the pooled sum under both calibrations).",
+    ),
+    collusion_tolerance: int = typer.Option(
+        0, "--collusion-tolerance", metavar="T",
+        help="fed-suffstats, distributed noise: each share has variance σ²/(P − T) (learn --collusion-tolerance).",
+    ),
     releases_file: Optional[Path] = typer.Option(
         None, "--releases", metavar="FILE", show_default=False,
         help="Spend mode for a whole release list: a run's report.json (learn --dp) or a privacy-budget --json "
@@ -175,6 +183,8 @@ def command(
             spec, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
             nodes, delta_value, conv, public_means, fail, polish_multiplier, value_bound is not None,
         )
+    elif spec.distributed_noise and not max_rho:
+        result = _calibrate_suffstats(spec, epsilon, delta_value, conv, nodes, sites, collusion_tolerance, fail)
     elif max_rho or (not spec.one_matrix and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
     elif spec.one_matrix:
@@ -390,6 +400,75 @@ def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
     rows += _release_rows(pv.releases)
     rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger"))
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
+
+
+def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fail) -> dict:
+    """fed-suffstats: the releases `learn --dp --method fed-suffstats` plans, and the noise each
+    site adds and the pooled sum carries under per-site and under distributed noise."""
+    from bnsl_cli.plan import DPConfig, resolve_privacy
+    from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE as HIST_SHARE
+    from bnsl_cli.privacy.defaults import SUFFSTATS_STAGE_SHARES as STAGE_SHARES
+
+    CLIP = spec.clip_multiplier
+
+    if sites is not None and sites < 1:
+        raise fail("--sites must be >= 1", 2)
+    if tolerance < 0 or (sites is not None and tolerance >= max(sites, 1) and tolerance > 0):
+        raise fail("--collusion-tolerance must be >= 0 and below --sites", 2)
+    pv = resolve_privacy(spec.name, DPConfig(epsilon=epsilon, delta=delta, conversion=conv), delta=delta,
+                         rounds=1, steps=1, polish=False, d=nodes)
+    summary = pv.summary()
+    P = sites
+    share = None if P is None else P - tolerance
+    rows = [
+        ("epsilon", pv.epsilon, "target"),
+        ("delta", pv.delta, ""),
+        ("rho* (zCDP)", pv.rho_target, "whole budget per participant"),
+    ]
+    rows += _release_rows(pv.releases)
+    from bnsl_cli.privacy.releases import ReleaseKind
+
+    calib = []
+    stage = 0
+    for r in pv.releases:
+        name = r.kind.value
+        if r.kind == ReleaseKind.WHITENED_MOMENTS:
+            stage += 1
+            name = f"{name} (stage {stage})"
+        if nodes is None:
+            sens = None
+        elif r.kind == ReleaseKind.SCALE_HISTOGRAM:
+            sens = 2.0 * math.sqrt(nodes)
+        else:
+            sens = math.sqrt(2.0) * CLIP**2 * (nodes + 1)
+        sigma = None if sens is None else r.multiplier * sens
+        entry = {"release": r.kind.value, "noise_multiplier": r.multiplier, "sensitivity": sens, "sigma": sigma}
+        if P is not None:
+            k = 1.0 if sigma is None else sigma
+            entry["per_site"] = {"each_site_std": k, "pooled_sum_std": k * math.sqrt(P)}
+            entry["distributed"] = {"each_site_std": k / math.sqrt(share), "pooled_sum_std": k * math.sqrt(P / share),
+                                    "collusion_tolerance": tolerance}
+            unit = "σ" if sigma is None else ""
+            rows.append((f"{name} pooled noise, per-site", entry["per_site"]["pooled_sum_std"],
+                         f"{unit} every site adds σ; the sum of {P} carries σ·√{P}"))
+            rows.append((f"{name} pooled noise, distributed", entry["distributed"]["pooled_sum_std"],
+                         f"{unit} each site adds σ/√{share}; any {share} shares carry σ (t = {tolerance})"))
+        calib.append(entry)
+    rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger; the same under both calibrations"))
+    assumptions = _base_assumptions(conv)
+    assumptions.update({
+        "releases": f"scale histograms, then {len(STAGE_SHARES)} stages of whitened second moments (sums over the rows)",
+        "sensitivity": "histograms 2·sqrt(d); moments sqrt(2)·C**2 with C = %g·sqrt(d + 1) (replace-one)" % CLIP,
+        "budget split": f"histograms {HIST_SHARE:g} of rho*, stages {', '.join(f'{f:g}' for f in STAGE_SHARES)} of the rest",
+        "value ranges": "none: the scale histograms have fixed bins, no row count is too small for them",
+        "calibrations": "per-site: every site adds all of the noise; distributed: shares under a secure sum "
+                        "(honest-but-curious coordinator; holds against it with up to T colluding sites)",
+    })
+    data = {"mode": "calibrate", "method": spec.name, **summary, "nodes": nodes, "sites": P,
+            "collusion_tolerance": tolerance, "calibrations": calib,
+            "epsilon_spent": summary["epsilon_planned"], "rho_spent": summary["rho_planned"],
+            "events": _events(pv.releases, delta, conv)}
+    return {"title": f"{spec.dp_title} noise plan", "assumptions": assumptions, "rows": rows, "json": data}
 
 
 def _spend_list(path: Path, delta, samples, conv, fail) -> dict:

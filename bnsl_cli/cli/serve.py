@@ -27,7 +27,7 @@ RUN_OPTIONS = frozenset({
     "method", "lam", "threshold", "rounds", "steps", "rho1", "rho2", "rho1_growth", "rho2_growth", "snap",
     "acyclicity", "polish", "standardize", "seed", "personal", "trace",
     "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "public_means",
-    "value_bound", "clip_levels",
+    "value_bound", "clip_levels", "noise", "collusion_tolerance",
     "require", "forbid", "knowledge_file", "require_file", "forbid_file",
 })
 #: the prior-knowledge options (read into one KnowledgeSource, part of the plan)
@@ -78,6 +78,18 @@ def _serve(
         "the sum alone and while no site colludes (sites opt in with join --accept-split-noise; docs/privacy.md).",
         rich_help_panel=dataopts.NETWORK,
     ),
+    allow_sites: Optional[str] = typer.Option(
+        None, "--allow-sites",
+        help="Comma-separated site certificate names allowed to join (the certificate's site:NAME URI, else its "
+        "common name); others are refused. Needs mutual TLS.",
+        rich_help_panel=dataopts.NETWORK,
+    ),
+    handshake_timeout: float = typer.Option(
+        10.0, "--handshake-timeout",
+        help="Seconds a new connection has to finish its TLS handshake and send its HELLO; a silent one is dropped "
+        "(idle connections cannot keep the sites out).",
+        rich_help_panel=dataopts.NETWORK,
+    ),
     port_file: Optional[Path] = typer.Option(
         None, "--port-file", help="Write the port actually listened on to this file (useful with port 0).",
         rich_help_panel=dataopts.NETWORK,
@@ -95,7 +107,7 @@ def _serve(
     """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
 
     Exit codes: 0 ok; 2 usage; 3 bad data (sites whose columns differ); 5 a site refused the plan;
-    6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C.
+    6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C; 143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.net.common import need_grpc
@@ -114,14 +126,23 @@ def _serve(
     console = common.err_console
     if participants < 1:
         raise common.fail("--participants must be at least 1", 2)
-    if not timeout > 0 or not join_timeout > 0:
-        raise common.fail("--timeout and --join-timeout must be > 0", 2)
+    if not timeout > 0 or not join_timeout > 0 or not handshake_timeout > 0:
+        raise common.fail("--timeout, --join-timeout and --handshake-timeout must be > 0", 2)
     host, _ = split_hostport(listen, "--listen")
     from bnsl_cli.cli.netopts import credentials
 
-    creds = credentials(ca, cert, key, insecure, host, "--listen")
+    creds = credentials(ca, cert, key, insecure, host, "--listen", role="serverAuth")
     select = {k: learn_options.pop(k, None) for k in COLUMN_OPTIONS}
     dataopts.read_options(select["columns"], select["drop"])  # checked before any site joins
+    allowed = None
+    if allow_sites is not None:
+        allowed = [a.strip() for a in allow_sites.split(",") if a.strip()]
+        if not allowed:
+            raise common.fail("--allow-sites: give at least one site certificate name", 2)
+        if creds is None:
+            raise common.fail("--allow-sites needs mutual TLS (site names come from their certificates), not --insecure", 2)
+        if len(allowed) < participants:
+            raise common.fail(f"--allow-sites names {len(allowed)} site(s), fewer than --participants {participants}", 2)
     cfg = _config(learn_options, ctx)
     if split_noise and not secure_sum:
         raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
@@ -131,6 +152,10 @@ def _serve(
     if split_noise and (cfg.dp is None or not spec.split_noise):
         able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
         raise common.fail(f"--split-noise: only --method {able} --dp has a release that can be split", 2)
+    if cfg.dp is not None and cfg.dp.noise == "distributed" and not secure_sum:
+        raise common.fail("--noise distributed needs --secure-sum (a site's share alone is not private)", 2)
+    if cfg.dp is not None and cfg.dp.noise == "auto" and not secure_sum:
+        cfg.dp.noise = "per-site"  # without a secure sum the coordinator would see every share
     if secure_sum and cfg.personal:
         raise common.fail(
             "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
@@ -153,7 +178,8 @@ def _serve(
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
     try:
-        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log)
+        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log,
+                             handshake_timeout=handshake_timeout, allow_sites=allowed)
     except BaseException:
         if od is not None:
             od.abort()
@@ -186,7 +212,11 @@ def _serve(
             "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
             "secure_sum": spec is not None,
             "secure_sum_bits": secure_sum_bits if spec is not None else None,
-            "sites": [{"participant": s.index + 1, "site": s.name, "peer": s.peer, "rows": s.hello["rows"]} for s in fleet.sites],
+            "peer_identity": "site certificates (mutual TLS): one certificate identity per participant"
+            if creds else "none: plaintext (--insecure), the sites are not authenticated",
+            "coordinator_certificate_sha256": getattr(getattr(fleet, "identity", None), "sha256", None),
+            "allow_sites": sorted(allowed) if allowed is not None else None,
+            "sites": [_site_record(s) for s in fleet.sites],
             # a private site sends no compute time (it depends on its rows and is no release)
             "participant_timing": "reply times observed by the coordinator (network included)" if plan.private
             else "compute times reported by the sites",
@@ -197,8 +227,10 @@ def _serve(
             _write_outputs(od, result, plan.method)
         output.write_single_outputs(singles, result)
         ok = True
-    except KeyboardInterrupt:
-        fleet.abort("the coordinator was interrupted (Ctrl-C)")
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
+        fleet.abort(f"the coordinator was {interruption(exc)[0]}")
         raise
     except BnslError as exc:
         fleet.abort(f"the coordinator stopped: {exc}")  # sites a fault already stopped are not told twice
@@ -219,6 +251,14 @@ def _serve(
         from bnsl_cli.io.graphs import edges_csv_text
 
         sys.stdout.write(edges_csv_text(result.W, result.names))
+
+
+def _site_record(site) -> dict:
+    """One site as the report's network part lists it: its declared name, address, rows and the
+    identity and SHA-256 fingerprint of its certificate (``None`` in plaintext)."""
+    ident = getattr(site, "identity", None)
+    return {"participant": site.index + 1, "site": site.name, "peer": site.peer, "rows": site.hello["rows"],
+            "identity": getattr(ident, "name", None), "certificate_sha256": getattr(ident, "sha256", None)}
 
 
 def _config(opts: dict, ctx=None):

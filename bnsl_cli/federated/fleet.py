@@ -74,6 +74,7 @@ def _worker(conn, participants) -> None:
 
     np.seterr(over="ignore", invalid="ignore", divide="ignore")  # no numpy warning reaches the user's terminal
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle: one line, no traceback here
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # so is SIGTERM to the process group; the closed pipe ends us
     try:
         while True:
             msg = conn.recv_bytes()
@@ -85,7 +86,7 @@ def _worker(conn, participants) -> None:
             except Exception as exc:  # noqa: BLE001 - reported to the coordinator, which raises it
                 conn.send(_Failure(exc))
                 return
-    except (EOFError, KeyboardInterrupt):  # the coordinator went away or was interrupted
+    except (EOFError, OSError, KeyboardInterrupt):  # the coordinator went away or was interrupted
         return
     finally:
         conn.close()
@@ -144,10 +145,15 @@ class ProcessFleet:
     def close(self) -> None:
         for conn in self.conns:
             conn.close()
+        import time
+
+        # a worker ends when its pipe closes (it ignores SIGINT and SIGTERM); one still busy is killed
+        deadline = time.monotonic() + 2.0
         for proc in self.procs:
+            proc.join(timeout=max(deadline - time.monotonic(), 0.0))
             if proc.is_alive():
-                proc.terminate()
-            proc.join(timeout=5)
+                proc.kill()
+                proc.join(timeout=5)
 
 
 def make_fleet(participants: Sequence, workers: Optional[int]):

@@ -84,6 +84,13 @@ class MethodSpec:
     federated: bool = True
     #: one graph per participant (no consensus)
     per_participant_graphs: bool = False
+    #: every release of the private variant is a sum over rows in public units, so its noise can be
+    #: distributed over securely summed sites (``--noise auto`` does so; privacy-budget shows both
+    #: calibrations)
+    distributed_noise: bool = False
+    #: the report's ``privacy.clip`` when the method fixes it (not ``--clip``)
+    clip_multiplier: Optional[float] = None
+    clip_text: Optional[str] = None
 
     @property
     def split_noise(self) -> bool:
@@ -93,4 +100,6 @@ class MethodSpec:
     @property
     def clip_description(self) -> Optional[str]:
         """The report's ``privacy.clip.levels`` when it is not the plan's clip-level choice."""
+        if self.clip_text is not None:
+            return self.clip_text
         return "row L2 norm" if self.one_matrix else None

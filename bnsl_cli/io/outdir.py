@@ -10,6 +10,8 @@ folder as it was:
    new folder, ``.bnsl.lock`` inside an existing one) refuses a second run into the same folder while
    this one works; and an empty staging folder is made on the same file system
    (``.<name>.bnsl-tmp-<random>`` beside a new folder, ``.bnsl-tmp-<random>`` inside an existing one).
+   Staging folders of the same name pattern found there once the lock is held were left by a run
+   that was killed (SIGKILL) and are removed.
 2. The command writes every output into the staging folder (:meth:`OutputDir.file`).
 3. :meth:`OutputDir.commit`: a new target is the staging folder renamed (atomic). An existing target
    first loses its *marker* file (``report.json``, ``summary.json`` or ``manifest.json``: the file
@@ -17,7 +19,7 @@ folder as it was:
    (the command's ``owned`` patterns, e.g. ``participant-*/edges.csv``), then receives the new files
    one by one (``os.replace``), the marker last. A folder with its marker is therefore always one
    run's complete output; files that match none of the patterns (the user's own) are kept.
-4. Anything else — an error, Ctrl-C — ends in :meth:`OutputDir.abort`: the staging folder is
+4. Anything else — an error, Ctrl-C, SIGTERM — ends in :meth:`OutputDir.abort`: the staging folder is
    removed, the lock released, the target untouched.
 
 Files and folders are created with the process's umask (``0o666 & ~umask``), like any other tool.
@@ -30,6 +32,7 @@ import errno
 import fnmatch
 import os
 import posixpath
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -130,6 +133,8 @@ class OutputDir:
             self._make_parents(home)
         self._lock(lock, home)
         try:
+            if self._lock_fd is not None:
+                self._remove_stale_staging(home, stage_prefix)
             stage = home / f"{stage_prefix}{secrets.token_hex(4)}"
             try:
                 os.mkdir(stage)  # mode 0o777 & ~umask
@@ -141,6 +146,20 @@ class OutputDir:
             raise
         _PENDING.append(self)
         return self
+
+    @staticmethod
+    def _remove_stale_staging(home: Path, prefix: str) -> None:
+        """Staging folders of this target left by a run that was killed (SIGKILL, power loss):
+        every run into the target holds the lock we now hold while its staging folder exists, so
+        one found now belongs to no running process."""
+        pattern = re.compile(re.escape(prefix) + r"[0-9a-f]{8}")
+        try:
+            entries = list(os.scandir(home))
+        except OSError:
+            return
+        for entry in entries:
+            if pattern.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
     def _make_parents(self, parent: Path) -> None:
         missing = []

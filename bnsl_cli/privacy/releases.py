@@ -37,6 +37,8 @@ class ReleaseKind(str, Enum):
     POLISH = "polish-second-moments"
     STANDARDIZE_STATS = "standardize-statistics"
     MOMENT_MATRIX = "moment-matrix"
+    SCALE_HISTOGRAM = "scale-histogram"
+    WHITENED_MOMENTS = "whitened-moments"
 
     def __str__(self) -> str:  # the plain name in messages and f-strings
         return self.value

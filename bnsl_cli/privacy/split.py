@@ -26,10 +26,58 @@ from dataclasses import replace
 from bnsl_cli.errors import OptionError
 from bnsl_cli.privacy.releases import ReleaseKind
 
-__all__ = ["SPLITTABLE", "split_noise_plan", "split_of", "check_split_allowed"]
+__all__ = ["SPLITTABLE", "NOISE_MODES", "split_noise_plan", "split_of", "check_split_allowed",
+           "distribute_noise", "trust_statement"]
 
 #: Release kinds that may be split (see the module docstring).
-SPLITTABLE = {ReleaseKind.MOMENT_MATRIX}
+SPLITTABLE = {ReleaseKind.MOMENT_MATRIX, ReleaseKind.SCALE_HISTOGRAM, ReleaseKind.WHITENED_MOMENTS}
+NOISE_MODES = ("auto", "distributed", "per-site")
+
+
+def distribute_noise(privacy, method: str, distributable: bool, sites: int, noise: str = "auto", tolerance: int = 0):
+    """The privacy plan with its summed releases' noise distributed over ``sites`` sites when
+    ``noise`` asks for it (``auto``: when the method's releases are ``distributable``, the registry's
+    ``distributed_noise``; ``per-site``: never).
+
+    Distributed with collusion tolerance ``t``: every release keeps its calibrated noise ``σ`` and
+    gets ``split = sites − t``: each site adds ``N(0, σ²/(sites − t))``, so the shares of any
+    ``sites − t`` sites alone already carry ``σ²`` (the sum of all carries ``σ²·sites/(sites − t)``).
+    The cost per release is that of ``σ`` either way; what changes is who must be trusted."""
+    from dataclasses import replace as _replace
+
+    if noise not in NOISE_MODES:
+        raise OptionError(f"--noise: unknown value {noise!r}; use {', '.join(NOISE_MODES)}")
+    t = tolerance
+    if isinstance(t, bool) or int(t) != t or t < 0:
+        raise OptionError(f"--collusion-tolerance must be a whole number >= 0, got {t!r}")
+    t = int(t)
+    on = noise == "distributed" or (noise == "auto" and distributable)
+    if noise == "distributed" and not distributable:
+        raise OptionError(
+            f"--noise distributed: --method {method} has releases whose noise is in each site's own units "
+            "(a method with sum-shaped releases in public units can distribute its noise)"
+        )
+    if t and not on:
+        raise OptionError("--collusion-tolerance applies to distributed noise only (--noise distributed)")
+    if not on or sites < 2:
+        if t and sites < 2:
+            raise OptionError("--collusion-tolerance needs at least two sites")
+        return privacy
+    if t >= sites:
+        raise OptionError(f"--collusion-tolerance {t}: must be below the number of sites ({sites})")
+    releases = tuple(_replace(r, split=sites - t) if r.kind in SPLITTABLE else r for r in privacy.releases)
+    return _replace(privacy, releases=releases)
+
+
+def trust_statement(split: int, sites: int) -> str:
+    """What a distributed-noise release's guarantee rests on, in one sentence."""
+    t = sites - split
+    return (
+        f"distributed noise: each of the {sites} sites added 1/{split} of the calibrated noise variance and the "
+        f"coordinator saw only the secure sum (honest-but-curious coordinator); the guarantee holds against the "
+        f"coordinator together with up to {t} colluding site(s), whose shares it could subtract; a site that "
+        "drops out stops the run (the masks do not cancel), nothing is released without it"
+    )
 
 
 def split_of(plan) -> int:
@@ -67,5 +115,5 @@ def check_split_allowed(plan, secure_sum: bool, where: str = "this run") -> None
             f"{where}: the plan splits DP noise across the sites, which is only private under a secure sum "
             "(bnsl serve --secure-sum --split-noise); bnsl learn cannot use it"
         )
-    if k != plan.P:
+    if k > plan.P:
         raise OptionError(f"{where}: the plan splits noise over {k} sites but has {plan.P}")

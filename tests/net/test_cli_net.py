@@ -45,6 +45,17 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     rep = json.loads((served / "report.json").read_text())
     assert rep["network"]["transport"] == "gRPC, mutual TLS"
     assert [s["site"] for s in rep["network"]["sites"]] == ["site1.csv", "site2.csv", "site3.csv"]
+    # each participant bound to its certificate: identity and SHA-256 fingerprint, in the report
+    # and (the coordinator's) in each site's transcript
+    from tests.net.test_identity import _fp
+
+    net = rep["network"]
+    assert net["coordinator_certificate_sha256"] == _fp(certs / "coordinator.pem")
+    assert [(s["identity"], s["certificate_sha256"]) for s in net["sites"]] == [
+        (f"site{k}", _fp(certs / f"site{k}.pem")) for k in (1, 2, 3)]
+    t2 = _records(tmp_path / "t2.jsonl")
+    assert t2[0]["event"] == "run" and t2[0]["identity"] == "site2" and t2[0]["certificate_sha256"] == _fp(certs / "site2.pem")
+    assert [r["certificate_sha256"] for r in t2 if r["event"] == "coordinator"] == [net["coordinator_certificate_sha256"]]
     # every frame a site sent is in its transcript, with its size and hash, control frames with their body
     recs = _records(tmp_path / "t2.jsonl")
     sent = [r for r in recs if r["event"] == "sent"]

@@ -59,6 +59,8 @@ PRIVATE_CHANGES = {
     "public_means": ["--public-means"],
     "value_bound": ["--value-bound", "20"],
     "clip_levels": ["--clip-levels", "static"],
+    "noise": ["--method", "fed-suffstats", "--noise", "per-site"],
+    "collusion_tolerance": ["--method", "fed-suffstats", "--secure-sum", "--collusion-tolerance", "1"],
 }
 
 
@@ -75,7 +77,7 @@ class LoopbackFleet:
     plans: list = []
     stop_at_plan = True
 
-    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None):
+    def __init__(self, listen, n_sites, credentials=None, timeout=120.0, log=None, **admission):
         assert n_sites == len(self.tables)
         self.port, self.workers, self.secure_sum, self.scale_bits = 7443, 1, False, 32
         self.sites, self.inner, self.closed = [], None, None
@@ -204,6 +206,20 @@ def test_each_private_option_reaches_the_plan(loopback, name):
     base = _plan_with(loopback, *PRIVATE)
     changed = _plan_with(loopback, *PRIVATE, *PRIVATE_CHANGES[name])
     assert changed["privacy"] != base["privacy"], f"serve ignored --{name}"
+
+
+def _splits(plan: dict) -> set:
+    return {int(r.get("split", 1)) for r in plan["privacy"]["releases"]}
+
+
+def test_fed_suffstats_noise_is_distributed_only_under_a_secure_sum(loopback):
+    base = [*PRIVATE, "--method", "fed-suffstats"]
+    assert _splits(_plan_with(loopback, *base, "--secure-sum")) == {3}
+    assert _splits(_plan_with(loopback, *base, "--secure-sum", "--collusion-tolerance", "1")) == {2}
+    assert _splits(_plan_with(loopback, *base, "--secure-sum", "--noise", "per-site")) == {1}
+    assert _splits(_plan_with(loopback, *base)) == {1}  # no secure sum: every site adds all of the noise
+    res = _serve("-q", *base, "--noise", "distributed")
+    assert res.exit_code == 2 and "--secure-sum" in res.output
 
 
 def test_epsilon_from_the_environment_does_not_concern_a_non_private_run(loopback):

@@ -170,3 +170,22 @@ def test_release_calibration_fails_closed_when_it_cannot_verify(monkeypatch):
     monkeypatch.setattr(release_plan, "spend_of", lambda rel, d, c="tight": (2.0 * (1 + 1e-9), 0.0))
     with pytest.raises(PrivacyBudgetError, match="could not verify"):
         release_plan.calibrate_releases(build, 2.0, 1e-6)
+
+
+def test_fed_suffstats_releases_split_the_budget_as_documented():
+    import pytest as _pytest
+
+    from bnsl_cli.errors import PrivacyBudgetError
+    from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
+    from bnsl_cli.privacy.release_plan import fed_suffstats_releases
+    from bnsl_cli.privacy.releases import ReleaseKind
+
+    rel = fed_suffstats_releases(0.8)
+    assert rel[0].kind == ReleaseKind.SCALE_HISTOGRAM and rel[0].rho == _pytest.approx(SUFFSTATS_HIST_SHARE * 0.8)
+    stages = [r for r in rel if r.kind == ReleaseKind.WHITENED_MOMENTS]
+    assert len(stages) == len(SUFFSTATS_STAGE_SHARES)
+    for r, f in zip(stages, SUFFSTATS_STAGE_SHARES):
+        assert r.rho == _pytest.approx((1 - SUFFSTATS_HIST_SHARE) * f * 0.8)
+    assert sum(r.rho for r in rel) == _pytest.approx(0.8)
+    with _pytest.raises(PrivacyBudgetError):
+        fed_suffstats_releases(0.8, stage_shares=(0.5, 0.6))

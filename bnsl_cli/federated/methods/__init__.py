@@ -16,8 +16,8 @@ Adding a method = one more entry in ``_SPECS`` and its roles in a module of this
 coordinator side in a module that imports no participant code).
 
 Modules: :mod:`~bnsl_cli.federated.methods.admm` (fed-sparse, fed-bnsl),
-:mod:`~bnsl_cli.federated.methods.moments` (fed-moments), :mod:`~bnsl_cli.federated.methods.pooled`
-(notears, local-notears).
+:mod:`~bnsl_cli.federated.methods.moments` (fed-moments), :mod:`~bnsl_cli.federated.methods.suffstats`
+(fed-suffstats), :mod:`~bnsl_cli.federated.methods.pooled` (notears, local-notears).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
 from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant
 from bnsl_cli.federated.method_spec import MethodSpec, Rounds, Statistics
-from bnsl_cli.federated.methods import admm, moments, pooled
+from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
 from bnsl_cli.federated.participant import DenseParticipant, SparseParticipant
 from bnsl_cli.federated.standardize import with_stats
 from bnsl_cli.privacy.defaults import DP_LAMBDA
@@ -112,6 +112,18 @@ _SPECS = (
         one_matrix=True, matrix_release=ReleaseKind.MOMENT_MATRIX,
         mechanism="one Gaussian release of the clipped moment matrix per participant, then NOTEARS on the pooled moments (post-processing)",
         dp_title="DP fed-moments",
+    ),
+    MethodSpec(
+        "fed-suffstats", "private sufficient statistics: whitened second moments in stages, a noise-aware score search",
+        participant=suffstats.make_suffstats_site, drive=suffstats.drive_suffstats,
+        rounds=Rounds.SOLVER, statistics=Statistics.POOLED_MOMENTS,
+        default_lambda=0.0,
+        private=True, release_builder=suffstats.release_builder,
+        mechanism=suffstats.MECHANISM,
+        dp_title="DP fed-suffstats",
+        distributed_noise=True,
+        clip_multiplier=suffstats.CLIP,
+        clip_text="row L2 norm of [1, whitened row], C = multiplier·sqrt(d + 1)",
     ),
     MethodSpec(
         "notears", "NOTEARS on all rows pooled (not federated)",

@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -48,6 +48,10 @@ __all__ = ["NetworkFleet", "SiteInfo", "check_reply", "SUMMABLE_KINDS"]
 from bnsl_cli.federated.secure_sum import ALL_SITES, SUMMABLE_KINDS, summable_span  # noqa: E402
 
 _CLOSE = object()
+#: connections of one certificate identity that may wait for their HELLO at a time
+PENDING_PER_IDENTITY = 2
+#: gRPC calls admitted beyond the sites and the waiting connections (those being ended)
+_MARGIN = 16
 _HELLO_KEYS = {"site": str, "columns": list, "rows": int}
 
 # protocol message kinds (messages.py) and what answers them
@@ -58,6 +62,10 @@ _ANSWERS = {_BROADCAST: (_SPARSE, _DENSE), _GRAM_REQ: (_GRAM_REPLY,)}
 # (kinds 21 and 24, the per-site statistics before the sum-shaped encoding, are no longer accepted)
 _STATS_REQ, _STANDARDIZE, _MOMENT_REQ, _SHARE, _CENTRE = 20, 22, 23, 25, 26
 _ANSWERS.update({_STATS_REQ: (_SHARE,), _MOMENT_REQ: (_SHARE,), _CENTRE: (_SHARE,)})
+# fed-suffstats (federated/methods/suffstats.py): its basis broadcast (40) and first request (41, whose count
+# field is the number of values due) are answered with a share
+_BASIS, _SUFF_REQ = 40, 41
+_ANSWERS.update({_BASIS: (_SHARE,), _SUFF_REQ: (_SHARE,)})
 
 
 def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[str]:
@@ -97,7 +105,12 @@ def check_reply(request: bytes, reply: Optional[bytes], index: int) -> Optional[
         elif count != d * d or body != 8 * d * d:
             return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
     elif kind == _SHARE:
-        want = d * (d + 1) // 2 if (r_kind == _CENTRE and r_count == 2) else d
+        if r_kind == _BASIS:
+            want = (d + 1) * (d + 2) // 2
+        elif r_kind == _SUFF_REQ:
+            want = r_count
+        else:
+            want = d * (d + 1) // 2 if (r_kind == _CENTRE and r_count == 2) else d
         if count != want or body != 8 * count:
             return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
     elif kind == _GRAM_REPLY:
@@ -116,6 +129,10 @@ class SiteInfo:
     hello: Optional[dict] = None
     index: int = -1
     closed: bool = False
+    #: the certificate identity of the connection (mutual TLS; ``None`` in plaintext) and when
+    #: the connection arrived (monotonic clock): its HELLO is due within the handshake deadline
+    identity: Optional[object] = None
+    since: float = 0.0
     #: when the last frame from this site arrived (monotonic clock), and the seconds it took to
     #: answer the broadcasts so far as the coordinator saw them (network included)
     arrived: float = 0.0
@@ -124,6 +141,13 @@ class SiteInfo:
     @property
     def name(self) -> str:
         return (self.hello or {}).get("site") or self.peer
+
+    @property
+    def who(self) -> str:
+        """The connection as the log names it: its certificate identity, else its address."""
+        if self.identity is not None:
+            return f"certificate {self.identity.name!r} ({self.peer})"
+        return self.peer
 
     def label(self) -> str:
         return f"site {self.index + 1} ({self.name})" if self.index >= 0 else f"site {self.name}"
@@ -145,14 +169,37 @@ class NetworkFleet:
     hosts ``n_sites`` remote participants. ``credentials`` is a
     :class:`~bnsl_cli.federated.net.tls.PartyCredentials` (mutual TLS: sites must present a
     certificate from the same CA) or ``None`` for plaintext (loopback only; the CLI enforces it).
-    ``timeout`` bounds every wait for a site's frame (seconds)."""
+    ``timeout`` bounds every wait for a site's frame (seconds).
+
+    Admission (so that idle or unauthenticated connections cannot keep the real sites out): a
+    connection must send its HELLO within ``handshake_timeout`` seconds of arriving or it is
+    dropped (and a TLS handshake not finished by then is dropped by gRPC); at most
+    ``max_pending`` connections wait for their HELLO at a time — one more drops the oldest waiting
+    (its site is told the coordinator is busy and retries) — and at most
+    :data:`PENDING_PER_IDENTITY` of one certificate identity; the gRPC server admits ``n_sites +
+    max_pending`` concurrent calls and a margin, so waiting connections never take a joined site's
+    capacity. Under mutual TLS every connection is bound to its certificate identity
+    (:mod:`.identity`): one identity holds at most one participant slot, the coordinator's own
+    certificate and certificates without the client role are refused, and ``allow_sites`` (names)
+    restricts who may join."""
 
     def __init__(self, listen: str, n_sites: int, credentials=None, timeout: float = 120.0,
-                 log: Optional[Callable[[str], None]] = None):
+                 log: Optional[Callable[[str], None]] = None, handshake_timeout: float = 10.0,
+                 max_pending: int = 64, allow_sites: Optional[Sequence[str]] = None):
         grpc = need_grpc()
         from concurrent.futures import ThreadPoolExecutor
 
         self.n = int(n_sites)
+        self.handshake_timeout = float(handshake_timeout)
+        self.max_pending = max(int(max_pending), 1)
+        self.allow_sites = None if allow_sites is None else frozenset(allow_sites)
+        self.tls = credentials is not None
+        #: the coordinator's own certificate (its fingerprint goes into the report)
+        self.identity = None
+        if credentials is not None:
+            from bnsl_cli.federated.net.identity import identity_of
+
+            self.identity = identity_of(credentials.cert)
         self.workers = self.n
         #: set by the caller before :meth:`start` when the plan asks for secure aggregation, with
         #: the plan's fixed-point scale
@@ -169,10 +216,13 @@ class NetworkFleet:
         self._accepting = True
         self._closed = False
         self._lock = threading.Lock()
+        # every call holds one handler thread for its life: room for the sites, the connections
+        # waiting for their HELLO and those being ended
+        capacity = self.n + self.max_pending + _MARGIN
         self._server = grpc.server(
-            ThreadPoolExecutor(max_workers=self.n + 8, thread_name_prefix="bnsl-net"),
-            options=SERVER_OPTIONS,
-            maximum_concurrent_rpcs=self.n + 4,
+            ThreadPoolExecutor(max_workers=capacity, thread_name_prefix="bnsl-net"),
+            options=SERVER_OPTIONS + [("grpc.server_handshake_timeout_ms", max(int(self.handshake_timeout * 1000), 1))],
+            maximum_concurrent_rpcs=capacity,
         )
         handler = grpc.stream_stream_rpc_method_handler(self._session)
         self._server.add_generic_rpc_handlers(
@@ -196,10 +246,20 @@ class NetworkFleet:
 
     # ---- the gRPC handler: one call per site, kept for the whole run -------------------------
     def _session(self, request_iterator, context):
-        site = SiteInfo(peer=context.peer())
+        site = SiteInfo(peer=context.peer(), since=time.monotonic())
+        refused = None
+        if self.tls:
+            from bnsl_cli.federated.net.identity import peer_identity
+
+            site.identity = peer_identity(context)
+            refused = self._refuse_identity(site.identity)
         with self._lock:
             self._links.append(site)
             closing = self._closed  # close() has run: end at once
+        if refused is not None:
+            self.log(f"refused a connection from {site.who}: {refused}")
+            yield F.control(F.ABORT, {"reason": refused})
+            return
 
         def reader():
             try:
@@ -229,6 +289,20 @@ class NetworkFleet:
             if item is _CLOSE:
                 return
             yield item
+
+    def _refuse_identity(self, ident) -> Optional[str]:
+        """Why a connection with certificate identity ``ident`` may not join (``None``: it may)."""
+        from bnsl_cli.federated.net.identity import CLIENT, SERVER
+
+        if ident is None:
+            return "no client certificate identity (mutual TLS needs a site certificate)"
+        if self.identity is not None and (ident.sha256 == self.identity.sha256 or ident.name == self.identity.name):
+            return f"the coordinator's own certificate ({ident.name!r}) cannot join as a site"
+        if not ident.may(CLIENT) or (ident.roles is not None and SERVER in ident.roles and CLIENT not in ident.roles):
+            return f"certificate {ident.name!r} is not a site certificate (no clientAuth role)"
+        if self.allow_sites is not None and ident.name not in self.allow_sites:
+            return f"certificate {ident.name!r} is not among --allow-sites ({', '.join(sorted(self.allow_sites))})"
+        return None
 
     # ---- receiving --------------------------------------------------------------------------
     def _next(self, site: SiteInfo, deadline: float, waiting_for: str) -> F.Frame:
@@ -271,13 +345,11 @@ class NetworkFleet:
             now = time.monotonic()
             if now >= deadline:
                 raise self._fail(None, f"only {len(self.sites)} of {self.n} sites joined within {join_timeout:g} s")
-            try:
-                while True:
-                    pending.append((self._arrivals.get(timeout=0.02 if pending else min(0.2, deadline - now)),
-                                    time.monotonic() + self.timeout))
-                    if len(pending) > 4 * self.n + 16:  # a flood of silent connections: drop the oldest
-                        old, _ = pending.pop(0)
-                        old.end(F.control(F.ABORT, {"reason": "too many connections waiting"}))
+            try:  # the new connections (a bounded batch: a flood of them cannot starve the HELLOs)
+                for _ in range(self.max_pending + 1):
+                    new = self._arrivals.get(timeout=0.02 if pending else min(0.2, deadline - now))
+                    pending.append((new, new.since + self.handshake_timeout))
+                    self._limit_pending(pending, new)
             except queue.Empty:
                 pass
             still = []
@@ -289,7 +361,7 @@ class NetworkFleet:
                     if time.monotonic() < due:
                         still.append((site, due))
                         continue
-                    item = ("closed", f"sent no HELLO within {self.timeout:g} s")
+                    item = ("closed", f"sent no HELLO within {self.handshake_timeout:g} s (handshake deadline)")
                 self._admit(site, item)
                 if len(self.sites) == self.n:
                     still += pending[i + 1:]
@@ -312,6 +384,28 @@ class NetworkFleet:
                 )
         return [s.hello for s in self.sites]
 
+    def _limit_pending(self, pending: list, new: SiteInfo) -> None:
+        """Drop the oldest waiting connection of ``new``'s certificate identity beyond
+        :data:`PENDING_PER_IDENTITY`, then the oldest of all beyond ``max_pending`` — in each case
+        the oldest that has not said anything yet, if any: a flood of silent connections cannot
+        crowd out a real site, which says HELLO as soon as it arrives (a site dropped this way is
+        told the coordinator is busy, and retries)."""
+        busy = {"reason": "the coordinator is busy (too many connections waiting); try again", "busy": True}
+
+        def victim(among: list) -> int:  # the oldest that has said nothing yet, else the oldest
+            return next((k for k in among if pending[k][0].inbox.empty()), among[0])
+
+        if new.identity is not None:
+            mine = [k for k, (s, _) in enumerate(pending) if s.identity is not None and s.identity.name == new.identity.name]
+            if len(mine) > PENDING_PER_IDENTITY:
+                old, _ = pending.pop(victim(mine))
+                self.log(f"dropped a waiting connection from {old.who}: more than {PENDING_PER_IDENTITY} "
+                         "connections of that certificate waiting")
+                old.end(F.control(F.ABORT, busy))
+        while len(pending) > self.max_pending:
+            old, _ = pending.pop(victim(list(range(len(pending)))))
+            old.end(F.control(F.ABORT, busy))
+
     def _drop_departed(self) -> None:
         """Before the plan goes out, a joined site that leaves (or says anything) is dropped and
         may join again; the run has not started, nothing is lost."""
@@ -331,7 +425,7 @@ class NetworkFleet:
     def _admit(self, site: SiteInfo, item) -> None:
         """Add ``site`` if ``item`` (its first frame) is a valid HELLO; otherwise drop the connection."""
         if isinstance(item, tuple):
-            self.log(f"ignored a connection from {site.peer}: {item[1]}")
+            self.log(f"ignored a connection from {site.who}: {item[1]}")
             site.end(F.control(F.ABORT, {"reason": str(item[1])}))
             return
         why = self._bad_hello(item)
@@ -339,13 +433,20 @@ class NetworkFleet:
             site.hello = item.body
             if any(s.name == site.name for s in self.sites):
                 why = f"a site named {site.name!r} already joined; give each site a distinct --site-id"
+            elif site.identity is not None and any(
+                s.identity is not None and s.identity.name == site.identity.name for s in self.sites
+            ):
+                holder = next(s for s in self.sites if s.identity is not None and s.identity.name == site.identity.name)
+                why = (f"certificate {site.identity.name!r} already holds a participant slot (as site {holder.name!r}); "
+                       "one certificate, one site")
         if why is not None:
             site.hello = None
-            self.log(f"refused a connection from {site.peer}: {why}")
+            self.log(f"refused a connection from {site.who}: {why}")
             site.end(F.control(F.ABORT, {"reason": why}))
             return
         self.sites.append(site)
-        self.log(f"site {site.name!r} joined from {site.peer} ({len(self.sites)}/{self.n})")
+        as_ = f" as certificate {site.identity.name!r}" if site.identity is not None else ""
+        self.log(f"site {site.name!r} joined from {site.peer}{as_} ({len(self.sites)}/{self.n})")
 
     @staticmethod
     def _bad_hello(frame: F.Frame) -> Optional[str]:

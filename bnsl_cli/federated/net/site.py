@@ -148,12 +148,23 @@ key (its public key is in the HELLO) for secure aggregation. ``credentials``: mu
     grpc = need_grpc()
     log = log or (lambda _m: None)
     host, port = split_hostport(target, "coordinator address")
+    started = time.monotonic()
     try:
         socket.create_connection((host.strip("[]"), port), timeout=connect_timeout).close()
     except OSError as exc:
         raise FederationError(
             f"cannot reach the coordinator at {target}: {exc.strerror or exc} (is bnsl serve running there?)"
         ) from None
+    if credentials is not None:  # a server certificate for this address, before anything is sent
+        from bnsl_cli.federated.net.identity import probe_coordinator
+
+        coordinator = probe_coordinator(host, port, credentials, connect_timeout)
+        log(f"coordinator certificate {coordinator.name!r} (sha256 {coordinator.sha256[:16]}…)")
+        if transcript is not None:
+            transcript.write({"event": "coordinator", "address": target, **coordinator.to_dict()})
+    elif transcript is not None:
+        transcript.write({"event": "coordinator", "address": target, "identity": None,
+                          "note": "plaintext (--insecure): the coordinator is not authenticated"})
     if credentials is None:
         channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
     else:
@@ -174,9 +185,25 @@ key (its public key is in the HELLO) for secure aggregation. ``credentials``: mu
                 f"TLS handshake with the coordinator at {target} failed: its certificate is not from --ca, "
                 "or it rejected ours (other CA, expired), or it runs --insecure"
             ) from None
-        return _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key)
+        delay = 0.1
+        while True:  # a busy coordinator (its admission full) is tried again within --connect-timeout
+            try:
+                return _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key)
+            except _Busy as exc:
+                if time.monotonic() + delay > started + connect_timeout:
+                    raise FederationError(
+                        f"the coordinator at {target} stayed busy for {connect_timeout:g} s (--connect-timeout): {exc}"
+                    ) from None
+                log(f"the coordinator is busy ({exc}); trying again")
+                time.sleep(delay)
+                delay = min(2 * delay, 1.0)
     finally:
         channel.close()
+
+
+class _Busy(Exception):
+    """The coordinator turned the call away before the plan because it was busy (gRPC
+    RESOURCE_EXHAUSTED or UNAVAILABLE, or an ABORT that says ``"busy": true``): worth another try."""
 
 
 def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log, target, secure_key):
@@ -257,7 +284,10 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             except F.FrameError as exc:
                 raise FederationError(f"the coordinator sent malformed bytes ({exc})") from None
             if frame.kind == F.ABORT:
-                raise FederationError(f"the coordinator stopped the run: {F.printable(frame.body.get('reason', 'no reason given'))}")
+                reason = F.printable(frame.body.get("reason", "no reason given"))
+                if plan is None and frame.body.get("busy") is True:
+                    raise _Busy(reason)
+                raise FederationError(f"the coordinator stopped the run: {reason}")
             if plan is None:
                 if frame.kind != F.PLAN:
                     raise FederationError(f"the coordinator sent {frame.name} before the plan (out of order)")
@@ -290,6 +320,8 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
                 reply = participant.handle(frame.body)
             except (ValueError, IndexError) as exc:
                 raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
+            if transcript is not None:  # the releases made for this reply, recorded before it leaves
+                transcript.releases(_events(participant))
             if masker is not None and summable_span(reply) is not None:
                 try:
                     masked = _masked(masker, reply)
@@ -301,8 +333,6 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             else:
                 out = F.data(reply)
                 send("DATA" if reply is not None else "EMPTY", out, reply)
-            if transcript is not None:
-                transcript.releases(_events(participant))
             if reply is None and _is_stop(frame.body):  # the stop broadcast: report and wait for DONE
                 # (other requests that need no reply, e.g. the standardisation broadcast, get EMPTY only)
                 summary = report()
@@ -313,12 +343,16 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             ) from None
         code = exc.code() if hasattr(exc, "code") else None
         detail = exc.details() if hasattr(exc, "details") else str(exc)
+        if plan is None and code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+            raise _Busy(f"{code.name}: {detail}") from None
         raise FederationError(
             f"lost the connection to the coordinator at {target} ({getattr(code, 'name', code)}: {detail})"
         ) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        from bnsl_cli.errors import interruption
+
         try:
-            send_control(F.ABORT, {"reason": f"site {hello.get('site')!r} was interrupted (Ctrl-C)"})
+            send_control(F.ABORT, {"reason": f"site {hello.get('site')!r} was {interruption(exc)[0]}"})
             time.sleep(0.05)
         finally:
             call.cancel()

@@ -2,8 +2,11 @@
 
 :func:`make_certs` writes ``ca.pem`` and, per party, ``NAME.pem`` + ``NAME.key`` (key file mode 0600).
 The CA's private key is not written: the CA is throwaway (make a new directory to add parties).
-Every certificate carries the SANs ``localhost`` and ``127.0.0.1`` plus the given hostnames and its
-party name, serves both as a TLS server and client certificate, and is ECDSA P-256.
+Certificates are role-specific (ECDSA P-256): the coordinator's (the party named ``coordinator``,
+or as given) is a TLS *server* certificate only (extended key usage serverAuth) whose SANs are
+``localhost``, ``127.0.0.1`` and the given hostnames; each site's is a TLS *client* certificate
+only (clientAuth) that names the site (common name and the URI SAN ``site:NAME``) and no host, so
+it can neither act as the coordinator nor be mistaken for it (:mod:`.identity`).
 :func:`load_party` reads a CA/cert/key triple and checks it (files readable, key matches the
 certificate, certificate within its validity period and issued by that CA) so that a wrong file
 gives one clear error here instead of an opaque TLS handshake failure later.
@@ -21,9 +24,11 @@ from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError
 
-__all__ = ["make_certs", "load_party", "PartyCredentials", "TLSError", "is_loopback", "split_hostport"]
+__all__ = ["make_certs", "load_party", "PartyCredentials", "TLSError", "is_loopback", "split_hostport", "SITE_URI_PREFIX"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+#: The URI SAN that names a site in the certificates :func:`make_certs` makes: ``site:NAME``.
+SITE_URI_PREFIX = "site:"
 
 
 class TLSError(BnslError):
@@ -57,10 +62,13 @@ def make_certs(
     hostnames: Sequence[str] = (),
     days: float = 30.0,
     not_before: Optional[_dt.datetime] = None,
+    coordinator: Optional[str] = "coordinator",
 ) -> dict[str, Path]:
     """Write a throwaway CA and one certificate per party into ``directory``; returns the paths
-    (``"ca"`` and each party name → its ``.pem``). ``not_before``/``days`` set the validity window
-    (tests use a window in the past for an expired certificate)."""
+    (``"ca"`` and each party name → its ``.pem``). The party named ``coordinator`` gets the
+    server certificate (with ``hostnames``), every other party a site certificate.
+    ``not_before``/``days`` set the validity window (tests use a window in the past for an expired
+    certificate)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -94,17 +102,20 @@ def make_certs(
     paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     for p in parties:
         key = ec.generate_private_key(ec.SECP256R1())
+        if p == coordinator:  # the server: its hostnames, serverAuth only
+            san = _san(["localhost", "127.0.0.1", *hostnames])
+            eku = [ExtendedKeyUsageOID.SERVER_AUTH]
+        else:  # a site: its name, clientAuth only
+            san = x509.SubjectAlternativeName([x509.UniformResourceIdentifier(SITE_URI_PREFIX + p)])
+            eku = [ExtendedKeyUsageOID.CLIENT_AUTH]
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, p)]))
             .issuer_name(ca_name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_san(["localhost", "127.0.0.1", *hostnames, p]), critical=False)
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False,
-            )
+            .add_extension(san, critical=False)
+            .add_extension(x509.ExtendedKeyUsage(eku), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
         (directory / f"{p}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -126,6 +137,9 @@ class PartyCredentials:
     cert: bytes
     key: bytes
     name: str  # the certificate's common name
+    #: where the certificate and key were read from (the coordinator probe's TLS handshake uses them)
+    cert_path: Optional[str] = None
+    key_path: Optional[str] = None
 
 
 def _read(path: Path, option: str) -> bytes:
@@ -173,7 +187,7 @@ def load_party(ca: Path, cert: Path, key: Path) -> PartyCredentials:
     except (ValueError, TypeError, InvalidSignature):
         raise TLSError(f"--cert {cert} was not issued by --ca {ca}") from None
     cn = c.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    return PartyCredentials(ca_b, cert_b, key_b, cn[0].value if cn else "")
+    return PartyCredentials(ca_b, cert_b, key_b, cn[0].value if cn else "", str(cert), str(key))
 
 
 def is_loopback(host: str) -> bool:

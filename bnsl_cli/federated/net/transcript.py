@@ -11,8 +11,9 @@ Records (``event`` field):
   frame's size on the wire, excluding gRPC/TLS framing) and ``sha256`` (of those bytes); a control
   frame (HELLO, ACCEPT, SUMMARY, ABORT) also has its ``body``, the JSON object exactly as sent (its
   compact encoding hashes to ``sha256`` after the 2-byte frame header);
-- ``release`` (private runs): every privacy release made while answering the message just sent,
-  with ``mechanism``, ``count``, ``sensitivity``, ``noise_scale`` and its zCDP cost ``rho``
+- ``release`` (private runs): every privacy release made while answering a message, written
+  before the frame that carries the answer is sent (a crash between the two leaves the release
+  recorded, never an unrecorded frame), with ``mechanism``, ``count``, ``sensitivity``, ``noise_scale`` and its zCDP cost ``rho``
   (``rho_total`` is the site's running total);
 - ``end``: ``status`` ``ok`` or the error that stopped the run, ``bytes_sent`` in all.
 """

@@ -1,0 +1,66 @@
+"""An in-process fleet whose summable replies reach the coordinator only as their secure sum.
+
+Distributed noise (``--noise distributed``, :func:`bnsl_cli.privacy.split.distribute_noise`) is private
+only when nobody sees one site's share: ``bnsl serve --secure-sum`` over the network, and in process
+this wrapper, which masks every site's share with the masks of :mod:`bnsl_cli.federated.secure_sum`
+(keys made here for the run) and hands the coordinator code their sum alone.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+
+from bnsl_cli.federated.messages import HEADER
+from bnsl_cli.federated.secure_sum import ALL_SITES, SCALE_BITS, SecureSum, generate_keypair, summable_span, unmask_sum
+
+__all__ = ["SecureLocalFleet"]
+
+
+class SecureLocalFleet:
+    """An in-process fleet whose summable replies are masked by every site (the secure sum of
+    :mod:`bnsl_cli.federated.secure_sum`, with keys made here for this run) and unmasked only as
+    their sum: the coordinator code gets the sum in the first reply and zeros in the others, as
+    from ``bnsl serve --secure-sum``. Sites holding split noise need this (or the networked one)."""
+
+    secure_sum = True
+
+    def __init__(self, inner, n_sites: int, scale_bits: Optional[int] = None):
+        self.inner = inner
+        self.workers = getattr(inner, "workers", 1)
+        self.scale_bits = SCALE_BITS if scale_bits is None else int(scale_bits)
+        keys = [generate_keypair() for _ in range(n_sites)]
+        run_id = os.urandom(16)
+        self._sites = [SecureSum(i, keys[i][0], [k[1] for k in keys], run_id, self.scale_bits) for i in range(n_sites)]
+        self._count = 0
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def exchange(self, msg: bytes):
+        out = self.inner.exchange(msg)
+        spans = [summable_span(r) for r in out]
+        if not out or any(s is None for s in spans):
+            if any(s is not None for s in spans):
+                raise ValueError("secure sum: some replies are summable and some are not")
+            return out
+        self._count += 1
+        tag = b"exchange|%d" % self._count
+        start = spans[0][0]
+        masked = [self._sites[k].mask(np.frombuffer(r, "<f8", offset=start), tag) for k, r in enumerate(out)]
+        total = unmask_sum(masked, self.scale_bits)
+        first = out[0]
+        prefix = first[:6] + HEADER.pack(0, 0, 0, ALL_SITES, 0, 0)[6:10] + first[10:start]
+        zeros = np.zeros_like(total).astype("<f8").tobytes()
+        return [prefix + (total.astype("<f8").tobytes() if k == 0 else zeros) for k in range(len(out))]
+
+    def finish(self):
+        return self.inner.finish()
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+

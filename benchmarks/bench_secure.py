@@ -85,7 +85,7 @@ def split(d: int, P: int, n: int, epsilons, seeds) -> None:
     from bnsl_cli.io.data import Table
     from bnsl_cli.metrics import structure_metrics
     from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
-    from bnsl_cli.privacy.split import split_noise_plan
+    from bnsl_cli.privacy.split_noise import split_noise_plan
     from bnsl_cli.simulate import simulate
 
     warnings.simplefilter("ignore")

@@ -1,31 +1,94 @@
-"""The exception hierarchy of the bnsl library.
+"""Every error and warning bnsl raises on purpose, and the exit code of each.
 
-The library never prints or exits; it raises these. The CLI maps them to exit codes:
-``InputDataError`` / ``ShardMismatchError`` -> 3, ``NoDagError`` -> 4, ``PrivacyBudgetError`` and
-``RefusedError`` -> 5, ``OptionError`` -> 2.
+The library never prints or exits; it raises these. The command line (``bnsl_cli/cli/common.py``)
+turns an error into one line on stderr and the process exit code of its class (``exit_code``):
+
+====  =====================================================================================
+code  meaning (classes)
+====  =====================================================================================
+0     ok
+1     internal error (an unexpected exception; :class:`BnslError` itself)
+2     usage: an option out of range or not fitting the method, an output folder that cannot be
+      used, a certificate or key that cannot be used (:class:`OptionError`,
+      :class:`OutputDirError`, :class:`TLSError`; the command line's own usage errors)
+3     bad input data: a file missing, unreadable or unusable, shards that disagree, a value outside
+      the secure sum's range (:class:`InputDataError`, :class:`ShardMismatchError`,
+      :class:`ColumnMismatchError`, :class:`SecureSumRangeError`)
+4     no DAG could be produced (:class:`NoDagError`)
+5     the privacy budget is invalid or cannot be met, or a party refused a plan beyond its limits
+      (:class:`PrivacyBudgetError`, :class:`RefusedError`, :class:`SiteRefusedError`)
+6     a networked run failed: a party disconnected, timed out, sent malformed or out-of-order data,
+      or could not be reached (:class:`FederationError`)
+130   interrupted (Ctrl-C; :class:`KeyboardInterrupt`)
+143   terminated by SIGTERM (``kill``, Slurm, systemd; :class:`Terminated`)
+141   the reader of stdout went away (a broken pipe, ``bnsl learn … | head``), silently
+====  =====================================================================================
+
+Warnings (the run goes on; each is also listed in the report's ``warnings``):
+:class:`ConvergenceWarning`, :class:`ReproducibleNoiseWarning`, :class:`PrivacyWarning`,
+:class:`ScaleWarning`, :class:`ConstantColumnWarning`, :class:`RankDeficientWarning`.
+:class:`Terminated` (SIGTERM) is a :class:`KeyboardInterrupt`, handled like Ctrl-C.
+:class:`FrameError` is a :class:`ValueError` of the network frames, turned into a
+:class:`FederationError` where a frame is read.
 """
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = [
+    "EXIT_CODES",
+    "warn",
     "BnslError",
     "InputDataError",
     "ShardMismatchError",
+    "ColumnMismatchError",
+    "SecureSumRangeError",
     "NoDagError",
     "PrivacyBudgetError",
     "RefusedError",
+    "SiteRefusedError",
     "OptionError",
+    "OutputDirError",
+    "TLSError",
+    "FederationError",
+    "FrameError",
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
     "Terminated",
     "interruption",
     "ScaleWarning",
+    "ConstantColumnWarning",
+    "RankDeficientWarning",
     "DataWarning",
     "IdentifierColumnWarning",
     "SmallSampleWarning",
     "MissingRowsWarning",
 ]
+
+#: The process exit codes of the command line (the table above).
+EXIT_CODES = {
+    0: "ok",
+    1: "internal error",
+    2: "usage (options, output folder, certificates)",
+    3: "bad input data",
+    4: "no DAG could be produced",
+    5: "privacy budget invalid or impossible, or a party refused the plan",
+    6: "a networked run failed",
+    130: "interrupted",
+    141: "the reader of stdout went away",
+    143: "terminated (SIGTERM)",
+}
+
+
+def warn(texts, category: type, into: list, stacklevel: int = 2) -> None:
+    """The one way the library warns: each of ``texts`` is emitted as a ``category`` warning (the
+    command line prints it as one ``warning:`` line) and listed in ``into`` (the report's
+    ``warnings``). ``stacklevel`` counts from the caller, as for :func:`warnings.warn`."""
+    for text in texts:
+        warnings.warn(text, category, stacklevel=stacklevel + 1)
+        into.append(text)
 
 
 class BnslError(Exception):
@@ -44,6 +107,15 @@ class ShardMismatchError(InputDataError):
     """Participant shards disagree (e.g. different column names)."""
 
     exit_code = 3
+
+
+class ColumnMismatchError(ShardMismatchError):
+    """The sites' CSVs do not have the same columns. Exit code 3."""
+
+
+class SecureSumRangeError(InputDataError):
+    """A value is outside the fixed-point range of the secure sum (or not finite): the site's data
+    (in its units) does not fit; exit code 3."""
 
 
 class NoDagError(BnslError):
@@ -65,18 +137,47 @@ class RefusedError(BnslError):
     exit_code = 5
 
 
-class ConvergenceWarning(UserWarning):
-    """The optimiser stopped before meeting its tolerance; the message says what to change."""
-
-
-class ReproducibleNoiseWarning(UserWarning):
-    """DP noise was drawn from a user-given seed, so anyone knowing the seed can reproduce it."""
+class SiteRefusedError(RefusedError):
+    """A site refused the run plan (method, rounds, ε/δ, releases, seeded or split noise,
+    standardisation or a missing secure sum: beyond its limits). Exit code 5 on the coordinator;
+    the refusing site exits 5 too, every other site 6 (:class:`FederationError`)."""
 
 
 class OptionError(BnslError):
     """An option is out of range or does not fit the method (a usage error)."""
 
     exit_code = 2
+
+
+class OutputDirError(BnslError):
+    """The output folder cannot be used (not a folder, not writable, locked, holds foreign files)."""
+
+    exit_code = 2
+
+
+class TLSError(BnslError):
+    """A certificate or key is missing, malformed, expired or does not belong to the given CA."""
+
+    exit_code = 2
+
+
+class FederationError(BnslError):
+    """A networked run failed: a party disconnected, timed out, sent malformed or out-of-order
+    data, or could not be reached. Exit code 6."""
+
+    exit_code = 6
+
+
+class FrameError(ValueError):
+    """Bytes that are not a valid frame (unknown kind or version, bad JSON, too large)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """The optimiser stopped before meeting its tolerance; the message says what to change."""
+
+
+class ReproducibleNoiseWarning(UserWarning):
+    """DP noise was drawn from a user-given seed, so anyone knowing the seed can reproduce it."""
 
 
 class PrivacyWarning(UserWarning):
@@ -104,6 +205,14 @@ def interruption(exc: BaseException) -> tuple[str, int]:
 
 class ScaleWarning(UserWarning):
     """The columns are on very different scales and ``--standardize`` was not given."""
+
+
+class ConstantColumnWarning(UserWarning):
+    """A column is constant in some (not all) participant shards; the run goes on."""
+
+
+class RankDeficientWarning(UserWarning):
+    """A node's least-squares problem was singular; its minimum-norm solution was used."""
 
 
 class DataWarning(UserWarning):

@@ -1,14 +1,20 @@
-"""The library's learning front door (kept for scripts and tests): ``learn(tables, options)``.
+"""The library's front door: ``learn(tables, options)``.
 
-Everything lives in :mod:`bnsl_cli.plan` (options and the resolved run plan) and
-:mod:`bnsl_cli.run` (the one pipeline); this module re-exports the public names.
+``options`` is a :class:`~bnsl_cli.plan.LearnConfig` (the plan is resolved from the tables' public
+shape) or an already resolved :class:`~bnsl_cli.plan.RunPlan`. The participants are built from the
+tables in this process (or in ``plan.workers`` worker processes) and :func:`bnsl_cli.run.run` runs
+the plan. Participants elsewhere (``bnsl serve``) go through ``run(plan, fleet)`` directly.
+This module also re-exports the public names a script needs.
 """
 
 from __future__ import annotations
 
+from typing import Callable, Optional, Union
+
 from bnsl_cli.federated.methods import METHODS, method_spec
+from bnsl_cli.numerics import single_blas_thread
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes, default_delta, default_steps
-from bnsl_cli.run import SCHEMA_VERSION, LearnResult, learn, run, run_tables
+from bnsl_cli.run import SCHEMA_VERSION, LearnResult, local_fleet, run
 
 __all__ = [
     "METHODS",
@@ -19,12 +25,27 @@ __all__ = [
     "LearnResult",
     "learn",
     "run",
-    "run_tables",
     "default_lambda",
     "default_steps",
     "default_delta",
     "SCHEMA_VERSION",
 ]
+
+
+def learn(
+    tables,
+    options: Union[LearnConfig, RunPlan] = LearnConfig(),
+    progress: Optional[Callable[[dict], None]] = None,
+) -> LearnResult:
+    """Learn a DAG from participant tables (one table = one participant, same columns): resolve
+    the plan (unless ``options`` is one), build the participants here (or in worker processes), run."""
+    plan = options if isinstance(options, RunPlan) else RunPlan.resolve(options, Shapes.of_tables(tables))
+    with single_blas_thread():
+        fleet = local_fleet(plan, tables)
+    try:
+        return run(plan, fleet, progress)
+    finally:
+        fleet.close()
 
 
 def default_lambda(method: str) -> float:

@@ -40,6 +40,8 @@ __all__ = [
     "cyclic_blocks",
     "acyclicity_blocks",
     "BlockAcyclicity",
+    "logdet_core",
+    "logdet_selected",
     "single_blas_thread",
 ]
 
@@ -76,7 +78,7 @@ def _lu_logdet(A: np.ndarray, s: float, getrf):
     return lu, piv, d * np.log(s) - float(np.sum(np.log(np.abs(diag))))
 
 
-def _logdet_core(A: np.ndarray, s: float):
+def logdet_core(A: np.ndarray, s: float):
     """``(h, Z)`` with ``Z = (sI − A)⁻¹`` and ``h = −log det(sI − A) + d log s`` (``∇h(W) = 2 Zᵀ ∘ W``);
     ``(inf, None)`` outside the domain. ``A`` is overwritten.
 
@@ -97,11 +99,11 @@ def _logdet_core(A: np.ndarray, s: float):
 
 
 #: Blocks of at least this many nodes: the log-det gradient from the triangular inverses of the
-#: LU factors at the needed entries (:func:`_logdet_selected`) instead of the full inverse (``getri``).
+#: LU factors at the needed entries (:func:`logdet_selected`) instead of the full inverse (``getri``).
 SELECTED_FROM = 256
 
 
-def _logdet_selected(A: np.ndarray, s: float, rows: np.ndarray, cols: np.ndarray):
+def logdet_selected(A: np.ndarray, s: float, rows: np.ndarray, cols: np.ndarray):
     """``(h, z)`` with ``h = −log det(sI − A) + n log s`` and ``z[k] = Z[rows[k], cols[k]]``,
     ``Z = (sI − A)⁻¹``; ``(inf, None)`` outside the domain. ``A`` is overwritten.
 
@@ -161,7 +163,7 @@ def logdet_acyclicity(W: np.ndarray, s: float = 1.0) -> tuple[float, np.ndarray]
     d = W.shape[0]
     if d == 0:
         return 0.0, np.zeros_like(W)
-    h, Z = _logdet_core(W * W, s)
+    h, Z = logdet_core(W * W, s)
     if Z is None:
         return float("inf"), np.zeros_like(W)
     return h, 2.0 * Z.T * W
@@ -274,14 +276,14 @@ class BlockAcyclicity:
             A.flat[loc] = wp * wp
             if self.kind == "logdet" and n >= SELECTED_FROM:
                 # ∂h/∂W_ab = 2 W_ab Z_ba: the entries (b, a) = (q, r) of Z only
-                hb, z = _logdet_selected(A, self.s, q, r)
+                hb, z = logdet_selected(A, self.s, q, r)
                 if z is None:
                     return float("inf"), np.zeros(self.size)
                 h += hb
                 g[p] = 2.0 * z * wp
                 continue
             if self.kind == "logdet":
-                hb, Z = _logdet_core(A, self.s)
+                hb, Z = logdet_core(A, self.s)
             else:
                 hb, Z = _expm_core(A)
             if Z is None:

@@ -26,7 +26,7 @@ from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
 from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, dp_steps
 from bnsl_cli.privacy.release_plan import calibrate_releases, ledger_of, spend_of
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
-from bnsl_cli.privacy.split import distribute_noise
+from bnsl_cli.privacy.split_noise import distribute_noise
 
 __all__ = [
     "LearnConfig",
@@ -86,10 +86,11 @@ class DPConfig:
     clip_levels: str = "auto"
     polish_share: float = POLISH_SHARE  # of the whole budget, for the polish's second moments (fed-sparse)
     #: "auto" | "distributed" | "per-site": who adds the noise of a summed release (fed-suffstats;
-    #: :func:`bnsl_cli.privacy.split.distribute_noise`)
+    #: :func:`bnsl_cli.privacy.split_noise.distribute_noise`)
     noise: str = "auto"
     #: distributed noise: the guarantee holds against this many colluding sites
     collusion_tolerance: int = 0
+    accountant: str = "pld"  # pld | zcdp: reads the ledger for the calibration, the report and privacy-budget
 
 
 @dataclass
@@ -214,6 +215,8 @@ def _check_dp(dp: DPConfig) -> None:
         validate_delta(dp.delta)
     if dp.conversion not in CONVERSIONS:
         raise OptionError(f"--conversion: unknown conversion {dp.conversion!r}; use tight or simple")
+    if dp.accountant not in ("pld", "zcdp"):
+        raise OptionError(f"--accountant: unknown accountant {dp.accountant!r}; use pld or zcdp")
     if dp.clip_levels not in CLIP_LEVELS:
         raise OptionError(f"--clip-levels: unknown value {dp.clip_levels!r}; use auto, adaptive or static")
     if not (isinstance(dp.clip, (int, float)) and math.isfinite(dp.clip) and dp.clip > 0):
@@ -299,6 +302,7 @@ class PrivacyPlan:
     rounds: Optional[int]  # the K × T the DP-PGCD steps are planned for (None: no iterative release)
     steps: Optional[int]
     releases: tuple  # of PlannedRelease
+    accountant: str = "zcdp"  # how the release list's spend is read (pld | zcdp)
 
     def multiplier(self, kind: ReleaseKind) -> Optional[float]:
         """Noise multiplier of the planned release ``kind`` (``None`` when not planned)."""
@@ -334,6 +338,7 @@ class PrivacyPlan:
             "delta": self.delta,
             "rho": self.rho_target,
             "conversion": self.conversion,
+            "accountant": self.accountant,
             "rounds": self.rounds,
             "steps": self.steps,
             "selection_share": self.selection_share,
@@ -365,7 +370,7 @@ class PrivacyPlan:
 
     def spend(self) -> tuple[float, float]:
         """``(ε, ρ)`` of the whole release list, read from its ledger by the accountant."""
-        return spend_of(self.releases, self.delta, self.conversion)
+        return spend_of(self.releases, self.delta, self.conversion, self.accountant)
 
     @classmethod
     def from_dict(cls, d: dict) -> "PrivacyPlan":
@@ -587,7 +592,7 @@ def resolve_privacy(
         rounds=int(rounds), steps=int(steps), selection_share=float(dp.selection_share), mean_share=float(mean_share),
         moment_share=float(moment_share), polish_share=polish_share, value_bound_given=dp.value_bound is not None,
     )
-    releases, rho_star = calibrate_releases(build, dp.epsilon, delta, dp.conversion)
+    releases, rho_star = calibrate_releases(build, dp.epsilon, delta, dp.conversion, dp.accountant)
     iterative = any(r.kind == ReleaseKind.SELECTION for r in releases)
     levels = dp.clip_levels
     if not spec.one_matrix:  # DP-PGCD: clip levels per coordinate
@@ -602,5 +607,5 @@ def resolve_privacy(
         polish_share=polish_share, public_means=bool(dp.public_means),
         value_bound=None if dp.value_bound is None else float(dp.value_bound),
         rounds=int(rounds) if iterative else None, steps=int(steps) if iterative else None,
-        releases=tuple(releases),
+        releases=tuple(releases), accountant=dp.accountant,
     )

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import InputDataError
+from bnsl_cli.errors import InputDataError, RankDeficientWarning
 
 __all__ = [
     "RankDeficientWarning",
@@ -38,10 +38,6 @@ __all__ = [
     "refit_participants",
     "normalised_mse",
 ]
-
-
-class RankDeficientWarning(UserWarning):
-    """A node's least-squares problem was singular; its minimum-norm solution was used."""
 
 
 @dataclass(frozen=True)

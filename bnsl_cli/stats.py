@@ -18,9 +18,7 @@ __all__ = [
     "SCALE_WARN_RATIO",
     "QUANTUM_BITS",
     "column_stats",
-    "pool_stats",
     "variance_share",
-    "scale_ratio",
     "check_scales",
     "scale_warning",
     "exact_scale_warning",
@@ -28,7 +26,6 @@ __all__ = [
     "to_original_units",
     "upper_triangle",
     "from_upper_triangle",
-    "centred_moments",
     "mean_share",
     "scatter_share",
     "sum_shares",
@@ -61,30 +58,11 @@ def column_stats(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     return n, sums, np.einsum("ij,ij->j", dev, dev)
 
 
-def pool_stats(rows: Sequence[int], sums: Sequence[np.ndarray], m2: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Pooled ``(mean, sd)`` (population sd, divisor n) of participants' statistics."""
-    rows = np.asarray(rows, dtype=float)
-    S = np.vstack(sums)
-    M = np.vstack(m2)
-    n = rows.sum()
-    mean = S.sum(axis=0) / n
-    own = S / rows[:, None]
-    var = (M.sum(axis=0) + (rows[:, None] * (own - mean[None, :]) ** 2).sum(axis=0)) / n
-    return mean, np.sqrt(np.maximum(var, 0.0))
-
-
 def variance_share(rows: int, sums: np.ndarray, m2: np.ndarray, mean: np.ndarray, n_total: int) -> np.ndarray:
     """One participant's share ``[m2 + rows (sums/rows − mean)²] / n`` of the pooled variances about
     the pooled ``mean`` (``m2`` its sums of squares about its own mean)."""
     off = np.asarray(sums, float) / float(rows) - np.asarray(mean, float)
     return (np.asarray(m2, float) + float(rows) * off * off) / float(n_total)
-
-
-def scale_ratio(sd: np.ndarray) -> float:
-    """``max σ / min σ`` over the columns (inf when a column is constant)."""
-    sd = np.asarray(sd, dtype=float)
-    lo = float(sd.min())
-    return float("inf") if lo <= 0 else float(sd.max()) / lo
 
 
 def check_scales(mean: np.ndarray, sd: np.ndarray, names: Sequence[str], where: str = "--standardize") -> None:
@@ -112,7 +90,9 @@ def scale_warning(sd: np.ndarray, names: Sequence[str]) -> Optional[str]:
     hi, lo = names[idx[int(np.argmax(s))]], names[idx[int(np.argmin(s))]]
     return (
         f"the columns' spreads differ {ratio:.3g}-fold ({hi!s} sd {s.max():.3g}, {lo!s} sd {s.min():.3g}); "
-        "the graph depends on their units — rerun with --standardize"
+        "the graph depends on their units; --standardize makes it unit-free, but on simulated data whose "
+        "units carry information it was worse about as often as better — use it when the units are arbitrary, "
+        "else compare both"
     )
 
 
@@ -159,17 +139,6 @@ def from_upper_triangle(u: np.ndarray, d: int) -> np.ndarray:
     M[r, c] = u
     M[c, r] = u
     return M
-
-
-def centred_moments(X: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """``(n, Σ x, M)`` of one block of rows, ``M = Σ (x − x̄)(x − x̄)ᵀ`` about the block's own mean,
-    exactly symmetric (the upper triangle mirrored)."""
-    X = np.asarray(X, dtype=float)
-    n = int(X.shape[0])
-    sums = X.sum(axis=0)
-    Xc = X - (sums / n)[None, :]
-    M = Xc.T @ Xc
-    return n, sums, from_upper_triangle(upper_triangle(M), M.shape[0])
 
 
 def mean_share(X: np.ndarray, n_total: int) -> np.ndarray:

@@ -107,7 +107,7 @@ def test_the_method_name_scan_allows_reading_the_registry():
 #: Layers, highest first; a module may import from its own layer or a lower one.
 LAYERS = (
     ("cli", ("bnsl_cli.cli", "bnsl_cli.__main__")),
-    ("run", ("bnsl_cli.run", "bnsl_cli.learn", "bnsl_cli.refit", "bnsl_cli.split")),
+    ("run", ("bnsl_cli.run", "bnsl_cli.learn", "bnsl_cli.report", "bnsl_cli.refit", "bnsl_cli.split")),
     ("plan", ("bnsl_cli.plan",)),
     ("federated", ("bnsl_cli.federated",)),
     ("solvers/privacy/io", ("bnsl_cli.solvers", "bnsl_cli.privacy", "bnsl_cli.io")),
@@ -244,3 +244,40 @@ def test_library_imports_stand_at_the_top_of_their_modules():
                     elif isinstance(inner, ast.Import) and any(a.name.startswith("bnsl_cli") for a in inner.names):
                         deferred.append(f"{rel}:{inner.lineno}: import")
     assert not deferred, "\n".join(deferred)
+
+
+# ------------------------------------------------------------------------------------------------
+# errors and exit codes
+# ------------------------------------------------------------------------------------------------
+
+
+def test_every_error_and_warning_class_lives_in_errors_py():
+    defined = []
+    for path, tree in _sources():
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Warning", "Exception")):
+                defined.append(f"{path.relative_to(PACKAGE)}: {node.name}")
+    assert not defined, defined
+
+
+def test_the_exit_code_tables_agree():
+    """errors.py's table, its EXIT_CODES, the classes' exit codes, cli/app.py's docstring and the
+    README's list name the same codes."""
+    import re
+
+    import bnsl_cli.cli.app as app_module
+    from bnsl_cli import errors
+
+    codes = set(errors.EXIT_CODES)
+    classes = {getattr(errors, n).exit_code for n in errors.__all__ if hasattr(getattr(errors, n), "exit_code")}
+    assert classes <= codes and {1, 2, 3, 4, 5, 6} <= classes
+    table = {int(m) for m in re.findall(r"^(\d+)\s{2,}", errors.__doc__, flags=re.M)}
+    assert table == codes
+    app_doc = app_module.__doc__
+    assert {int(m) for m in re.findall(r"(\d+) [a-z]", app_doc.split("Exit codes", 1)[1])} == codes
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("Exit codes: 0 ok")
+    sentence = readme[start:readme.index("like other Unix tools", start)]
+    assert {int(m) for m in re.findall(r"(?:[,;:]|\band)\s+(\d+)[ ,]", sentence)} == codes, sentence

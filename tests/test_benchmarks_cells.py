@@ -76,6 +76,7 @@ def test_a_failing_cell_leaves_no_result_and_is_listed(tmp_path, cells_mod):
     assert rows == [] and incomplete == [bad.id]
 
 
+@pytest.mark.slow  # the print/run/collect cycle is covered fast by test_print_run_skip_and_collect_one_tiny_cell
 def test_grid_print_commands_and_collect_table(tmp_path, cells_mod):
     cells, grid = cells_mod
     quick = grid.quick_cells()
@@ -170,6 +171,7 @@ def bench_mod():
 TINY = ["--dims", "6", "--seeds", "1", "--participants", "2", "--samples", "300"]
 
 
+@pytest.mark.slow  # the print/run/collect cycle is covered fast by test_print_run_skip_and_collect_one_tiny_cell
 def test_bench_learn_print_run_collect_matches_a_direct_run(tmp_path, cells_mod, bench_mod):
     cells, _ = cells_mod
     out = subprocess.run(

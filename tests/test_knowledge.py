@@ -227,7 +227,7 @@ def _moments(seed=0, d=6, n=400):
 
 
 def test_pgcd_never_moves_a_forbidden_coordinate():
-    from bnsl_cli.federated.pgcd import pgcd
+    from bnsl_cli.solvers.pgcd import pgcd
 
     X, S = _moments()
     d = S.shape[0]
@@ -247,7 +247,7 @@ def test_pgcd_never_moves_a_forbidden_coordinate():
 
 
 def test_dp_pgcd_selects_only_allowed_coordinates_with_the_same_ledger():
-    from bnsl_cli.federated.dp_participant import ClippedGradients, dp_pgcd
+    from bnsl_cli.solvers.dp_pgcd import ClippedGradients, dp_pgcd
 
     X, S = _moments(1)
     d = S.shape[0]
@@ -318,7 +318,7 @@ def test_coordinator_w_step_keeps_forbidden_at_zero_and_required_unsnapped():
 
 
 def test_polish_search_never_adds_forbidden_and_keeps_required():
-    from bnsl_cli.federated.polish import polish_graph
+    from bnsl_cli.solvers.score_search import polish_graph
 
     X, S = _moments(3)
     d = S.shape[0]

@@ -147,7 +147,7 @@ def test_lbfgs_solves_an_ill_conditioned_quadratic():
 
 # -- the W-step's block evaluator -----------------------------------------------------------------
 
-from bnsl_cli.numerics import BlockAcyclicity, _logdet_core, _logdet_selected  # noqa: E402
+from bnsl_cli.numerics import BlockAcyclicity, logdet_core, logdet_selected  # noqa: E402
 
 
 def _sparse_cyclic(d, seed, density, scale):
@@ -198,8 +198,8 @@ def test_selected_logdet_entries_equal_the_full_inverse(seed):
     A = W * W
     A *= 0.8 / np.max(np.abs(np.linalg.eigvals(A)))  # inside the domain, spectral radius 0.8
     r, c = np.nonzero(W)
-    h_full, Z = _logdet_core(A.copy(), 1.0)
-    h_sel, z = _logdet_selected(A.copy(), 1.0, c, r)
+    h_full, Z = logdet_core(A.copy(), 1.0)
+    h_sel, z = logdet_selected(A.copy(), 1.0, c, r)
     assert h_sel == pytest.approx(h_full, rel=1e-12, abs=1e-14)
     np.testing.assert_allclose(z, Z[c, r], rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(Z, np.linalg.inv(np.eye(n) - A), atol=1e-12)
@@ -215,16 +215,16 @@ def test_selected_logdet_rejects_what_the_full_inverse_test_rejects():
     rho = np.max(np.abs(np.linalg.eigvals(W * W)))
     for factor in (0.9, 0.999, 1.001, 1.5, 3.0):
         A = W * W * (factor / rho)
-        full = _logdet_core(A.copy(), 1.0)[1] is not None
-        sel = _logdet_selected(A.copy(), 1.0, c, r)[1] is not None
+        full = logdet_core(A.copy(), 1.0)[1] is not None
+        sel = logdet_selected(A.copy(), 1.0, c, r)[1] is not None
         assert full == sel == (factor < 1)
     two = np.zeros((4, 4))
     two[0, 1] = two[1, 0] = two[2, 3] = two[3, 2] = 1.5  # eigenvalues of A: ±2.25 twice: det(I − A) > 0
     A = two * two
     assert np.linalg.det(np.eye(4) - A) > 0
     rr, cc = np.nonzero(two)
-    assert _logdet_core(A.copy(), 1.0)[1] is None
-    assert _logdet_selected(A.copy(), 1.0, cc, rr)[1] is None
+    assert logdet_core(A.copy(), 1.0)[1] is None
+    assert logdet_selected(A.copy(), 1.0, cc, rr)[1] is None
     del rng
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.dp_participant import ClippedGradients, DPSparseParticipant, clip_levels, dp_pgcd
+from bnsl_cli.federated.dp_participant import DPSparseParticipant
+from bnsl_cli.solvers.dp_pgcd import ClippedGradients, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import ConsensusBroadcast, SparseUpdate
 from bnsl_cli.federated.participant import SparseParticipant
 from bnsl_cli.federated.methods import make_participant

@@ -1,7 +1,9 @@
 """The ``bnsl`` command: registers the subcommands and maps library exceptions to exit codes.
 
-Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input data, 4 did not converge / no DAG,
-5 privacy budget cannot be met; 130 Ctrl-C, 143 SIGTERM (handled alike: one line, no output left).
+Exit codes (the table with the error classes is in :mod:`bnsl_cli.errors`): 0 ok, 1 internal error,
+2 usage, 3 bad input data, 4 no DAG, 5 privacy budget invalid or impossible or a plan refused,
+6 a networked run failed, 130 interrupted (Ctrl-C), 141 broken pipe, 143 terminated (SIGTERM;
+handled like Ctrl-C: one line, no output left).
 """
 
 from __future__ import annotations

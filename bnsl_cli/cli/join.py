@@ -108,7 +108,7 @@ def command(
     from bnsl_cli.io.data import read_table, sample_warnings
 
     read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
-    table = read_table(csv, sep=sep, options=read_opts, min_columns=2)
+    table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: on_plan
     sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name
     limits = {
@@ -139,6 +139,10 @@ def command(
 
     def on_plan(body: dict):
         plan, index, X = _check_plan(body, table, limits, name)
+        if not plan.private:  # a private run must not depend on whether a column is constant
+            from bnsl_cli.io.data import check_constant_columns
+
+            check_constant_columns(table)
         if plan.private and not plan.standardize:  # this site's exact spreads (nothing is released)
             dataopts.exact_scale_warning([_columns_of(table, plan.names, X)])
         tr.write({"event": "plan", "decision": "accepted", **_plan_record(plan), "index": index,

@@ -135,6 +135,11 @@ def command(
     conversion: str = typer.Option(
         "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion.", rich_help_panel=dataopts.PRIVACY,
     ),
+    accountant: str = typer.Option(
+        "pld", "--accountant", envvar="BNSL_ACCOUNTANT", metavar="[pld|zcdp]",
+        help="How the privacy ledger is read for the calibration and the report: privacy-loss distributions "
+        "(pld, tighter) or zCDP.",
+    ),
     public_means: bool = typer.Option(
         False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release.", rich_help_panel=dataopts.PRIVACY,
     ),
@@ -204,6 +209,7 @@ def command(
             selection_share=selection_share,
             polish_share=polish_share,
             conversion=conversion,
+            accountant=accountant,
             public_means=public_means,
             value_bound=value_bound,
             clip_levels=clip_levels,
@@ -232,7 +238,7 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
+    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts, check_constant=not dp)  # no data-dependent check under --dp
     if progress is not None:
         progress.close()
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
@@ -252,14 +258,14 @@ def command(
 
 
 def _run_with_progress(tables, cfg, quiet):
+    from bnsl_cli.learn import learn
     from bnsl_cli.plan import RunPlan, Shapes
-    from bnsl_cli.run import run_tables
 
     plan = RunPlan.resolve(cfg, Shapes.of_tables(tables))
     console = common.err_console
     max_rounds = plan.rounds
     if quiet:
-        return run_tables(plan, tables)
+        return learn(tables, plan)
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -281,7 +287,7 @@ def _run_with_progress(tables, cfg, quiet):
                     text += f" edges={info['edges']}"
                 bar.update(task, completed=info["round"], info=text)
 
-            return run_tables(plan, tables, progress)
+            return learn(tables, plan, progress)
 
     def plain(info):
         r = info["round"]
@@ -294,7 +300,7 @@ def _run_with_progress(tables, cfg, quiet):
                 line += f" edges={info['edges']}"
             console.print(line, highlight=False)
 
-    return run_tables(plan, tables, plain)
+    return learn(tables, plan, plain)
 
 
 def _write_outputs(od, result, method: str) -> None:

@@ -103,6 +103,11 @@ def command(
         Conversion.tight, "--conversion", envvar="BNSL_CONVERSION",
         help="zCDP -> (epsilon, delta): tight (Canonne-Kamath-Steinke 2020) or simple (Bun-Steinke 2016).",
     ),
+    accountant: str = typer.Option(
+        "pld", "--accountant", envvar="BNSL_ACCOUNTANT", metavar="[pld|zcdp]",
+        help="How a release list's spend is read (calibration and spend modes): privacy-loss distributions or "
+        "zCDP; the table shows both.",
+    ),
     method: str = typer.Option(
         "fed-sparse", "--method", metavar="METHOD",
         help="A method with a private variant. fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
@@ -140,18 +145,21 @@ def command(
     Exit code 5 when the budget is invalid or cannot be met.
     """
     from bnsl_cli.cli.common import fail
-    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+    from bnsl_cli.federated.methods import METHODS, PRIVATE_METHODS, method_spec
 
     conv = conversion.value
     meth = method
+    if accountant not in ("pld", "zcdp"):
+        raise fail(f"--accountant: unknown accountant {accountant!r}; use pld or zcdp", 2)
     if meth not in PRIVATE_METHODS:
-        raise fail(f"--method: {meth!r} has no private variant; choose one of {', '.join(PRIVATE_METHODS)}", 2)
+        what = "has no private variant" if meth in METHODS else "is not a method"
+        raise fail(f"--method: {meth!r} {what}; choose one of {', '.join(PRIVATE_METHODS)}", 2)
     spec = method_spec(meth)
     spend_mode = gumbel_multiplier is not None or sigma_multiplier is not None
     if releases_file is not None:
         if spend_mode or rho is not None or max_rho or epsilon is not None:
             raise fail("--releases computes the spend of a release list; give it alone (with --delta/--samples, --conversion)", 2)
-        result = _spend_list(releases_file, delta, samples, conv, fail)
+        result = _spend_list(releases_file, delta, samples, conv, fail, accountant)
         if json_out:
             from bnsl_cli.cli.common import print_json
 
@@ -181,19 +189,19 @@ def command(
     elif spend_mode:
         result = _spend(
             spec, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
-            nodes, delta_value, conv, public_means, fail, polish_multiplier, value_bound is not None,
+            nodes, delta_value, conv, public_means, fail, polish_multiplier, value_bound is not None, accountant,
         )
     elif spec.distributed_noise and not max_rho:
-        result = _calibrate_suffstats(spec, epsilon, delta_value, conv, nodes, sites, collusion_tolerance, fail)
+        result = _calibrate_suffstats(spec, epsilon, delta_value, conv, nodes, sites, collusion_tolerance, fail, accountant)
     elif max_rho or (not spec.one_matrix and rounds is None and steps is None and nodes is None):
         result = _max_rho(epsilon, delta_value, conv)
     elif spec.one_matrix:
         result = _calibrate(spec, epsilon, delta_value, None, None, "", nodes, selection_share, moment_share,
-                            mean_share, public_means, conv, value_bound, 0.0)
+                            mean_share, public_means, conv, value_bound, 0.0, accountant)
     else:
         k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
         result = _calibrate(spec, epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
-                            mean_share, public_means, conv, value_bound, polish_share)
+                            mean_share, public_means, conv, value_bound, polish_share, accountant)
     result["assumptions"]["delta"] = delta_source
 
     if json_out:
@@ -328,14 +336,28 @@ def _events(releases, delta, conv) -> list:
     return ledger_of(releases).to_dict(delta, conv)["participants"][0]["events"]
 
 
-def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol) -> dict:
+def _accountants(releases, delta, conv, acc) -> tuple[list, dict]:
+    """Rows and JSON fields with the ε of ``releases`` by both accountants (``acc`` is the one used)."""
+    from bnsl_cli.privacy.release_plan import spend_of
+
+    eps = {a: spend_of(releases, delta, conv, a)[0] for a in ("pld", "zcdp")}
+    rows = [
+        (f"epsilon ({a})", eps[a], ("used: " if a == acc else "for comparison: ")
+         + ("privacy-loss distributions" if a == "pld" else f"zCDP, {conv} conversion"))
+        for a in ("pld", "zcdp")
+    ]
+    return rows, {"accountant": acc, "epsilon_pld": eps["pld"], "epsilon_zcdp": eps["zcdp"]}
+
+
+def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol,
+               acc="pld") -> dict:
     """Calibrate mode: exactly the privacy plan `learn --dp` resolves (the same function)."""
     from bnsl_cli.plan import DPConfig, resolve_privacy
 
     meth = spec.name
 
     dp = DPConfig(epsilon=epsilon, delta=delta, selection_share=a, conversion=conv, public_means=public_means,
-                  value_bound=value_bound, polish_share=s_pol)
+                  value_bound=value_bound, polish_share=s_pol, accountant=acc)
     if spec.one_matrix:
         pv = resolve_privacy(meth, dp, delta=delta, rounds=1, steps=1, polish=False, d=nodes)
     else:
@@ -398,11 +420,14 @@ def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
             ("sigma multiplier", summary["sigma_multiplier"], "sigma / Delta = 1/sqrt(2 rho_cov)"),
         ]
     rows += _release_rows(pv.releases)
-    rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger"))
+    rows.append(("epsilon spent (check)", summary["epsilon_planned"], f"accounted from the planned ledger ({acc})"))
+    both_rows, both = _accountants(pv.releases, delta, conv, acc)
+    rows += both_rows
+    data.update(both)
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fail) -> dict:
+def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fail, acc="pld") -> dict:
     """fed-suffstats: the releases `learn --dp --method fed-suffstats` plans, and the noise each
     site adds and the pooled sum carries under per-site and under distributed noise."""
     from bnsl_cli.plan import DPConfig, resolve_privacy
@@ -415,7 +440,7 @@ def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fa
         raise fail("--sites must be >= 1", 2)
     if tolerance < 0 or (sites is not None and tolerance >= max(sites, 1) and tolerance > 0):
         raise fail("--collusion-tolerance must be >= 0 and below --sites", 2)
-    pv = resolve_privacy(spec.name, DPConfig(epsilon=epsilon, delta=delta, conversion=conv), delta=delta,
+    pv = resolve_privacy(spec.name, DPConfig(epsilon=epsilon, delta=delta, conversion=conv, accountant=acc), delta=delta,
                          rounds=1, steps=1, polish=False, d=nodes)
     summary = pv.summary()
     P = sites
@@ -471,7 +496,7 @@ def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fa
     return {"title": f"{spec.dp_title} noise plan", "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _spend_list(path: Path, delta, samples, conv, fail) -> dict:
+def _spend_list(path: Path, delta, samples, conv, fail, acc="pld") -> dict:
     """The (ε, δ) a run's release list spends: ``privacy.plan.releases`` of a report, or
     ``releases`` of a privacy-budget --json output."""
     import json as _json
@@ -502,7 +527,7 @@ def _spend_list(path: Path, delta, samples, conv, fail) -> dict:
         delta_value, source = float(plan["delta"]), f"{plan['delta']:g} (from {path})"
     else:
         delta_value, source = _resolve_delta(delta, samples, fail)
-    eps, r = spend_of(releases, delta_value, conv)
+    eps, r = spend_of(releases, delta_value, conv, acc)
     assumptions = _base_assumptions(conv)
     assumptions["releases"] = f"{len(releases)} kinds from {path}"
     assumptions["delta"] = source
@@ -519,8 +544,11 @@ def _spend_list(path: Path, delta, samples, conv, fail) -> dict:
     rows = _release_rows(releases) + [
         ("rho (zCDP)", r, "sum over the releases"),
         ("delta", delta_value, ""),
-        ("epsilon", eps, f"{conv} conversion"),
+        ("epsilon", eps, f"{acc} accountant" + (f", {conv} conversion" if acc == "zcdp" else "")),
     ]
+    both_rows, both = _accountants(releases, delta_value, conv, acc)
+    rows += both_rows
+    data.update(both)
     return {"title": "Budget spent by a release list", "assumptions": assumptions, "rows": rows, "json": data}
 
 
@@ -553,7 +581,7 @@ def _spend_releases(spec, g, s, m, mean, pol, k, t, value_bound_given):
 
 
 def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None,
-           value_bound_given=False) -> dict:
+           value_bound_given=False, acc="pld") -> dict:
     from bnsl_cli.errors import PrivacyBudgetError
     from bnsl_cli.privacy.accountant import validate_delta
     from bnsl_cli.privacy.release_plan import spend_of
@@ -582,7 +610,7 @@ def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
     from bnsl_cli.privacy.releases import ReleaseKind as K
 
     releases = _spend_releases(spec, g, s, m, mean, pol, k, t, value_bound_given)
-    eps, r = spend_of(releases, delta, conv)
+    eps, r = spend_of(releases, delta, conv, acc)
     by = {}
     for rel in releases:
         by[rel.kind] = by.get(rel.kind, 0.0) + rel.rho
@@ -617,8 +645,11 @@ def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
     rows = _release_rows(releases) + [
         ("rho (zCDP)", r, "sum over the releases"),
         ("delta", delta, ""),
-        ("epsilon", eps, f"{conv} conversion"),
+        ("epsilon", eps, f"{acc} accountant" + (f", {conv} conversion" if acc == "zcdp" else "")),
     ]
+    both_rows, both = _accountants(releases, delta, conv, acc)
+    rows += both_rows
+    data.update(both)
     title = f"{spec.dp_title} budget spent"
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 

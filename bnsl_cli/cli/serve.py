@@ -26,7 +26,7 @@ from bnsl_cli.cli import common, dataopts
 RUN_OPTIONS = frozenset({
     "method", "lam", "threshold", "rounds", "steps", "rho1", "rho2", "rho1_growth", "rho2_growth", "snap",
     "acyclicity", "polish", "standardize", "seed", "personal", "trace",
-    "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "public_means",
+    "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "accountant", "public_means",
     "value_bound", "clip_levels", "noise", "collusion_tolerance",
     "require", "forbid", "knowledge_file", "require_file", "forbid_file",
 })
@@ -195,7 +195,7 @@ def _serve(
         hellos = fleet.gather(join_timeout)
         plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits, select)
         if split_noise:
-            from bnsl_cli.privacy.split import split_noise_plan
+            from bnsl_cli.privacy.split_noise import split_noise_plan
 
             plan = split_noise_plan(plan)
         fleet.secure_sum = spec is not None

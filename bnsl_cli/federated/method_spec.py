@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Callable, Optional
 
 from bnsl_cli.privacy.releases import ReleaseKind
-from bnsl_cli.privacy.split import SPLITTABLE
+from bnsl_cli.privacy.split_noise import SPLITTABLE
 
 __all__ = ["Rounds", "Statistics", "MethodSpec"]
 

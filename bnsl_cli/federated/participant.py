@@ -20,7 +20,7 @@ from bnsl_cli.federated.messages import (
     SupportState,
     message_kind,
 )
-from bnsl_cli.federated.pgcd import local_objective, pgcd
+from bnsl_cli.solvers.pgcd import local_objective, pgcd
 
 __all__ = ["Participant", "SparseParticipant", "DenseParticipant"]
 

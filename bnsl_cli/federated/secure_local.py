@@ -1,6 +1,6 @@
 """An in-process fleet whose summable replies reach the coordinator only as their secure sum.
 
-Distributed noise (``--noise distributed``, :func:`bnsl_cli.privacy.split.distribute_noise`) is private
+Distributed noise (``--noise distributed``, :func:`bnsl_cli.privacy.split_noise.distribute_noise`) is private
 only when nobody sees one site's share: ``bnsl serve --secure-sum`` over the network, and in process
 this wrapper, which masks every site's share with the masks of :mod:`bnsl_cli.federated.secure_sum`
 (keys made here for the run) and hands the coordinator code their sum alone.

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import InputDataError
+from bnsl_cli.errors import SecureSumRangeError
 
 __all__ = [
     "SCALE_BITS", "ALL_SITES", "SUMMABLE_KINDS", "summable_span", "describe", "SecureSumRangeError",
@@ -73,11 +73,6 @@ def summable_span(reply: bytes):
 def describe(kind: int) -> str:
     """What a summable message of ``kind`` carries, for error messages."""
     return _WHAT.get(int(kind), f"a kind-{kind} message")
-
-
-class SecureSumRangeError(InputDataError):
-    """A value is outside the fixed-point range of the secure sum (or not finite): the site's data
-    (in its units) does not fit; exit code 3."""
 
 
 def generate_keypair() -> tuple[object, bytes]:

@@ -32,13 +32,12 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import NoDagError, ScaleWarning
+from bnsl_cli.errors import NoDagError, ScaleWarning, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
@@ -48,6 +47,7 @@ from bnsl_cli.federated.messages import (
     message_kind,
 )
 from bnsl_cli.federated.method_spec import Statistics
+from bnsl_cli.privacy.bounding import clamp_rows
 from bnsl_cli.stats import (
     check_scales,
     column_stats,
@@ -96,6 +96,7 @@ class StatsSite:
             self._pre = dp_participant.private_preprocessing(X, dp_participant.one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
             centre, v_hat = self._pre[0], self._pre[1]
             self._stats = (n, n * np.asarray(centre, float), n * np.asarray(v_hat, float))
+            X = clamp_rows(X, centre, v_hat)  # (x − μ)/σ below cannot overflow (bounding)
         else:
             self._stats = column_stats(X)
         if plan.standardize:
@@ -289,9 +290,8 @@ def after_rounds(spec, plan, outcome, report: dict, rec: dict, fp_events: int = 
         # from it. Whoever holds the rows checks their exact spreads (bnsl learn and bnsl join do:
         # exact_scale_warning), which releases nothing.
         return
-    for m in msgs[:1]:  # once
-        warnings.warn(m, ScaleWarning, stacklevel=3)
-        report.setdefault("warnings", []).append(m)
+    if msgs:  # once
+        warn(msgs[:1], ScaleWarning, report.setdefault("warnings", []), stacklevel=3)
 
 
 def _sources(spec, outcome, report, rec) -> list:

@@ -46,6 +46,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from bnsl_cli.errors import (
+    ConstantColumnWarning,
     IdentifierColumnWarning,
     InputDataError,
     MissingRowsWarning,
@@ -166,10 +167,6 @@ class ReadOptions:
 
 
 _DEFAULT = ReadOptions()
-
-
-class ConstantColumnWarning(UserWarning):
-    """A column is constant in some (not all) participant shards; the run goes on."""
 
 
 @dataclass(frozen=True)
@@ -945,6 +942,7 @@ def read_shards(
     progress: Optional[ReadProgress] = None,
     options: Optional[ReadOptions] = None,
     min_columns: int = 2,
+    check_constant: bool = True,
 ) -> list[Table]:
     """Read every participant shard, check that all have the same column names (any order),
     and return them with columns in the order of the first shard (of ``options.columns`` when
@@ -954,6 +952,8 @@ def read_shards(
     site where a variable does not vary) is legal — the learners centre each site and only use
     its means and second moments — and warns with :class:`ConstantColumnWarning` naming the
     files; a column constant in every shard is an error (it carries no information).
+    ``check_constant=False`` (private runs) skips both: whether a column is constant is a
+    function of the rows that no mechanism protects, so a private run must not depend on it.
     ``progress(bytes_read, total_bytes)`` covers all files. :func:`sample_warnings` then warns
     about identifier-like columns and small samples.
     """
@@ -985,9 +985,21 @@ def read_shards(
             base += p.stat().st_size if str(p) != STDIN else 0
         except OSError:
             pass
-    _check_constant_columns(tables)
+    if check_constant:
+        _check_constant_columns(tables)
     sample_warnings(tables, opts)
     return tables
+
+
+def check_constant_columns(table: Table) -> None:
+    """Raise :class:`InputDataError` when a column of ``table`` is constant (the check
+    :func:`read_table` makes by default), for a reader that postponed it."""
+    const = _constant_columns(table.X)
+    if const.size:
+        raise InputDataError(
+            f"{_display(table.path)}: column {table.names[const[0]]!r} is constant ({table.X[0, const[0]]:g} in every row); "
+            "remove it, it carries no information about the graph"
+        )
 
 
 def identifier_columns(tables: Sequence[Table]) -> list[str]:

@@ -38,17 +38,11 @@ import shutil
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from bnsl_cli.errors import BnslError
+from bnsl_cli.errors import OutputDirError
 
 __all__ = ["OutputDir", "OutputDirError", "abort_pending", "current_umask"]
 
 _PENDING: list["OutputDir"] = []
-
-
-class OutputDirError(BnslError):
-    """The output folder cannot be used (not a folder, not writable, locked, holds foreign files)."""
-
-    exit_code = 2
 
 
 def current_umask() -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, epsilon_from_rho
+from bnsl_cli.privacy.pld import ACCOUNTANT_DESCRIPTIONS, accountant_epsilon, check_accountant
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 __all__ = [
@@ -201,37 +202,57 @@ class PrivacyLedger:
         """The run's zCDP guarantee: the largest participant's spend (0 for an empty ledger)."""
         return max((self.rho(p) for p in self.participants), default=0.0)
 
-    def epsilon(self, delta: float, conversion: str = "tight", participant: Optional[int] = None) -> float:
-        """``epsilon`` at ``delta`` of the run (or of one participant) via the accountant."""
+    def epsilon(
+        self, delta: float, conversion: str = "tight", participant: Optional[int] = None, accountant: str = "zcdp"
+    ) -> float:
+        """``epsilon`` at ``delta`` of the run (or of one participant) via the ``accountant``
+        (``zcdp``: the largest ρ converted; ``pld``: the largest participant's PLD epsilon)."""
+        if accountant != "zcdp":
+            who = self.participants if participant is None else [participant]
+            return max((accountant_epsilon(self.events(p), delta, accountant) for p in who), default=0.0)
         rho = self.max_rho() if participant is None else self.rho(participant)
         return epsilon_from_rho(rho, delta, conversion)
 
-    def to_dict(self, delta: float, conversion: str = "tight") -> dict:
+    def to_dict(self, delta: float, conversion: str = "tight", accountant: str = "zcdp") -> dict:
         """JSON-ready summary: overall epsilon/delta/rho (largest participant) and per-participant events.
 
+        ``accountant`` ``zcdp``: each epsilon is the conversion of its ρ; ``pld``: each participant's
+        epsilon from the privacy-loss distributions of its events, the run's the largest of them.
         Non-finite numbers (a release without noise) appear as ``None`` so the result is valid JSON.
         """
+        check_accountant(accountant)
         parts = []
         for p in self.participants:
             rho_p = self.rho(p)
+            eps_p = (epsilon_from_rho(rho_p, delta, conversion) if accountant == "zcdp"
+                     else accountant_epsilon(self.events(p), delta, accountant))
             parts.append(
                 {
                     "participant": p,
                     "rho": _finite_or_none(rho_p),
-                    "epsilon": _finite_or_none(epsilon_from_rho(rho_p, delta, conversion)),
+                    "epsilon": _finite_or_none(eps_p),
                     "events": [ev.to_dict() for ev in self.events(p)],
                 }
             )
         rho_max = self.max_rho()
+        if accountant == "zcdp":
+            eps = epsilon_from_rho(rho_max, delta, conversion)
+            composition = ("zCDP adds over releases; the run's guarantee is the largest participant's spend "
+                           "(participants hold disjoint rows)")
+        else:
+            eps = max((e["epsilon"] if e["epsilon"] is not None else math.inf for e in parts), default=0.0)
+            composition = ("privacy-loss distributions compose by convolution over a participant's releases; the "
+                           "run's guarantee is the largest participant's epsilon (participants hold disjoint rows)")
         return {
-            "epsilon": _finite_or_none(epsilon_from_rho(rho_max, delta, conversion)),
+            "epsilon": _finite_or_none(eps),
             "delta": float(delta),
             "rho": _finite_or_none(rho_max),
             "neighbouring_relation": NEIGHBOURING_RELATION,
-            "composition": "zCDP adds over releases; the run's guarantee is the largest participant's spend "
-            "(participants hold disjoint rows)",
+            "composition": composition,
             "conversion": conversion,
             "conversion_description": CONVERSION_DESCRIPTIONS[conversion],
+            "accountant": accountant,
+            "accountant_description": ACCOUNTANT_DESCRIPTIONS[accountant],
             "participants": parts,
         }
 

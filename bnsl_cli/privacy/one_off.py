@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnsl_cli.privacy.bounding import clip_scaled
 from bnsl_cli.privacy.ledger import PrivacyEvent
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 from bnsl_cli.privacy.mechanisms import gaussian_noise
 
-__all__ = ["BIN_EDGES", "release_range", "release_means", "release_second_moments"]
+__all__ = ["BIN_EDGES", "range_counts", "release_range", "release_means", "release_second_moments"]
 
 
 #: Fixed bin edges for |x|: 4^k, k = −10 … 15 (about 1e-6 … 1e9). Public, data-independent.
@@ -40,11 +41,7 @@ def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rn
     ``nan``.
     """
     n, d = X.shape
-    A = np.abs(X - centre[None, :])
-    idx = np.searchsorted(BIN_EDGES, A, side="left")  # bin k holds edge[k-1] < |x| ≤ edge[k]
-    nb = BIN_EDGES.size + 1
-    flat = (np.arange(d)[None, :] * nb + idx).ravel()
-    counts = np.bincount(flat, minlength=d * nb).reshape(d, nb).astype(float)
+    counts = range_counts(X, centre)
     sens = float(np.sqrt(2.0 * d))
     std = sigma_multiplier * sens
     noisy = counts + gaussian_noise(counts.shape, std, rng)
@@ -64,6 +61,17 @@ def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rn
     return bounds, PrivacyEvent(release, GAUSSIAN, sens, std, 1)
 
 
+def range_counts(X: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """The exact histogram (d × 27 counts) of ``|x − centre|`` on ``BIN_EDGES`` that :func:`release_range`
+    adds noise to: each row adds 1 to one bin per column (an infinite ``|x − c|`` lands in the top bin)."""
+    n, d = X.shape
+    A = np.abs(X - centre[None, :])
+    idx = np.searchsorted(BIN_EDGES, A, side="left")  # bin k holds edge[k-1] < |x| ≤ edge[k]
+    nb = BIN_EDGES.size + 1
+    flat = (np.arange(d)[None, :] * nb + idx).ravel()
+    return np.bincount(flat, minlength=d * nb).reshape(d, nb).astype(float)
+
+
 def _largest_run(counts: np.ndarray) -> np.ndarray:
     """Zero every bin outside the contiguous run of non-zero bins with the largest total."""
     nz = counts > 0
@@ -80,7 +88,7 @@ def _largest_run(counts: np.ndarray) -> np.ndarray:
 def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng) -> tuple[np.ndarray, PrivacyEvent]:
     """Noisy column means of ``X`` with values clipped to ``±bound`` (per column)."""
     n, d = X.shape
-    sums = np.clip(X / bound[None, :], -1.0, 1.0).sum(axis=0)
+    sums = clip_scaled(X, bound).sum(axis=0)  # = clip(x/B, ±1), without overflowing x/B
     sens = 2.0 * float(np.sqrt(d))
     std = sigma_multiplier * sens
     noisy = sums + gaussian_noise(d, std, rng)
@@ -93,7 +101,7 @@ def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: 
     clipped at ``bound_j²``. A noisy sum below its own noise std (or below 1e-9·n_p) is raised to
     that level, so ``v̂`` stays positive (post-processing)."""
     n, d = Xc.shape
-    sums = np.minimum((Xc / bound[None, :]) ** 2, 1.0).sum(axis=0)
+    sums = np.minimum(clip_scaled(Xc, bound) ** 2, 1.0).sum(axis=0)  # = min((x/B)², 1), no overflow
     sens = float(np.sqrt(d))
     std = sigma_multiplier * sens
     noisy = sums + gaussian_noise(d, std, rng)

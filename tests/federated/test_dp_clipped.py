@@ -10,9 +10,9 @@ single-parent blocks — are exercised on small problems).
 import numpy as np
 import pytest
 
-import bnsl_cli.federated.dp_participant as dpp
-from bnsl_cli.federated.dp_participant import ClippedGradients, dp_pgcd
-from bnsl_cli.federated.pgcd import soft_threshold
+import bnsl_cli.solvers.dp_pgcd as dpp
+from bnsl_cli.solvers.dp_pgcd import ClippedGradients, dp_pgcd
+from bnsl_cli.solvers.pgcd import soft_threshold
 from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise
 from bnsl_cli.privacy.releases import ReleaseKind
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from bnsl_cli.federated.pgcd import local_objective, pgcd, smooth_gradient, soft_threshold
+from bnsl_cli.solvers.pgcd import local_objective, pgcd, smooth_gradient, soft_threshold
 
 
 def _problem(d=8, seed=0, rho2=0.05, lam=0.02):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bnsl_cli.federated.pgcd import local_objective, pgcd, smooth_gradient, times_sparse
+from bnsl_cli.solvers.pgcd import local_objective, pgcd, smooth_gradient, times_sparse
 
 
 def _problem(d, density, seed):

@@ -8,13 +8,12 @@ import pytest
 from bnsl_cli.federated.dp_participant import DPSparseParticipant, private_polish_moments
 from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
 from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.federated.polish import (
-    candidate_edges,
-    hill_climb,
+from bnsl_cli.federated.polish import candidate_edges, polish_pairs
+from bnsl_cli.solvers.score_search import (
     least_squares_weights,
     polish_graph,
-    polish_pairs,
     prune_within_noise,
+    score_search,
 )
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
@@ -23,6 +22,14 @@ from bnsl_cli.privacy.defaults import POLISH_SHARE
 from bnsl_cli.learn import DPConfig
 from bnsl_cli.simulate import simulate
 from tests._sim import simulated_tables
+
+
+def hill_climb(G, n, E0, candidates, noise_std=None):
+    """The score search with additions restricted to the directed pairs ``candidates``."""
+    allowed = np.zeros(G.shape, dtype=bool)
+    for i, j in candidates:
+        allowed[i, j] = True
+    return score_search(G, n, E0, allowed, "equal", noise_std=noise_std)
 
 
 def _population_gram(W):
@@ -305,13 +312,13 @@ def _population_gram_sd(W, sd):
 
 
 def test_family_tables_match_the_direct_residual_variances():
-    from bnsl_cli.federated.polish import _family_table, family_rss
+    from bnsl_cli.solvers.score_search import family_table, family_rss
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(500, 7)) @ rng.normal(size=(7, 7))
     G = X.T @ X / 500
     S = np.array([1, 4])
-    R, add, part, drop = _family_table(G, 0, S)
+    R, add, part, drop = family_table(G, 0, S)
     assert R == pytest.approx(family_rss(G, 0, [1, 4]))
     for i in (2, 3, 5, 6):
         assert add[i] == pytest.approx(family_rss(G, 0, [1, 4, i]))
@@ -320,12 +327,12 @@ def test_family_tables_match_the_direct_residual_variances():
     # a missing moment makes exactly the pairs that need it unavailable
     G2 = G.copy()
     G2[3, 1] = G2[1, 3] = np.nan
-    _, add2, _, _ = _family_table(G2, 0, S)
+    _, add2, _, _ = family_table(G2, 0, S)
     assert np.isnan(add2[3]) and add2[2] == pytest.approx(add[2])
 
 
 def test_bic_prefers_the_per_node_model_only_when_the_variances_differ():
-    from bnsl_cli.federated.polish import bic_of
+    from bnsl_cli.solvers.score_search import bic_of
 
     W = _collider_and_child()
     E = W != 0
@@ -417,7 +424,7 @@ def test_learn_keeps_a_weak_edge_unless_the_threshold_is_given():
 def test_extended_bic_keeps_spurious_additions_out_when_every_pair_is_open():
     """Independent columns: with ~d² pairs open to an addition the plain BIC admits chance edges,
     the extended BIC (log(n)/2 + log d per edge) almost never does."""
-    from bnsl_cli.federated.polish import ebic_penalty, score_search
+    from bnsl_cli.solvers.score_search import ebic_penalty, score_search
 
     rng = np.random.default_rng(12)
     n, d = 2000, 60

@@ -13,14 +13,14 @@ from bnsl_cli.federated.methods import METHODS
 from bnsl_cli.stats import (
     SCALE_WARN_RATIO,
     column_stats,
-    pool_stats,
+    sum_shares,
     scale_warning,
     variance_share,
     to_original_units,
 )
 from bnsl_cli.io.data import Table
 from bnsl_cli.plan import DPConfig, LearnConfig
-from bnsl_cli.run import learn
+from bnsl_cli.learn import learn
 from tests._sim import simulated_tables
 
 
@@ -51,8 +51,10 @@ def test_pool_stats_exact_against_the_pooled_rows():
     rng = np.random.default_rng(0)
     blocks = [(rng.normal(0, 1, size=(n, 3)) + [1e4, -3, 7] + k) * [1, 1e3, 1e-6] for k, n in enumerate((40, 77, 13))]
     parts = [column_stats(B) for B in blocks]
-    mean, sd = pool_stats([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts])
     X = np.vstack(blocks)
+    # pooled as the standardisation stage pools: shares of the mean, then of the variances about it
+    mean = sum_shares(p[1] / X.shape[0] for p in parts)
+    sd = np.sqrt(np.maximum(sum_shares(variance_share(p[0], p[1], p[2], mean, X.shape[0]) for p in parts), 0.0))
     np.testing.assert_allclose(mean, X.mean(axis=0), rtol=1e-14)
     ref = np.array([np.sqrt(np.mean((X[:, j].astype(np.longdouble) - X[:, j].astype(np.longdouble).mean()) ** 2)) for j in range(3)], dtype=float)
     np.testing.assert_allclose(sd, ref, rtol=1e-10)

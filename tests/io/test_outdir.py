@@ -146,7 +146,7 @@ def test_failed_run_leaves_the_earlier_output_as_it_was(tmp_path, shards):
 
 def test_refit_and_split_rerun_replace_their_earlier_output(tmp_path, shards):
     run_dir = tmp_path / "run"
-    assert run("learn", shards, "--out", run_dir, "-q").exit_code == 0
+    assert run("learn", shards, "--out", run_dir, "-q", "--rounds", 3).exit_code == 0
     out = tmp_path / "refit"
     assert run("refit", run_dir, shards, "--out", out, "-q").exit_code == 0
     assert len(list(out.glob("participant-*.csv"))) == 4
@@ -158,10 +158,10 @@ def test_refit_and_split_rerun_replace_their_earlier_output(tmp_path, shards):
 
 def test_a_folder_never_mixes_two_methods_outputs(tmp_path, shards):
     out = tmp_path / "run"
-    assert run("learn", shards, "--out", out, "-q").exit_code == 0
+    assert run("learn", shards, "--out", out, "-q", "--rounds", 3).exit_code == 0
     assert (out / "adjacency.csv").exists()
     assert run("learn", shards, "--out", out, "-q", "--method", "local-notears").exit_code == 0
     assert not (out / "adjacency.csv").exists() and not (out / "edges.csv").exists()  # the earlier run's
     assert (out / "participant-01" / "adjacency.csv").exists()
-    assert run("learn", shards, "--out", out, "-q").exit_code == 0
+    assert run("learn", shards, "--out", out, "-q", "--rounds", 3).exit_code == 0
     assert not list(out.glob("participant-*")) and (out / "adjacency.csv").exists()

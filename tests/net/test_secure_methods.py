@@ -17,7 +17,8 @@ from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summable_span  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
-from bnsl_cli.run import participant_rngs, run, run_tables  # noqa: E402
+from bnsl_cli.learn import learn  # noqa: E402
+from bnsl_cli.run import participant_rngs, run  # noqa: E402
 from tests.net.conftest import D, P, all_ok, join, networked, quiet, serve  # noqa: E402
 
 
@@ -133,7 +134,7 @@ def test_without_secure_sum_networked_equals_in_process_bit_for_bit(tables, meth
     """The same message bytes over the network (fed-moments ends with FINISH; the standardisation
     broadcast is answered with EMPTY and does not end a site's run)."""
     plan = RunPlan.resolve(LearnConfig(method=method, standardize=True, rounds=30), Shapes.of_tables(tables))
-    local = quiet(run_tables, plan, tables)
+    local = quiet(learn, tables, plan)
     got, spy, errors = networked(plan, tables, secure=False)
     assert not errors and not isinstance(got, Exception), (errors, got)
     assert np.count_nonzero(local.W) >= 2
@@ -193,7 +194,7 @@ def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
                    "--transcript", str(tmp_path / f"t{k + 1}.jsonl")) for k, p in enumerate(paths)]
     cfg = LearnConfig(method="fed-bnsl", dp=DPConfig(epsilon=20, value_bound=20.0), rounds=20, seed=2, workers=1)
     tabs = [read_table(p) for p in paths]
-    local = quiet(run_tables, RunPlan.resolve(cfg, Shapes.of_tables(tabs)), tabs)
+    local = quiet(learn, tabs, RunPlan.resolve(cfg, Shapes.of_tables(tabs)))
     all_ok(coord, sites)
     a = json.loads((out / "report.json").read_text())
     assert a["network"]["secure_sum"] is True and a["network"]["secure_sum_bits"] == 32

@@ -56,6 +56,7 @@ PRIVATE_CHANGES = {
     "selection_share": ["--selection-share", "0.4"],
     "polish_share": ["--polish-share", "0.2"],
     "conversion": ["--conversion", "simple"],
+    "accountant": ["--accountant", "zcdp"],
     "public_means": ["--public-means"],
     "value_bound": ["--value-bound", "20"],
     "clip_levels": ["--clip-levels", "static"],

@@ -20,7 +20,8 @@ from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
-from bnsl_cli.run import participant_rngs, run_tables  # noqa: E402
+from bnsl_cli.learn import learn  # noqa: E402
+from bnsl_cli.run import participant_rngs  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 from tests.net.conftest import D, P, networked, quiet  # noqa: E402
 
@@ -137,7 +138,7 @@ def test_private_run_transcripts_hold_every_body_and_match_the_ledger(tables, tm
     paths = [tmp_path / f"t{k}.jsonl" for k in range(P)]
     got, _, errors = networked(plan, tables, transcripts=paths)
     assert not errors and not isinstance(got, Exception), (errors, got)
-    local = quiet(run_tables, plan, tables)
+    local = quiet(learn, tables, plan)
     for k, path in enumerate(paths):
         recs = _recs(path)
         sent = [r for r in recs if r["event"] == "sent"]

@@ -7,16 +7,15 @@ participant factories are bound in the registry.
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional
 
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import ConvergenceWarning
+from bnsl_cli.errors import ConvergenceWarning, warn
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.outcome import Outcome
-from bnsl_cli.federated.polish import PolishStage
+from bnsl_cli.federated import polish
 from bnsl_cli.federated.protocol import RunLog, run_admm
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases, dp_pgcd_releases
@@ -155,7 +154,7 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
         noise = None
         if plan.private:
             noise = (plan.privacy.multiplier(ReleaseKind.POLISH), POLISH_CLIP, plan.P)
-        stage = PolishStage(
+        stage = polish.PolishStage(
             plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given, knowledge=plan.knowledge
         )
     log = run_admm(
@@ -170,8 +169,7 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
     converged, warning = _convergence(log, plan, plan.method + (" (dp)" if plan.private else ""))
     warn_list = []
     if warning is not None:
-        warnings.warn(warning, ConvergenceWarning, stacklevel=2)
-        warn_list.append(warning)
+        warn([warning], ConvergenceWarning, warn_list)
     last = log.history[-1]
     report = {
         "rounds": log.rounds,
@@ -200,6 +198,5 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
             + (f" (first: {where})" if where else "")
             + "; the consensus may be inaccurate. Raise --rounds or lower --rho2-growth"
         )
-        warnings.warn(text, ConvergenceWarning, stacklevel=2)
-        warn_list.append(text)
+        warn([text], ConvergenceWarning, warn_list)
     return Outcome(W_raw, W, report, summaries)

@@ -31,7 +31,7 @@ coordinator projects the pooled sum to PSD once (projecting every participant's 
 noise P times: d = 50 ER2, ε = 10, seed 1: SHD 88 → 80). Everything the coordinator computes from
 these is post-processing.
 
-**Split noise** (``bnsl serve --secure-sum --split-noise``, :mod:`bnsl_cli.privacy.split`): every site
+**Split noise** (``bnsl serve --secure-sum --split-noise``, :mod:`bnsl_cli.privacy.split_noise`): every site
 adds ``1/P`` of the moment matrix's noise variance and only the secure sum carries all of it. So that
 the shares add up in every site's units, the rows are then scaled by the pooled standard deviations
 ``σ̄`` (one more sum-shaped exchange of variance shares, post-processing of the released ``ĉ_p``,
@@ -44,21 +44,21 @@ Orientation: ``W[i, j]`` is the edge ``i → j``.
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Optional
 
 import numpy as np
 
 from bnsl_cli.dag import finish_graph, fit_required
-from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError
+from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
 from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
-from bnsl_cli.privacy.split import split_of
+from bnsl_cli.privacy.split_noise import split_of
 from bnsl_cli.solvers.notears import notears_linear
 from bnsl_cli.stats import (
     check_scales,
@@ -76,6 +76,7 @@ __all__ = [
     "drive_moments",
     "dp_fed_moments_releases",
     "dp_fed_moments_builder",
+    "private_moment_matrix",
 ]
 
 
@@ -105,14 +106,14 @@ def dp_fed_moments_builder(*, mean_share, moment_share, value_bound_given, **_):
 # ----------------------------------------------------------------------------------------------
 
 
-def _private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, split: int = 1):
+def private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, split: int = 1):
     """``Σ_rows z zᵀ`` with rows clipped to ℓ₂ norm ``C = clip·√d``, plus symmetric Gaussian noise
     (replace-one sensitivity ``√2·C²``). Not projected here: the coordinator projects the pooled sum
     once (post-processing), which keeps the noise of P participants from being rectified P times."""
     d = Z.shape[1]
     c_x = clip * float(np.sqrt(d))
-    norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
-    Zs = Z * np.minimum(1.0, c_x / np.maximum(norms, 1e-300))[:, None]
+    Z = clamp_abs(Z)  # finite whatever arrives; the clip factor below is never 0·inf (bounding)
+    Zs = Z * clip_factors(row_norms(Z), c_x)[:, None]
     sens = float(np.sqrt(2.0) * c_x**2)
     std = multiplier * sens  # the noise of the release; with split noise, of the sum of ``split`` sites' shares
     noise = symmetric_gaussian_matrix(d, std / np.sqrt(split), rng)
@@ -129,7 +130,7 @@ class MomentSite:
     the release waits for the common public scale: a :class:`CentreBroadcast` without ``full`` asks
     for its share of the pooled variances (post-processing of its released ``ĉ``, ``v̂``), a
     :class:`StandardizeBroadcast` brings the pooled ``σ̄``, and the release is made on ``(x − ĉ)/σ̄``
-    with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split`)."""
+    with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split_noise`)."""
 
     report_B = False
 
@@ -164,6 +165,7 @@ class MomentSite:
             self._X = None  # from here on only the releases are used (and, with split noise, _Xp)
             self._centre = np.asarray(centre, float)
             self._v_hat = np.asarray(v_hat, float)
+            X = clamp_rows(X, self._centre, self._v_hat)  # bounded, finite rows whatever arrives (bounding)
             self._split = max([int(r.split) for r in privacy.releases if r.kind == ReleaseKind.MOMENT_MATRIX] or [1])
             self._private = (privacy.clip, mult, rng)
             self._M = None
@@ -181,7 +183,7 @@ class MomentSite:
         """The moment-matrix release on ``(x − ĉ)/s`` (``s`` public or released), scaled back."""
         clip, mult, rng = self._private
         Z = (X - self._centre[None, :]) / s[None, :]
-        M, ev = _private_moment_matrix(Z, clip, mult, rng, self._split)
+        M, ev = private_moment_matrix(Z, clip, mult, rng, self._split)
         self.ledger.record(self.pid, ev)
         self._M = M * np.outer(s, s)
 
@@ -309,20 +311,20 @@ def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
     W, removed = finish_graph(res.W, plan.threshold, plan.method, plan.names, plan.knowledge)
     W = fit_required(W, S, plan.knowledge)
     summaries = fleet.finish()
-    warn_list = []
+    notes = []
     if not res.converged:
-        warn_list.append(
+        notes.append(
             f"fed-moments: NOTEARS stopped with h(W) = {res.h:.2e} > 1e-8 after {res.outer_steps} outer steps; "
             "the thresholded graph was made acyclic by dropping the weakest edges"
         )
     if res.solver_issues:
         first = res.solver_issues[0]
-        warn_list.append(
+        notes.append(
             f"fed-moments: {len(res.solver_issues)} L-BFGS-B solve(s) inside NOTEARS did not report success "
             f"(first: outer step {first['outer']}, {first['message']})"
         )
-    for w in warn_list:
-        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    warn_list = []
+    warn(notes, ConvergenceWarning, warn_list)
     report = {
         "rounds": res.outer_steps,
         "converged": res.converged,

@@ -9,12 +9,10 @@ matrix); nothing is exchanged, the fitted graph is in the site's summary. ``W[i,
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from bnsl_cli.dag import finish_graph, fit_required
-from bnsl_cli.errors import ConvergenceWarning
+from bnsl_cli.errors import ConvergenceWarning, warn
 from bnsl_cli.federated.outcome import Outcome
 from bnsl_cli.solvers.notears import notears_linear
 from bnsl_cli.stats import check_scales, pooled_moments_of_blocks, standardized
@@ -86,17 +84,17 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
     """Coordinator side of ``notears`` (a fleet of one site with the pooled rows) and
     ``local-notears`` (one graph per site): collect the sites' fits and finish each graph."""
     summaries = fleet.finish()
-    warn_list = []
+    notes = []
 
     def check(s, where):
         if not s["converged"]:
-            warn_list.append(
+            notes.append(
                 f"{where}: NOTEARS stopped with h(W) = {s['h']:.2e} > 1e-8 after {s['outer_steps']} outer steps; "
                 "the thresholded graph was made acyclic by dropping the weakest edges"
             )
         if s["solver_issues"]:
             first = s["solver_issues"][0]
-            warn_list.append(
+            notes.append(
                 f"{where}: {len(s['solver_issues'])} L-BFGS-B solve(s) inside NOTEARS did not report success "
                 f"(first: outer step {first['outer']}, {first['message']})"
             )
@@ -111,8 +109,8 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
         if plan.knowledge is not None:
             W = fit_required(W, np.array(s.pop("S")), plan.knowledge)
         check(s, plan.method)
-        for w in warn_list:
-            warnings.warn(w, ConvergenceWarning, stacklevel=2)
+        warn_list = []
+        warn(notes, ConvergenceWarning, warn_list)
         report = {
             "rounds": s["outer_steps"],
             "converged": s["converged"],
@@ -141,8 +139,8 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
             "removed_for_acyclicity": removed,
             "W": W,
         })
-    for w in warn_list:
-        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    warn_list = []
+    warn(notes, ConvergenceWarning, warn_list)
     report = {
         "rounds": max(p["outer_steps"] for p in per),
         "converged": all(p["converged"] for p in per),

@@ -46,6 +46,7 @@ from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import NoDagError, PrivacyBudgetError
 from bnsl_cli.federated.messages import HEADER, ShareReply, message_kind
 from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
@@ -354,7 +355,8 @@ class SuffstatsSite:
             self._once(f"stage {msg.round}")
             from scipy.linalg import solve_triangular
 
-            Z = (self._X - msg.centre[None, :]) / msg.scale[None, :]
+            X = self._X if self.privacy is None else clamp_rows(self._X, msg.centre, msg.scale**2)  # bounding
+            Z = (X - msg.centre[None, :]) / msg.scale[None, :]
             Y = solve_triangular(msg.L, Z.T, lower=True).T
             A = np.hstack([np.ones((self.n_rows, 1)), Y])
             if self.privacy is None:
@@ -365,8 +367,8 @@ class SuffstatsSite:
                     raise ValueError(f"{self.label}: stage {msg.round} is not in the plan")
                 rel = stages[msg.round - 1]
                 c = CLIP * math.sqrt(self.d + 1)
-                norms = np.sqrt(np.einsum("ij,ij->i", A, A))
-                A = A * np.minimum(1.0, c / np.maximum(norms, 1e-300))[:, None]
+                A = clamp_abs(A)  # finite whatever row arrives; the clip factor is never 0·inf (bounding)
+                A = A * clip_factors(row_norms(A), c)[:, None]
                 sens = math.sqrt(2.0) * c**2
                 std = rel.multiplier * sens
                 M = A.T @ A + _symmetric_noise(self.d + 1, std / math.sqrt(self._split(rel)), self.rng)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from bnsl_cli.errors import BnslError, RefusedError, ShardMismatchError
+from bnsl_cli.errors import (  # noqa: F401 - the network errors, importable from here too
+    BnslError,
+    ColumnMismatchError,
+    FederationError,
+    SiteRefusedError,
+)
 from bnsl_cli.federated.net.frames import MAX_DATA_BYTES
 
 __all__ = [
@@ -27,23 +32,6 @@ SERVER_OPTIONS = CHANNEL_OPTIONS + [
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.so_reuseport", 0),  # a port in use must be an error, not a shared listener
 ]
-
-
-class FederationError(BnslError):
-    """A networked run failed: a party disconnected, timed out, sent malformed or out-of-order
-    data, or could not be reached. Exit code 6."""
-
-    exit_code = 6
-
-
-class SiteRefusedError(RefusedError):
-    """A site refused the run plan (method, rounds, ε/δ, releases, seeded or split noise,
-    standardisation or a missing secure sum: beyond its limits). Exit code 5 on the coordinator;
-    the refusing site exits 5 too, every other site 6 (:class:`FederationError`)."""
-
-
-class ColumnMismatchError(ShardMismatchError):
-    """The sites' CSVs do not have the same columns. Exit code 3."""
 
 
 def need_grpc():

@@ -32,6 +32,8 @@ import json
 import struct
 from dataclasses import dataclass
 
+from bnsl_cli.errors import FrameError
+
 __all__ = [
     "VERSION", "HELLO", "PLAN", "ACCEPT", "DATA", "EMPTY", "SUMMARY", "DONE", "MASKED", "FINISH", "ABORT", "KIND_NAMES",
     "MAX_CONTROL_BYTES", "MAX_DATA_BYTES", "FrameError", "Frame", "encode", "decode", "control", "data", "printable",
@@ -51,10 +53,6 @@ MAX_CONTROL_BYTES = 4 * 1024 * 1024
 #: Largest frame of any kind (also the gRPC message size limit): a dense d = 4000 matrix is 128 MB.
 MAX_DATA_BYTES = 256 * 1024 * 1024
 _HEAD = struct.Struct("<BB")
-
-
-class FrameError(ValueError):
-    """Bytes that are not a valid frame (unknown kind or version, bad JSON, too large)."""
 
 
 @dataclass(frozen=True)

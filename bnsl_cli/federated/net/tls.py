@@ -22,19 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from bnsl_cli.errors import BnslError
+from bnsl_cli.errors import BnslError, TLSError
 
 __all__ = ["make_certs", "load_party", "PartyCredentials", "TLSError", "is_loopback", "split_hostport", "SITE_URI_PREFIX"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 #: The URI SAN that names a site in the certificates :func:`make_certs` makes: ``site:NAME``.
 SITE_URI_PREFIX = "site:"
-
-
-class TLSError(BnslError):
-    """A certificate or key is missing, malformed, expired or does not belong to the given CA."""
-
-    exit_code = 2
 
 
 def _now() -> _dt.datetime:

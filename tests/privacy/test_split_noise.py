@@ -9,8 +9,8 @@ from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
 from bnsl_cli.privacy.ledger import SPLIT_ASSUMPTION, PrivacyEvent
 from bnsl_cli.privacy.release_plan import ledger_of
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind
-from bnsl_cli.privacy.split import check_split_allowed, split_noise_plan, split_of
-from bnsl_cli.run import run_tables
+from bnsl_cli.privacy.split_noise import check_split_allowed, split_noise_plan, split_of
+from bnsl_cli.learn import learn
 from tests._sim import simulated_tables
 
 
@@ -57,18 +57,18 @@ def test_only_fed_moments_moment_matrix_is_split(tables):
 def test_in_process_run_refuses_split_noise(tables):
     sp = split_noise_plan(_plan(tables, method="fed-moments", dp=DPConfig(epsilon=5, value_bound=10.0), seed=1))
     with pytest.raises(OptionError, match="bnsl learn cannot use it"):
-        run_tables(sp, tables)
+        learn(tables, sp)
     check_split_allowed(sp, secure_sum=True)  # fine under a secure sum
 
 
 def test_each_site_draws_its_share_of_the_noise():
-    from bnsl_cli.federated.methods.moments import _private_moment_matrix
+    from bnsl_cli.federated.methods.moments import private_moment_matrix
     from bnsl_cli.stats import upper_triangle
 
     d = 60
     Z = np.zeros((5, d))
-    full, ev1 = _private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0))
-    part, ev4 = _private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0), split=4)
+    full, ev1 = private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0))
+    part, ev4 = private_moment_matrix(Z, 1.5, 1.0, np.random.default_rng(0), split=4)
     assert ev1.noise_scale == ev4.noise_scale and ev4.split == 4  # the ledger records the sum's noise
     s1, s4 = np.std(upper_triangle(full)), np.std(upper_triangle(part))
     assert s1 == pytest.approx(ev1.noise_scale, rel=0.1)

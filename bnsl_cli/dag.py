@@ -5,7 +5,7 @@ Orientation: entry ``W[i, j]`` is the weight of the edge from node ``i`` to node
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import scipy.sparse
@@ -13,7 +13,7 @@ import scipy.sparse.csgraph
 
 from bnsl_cli.errors import NoDagError
 
-__all__ = ["is_dag", "find_cycle_edges", "threshold_to_dag", "finish_graph"]
+__all__ = ["is_dag", "find_cycle_edges", "threshold_to_dag", "finish_graph", "fit_required", "unfitted_required"]
 
 
 def is_dag(W: np.ndarray) -> bool:
@@ -48,18 +48,26 @@ def find_cycle_edges(W: np.ndarray) -> np.ndarray:
     return A & same & big[:, None] | (A & np.eye(A.shape[0], dtype=bool))
 
 
-def threshold_to_dag(W: np.ndarray, threshold: float) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
+def threshold_to_dag(
+    W: np.ndarray, threshold: float, keep: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, list[tuple[int, int, float]]]:
     """Zero every ``|W[i, j]| <= threshold``, then remove the weakest edges until the graph is acyclic.
 
     Only edges lying on a cycle are candidates for removal, weakest (smallest ``|w|``) first.
-    Returns the DAG and the list of removed ``(i, j, w)`` (the thresholded ones are not listed).
+    ``keep`` (a d × d bool mask: required edges, acyclic among themselves) is never thresholded nor
+    removed. Returns the DAG and the list of removed ``(i, j, w)`` (the thresholded ones are not listed).
     """
     W = np.array(W, dtype=float, copy=True)
-    W[np.abs(W) <= threshold] = 0.0
+    if keep is None:
+        W[np.abs(W) <= threshold] = 0.0
+    else:
+        W[(np.abs(W) <= threshold) & ~keep] = 0.0
     np.fill_diagonal(W, 0.0)
     removed: list[tuple[int, int, float]] = []
     while True:
         on_cycle = find_cycle_edges(W)
+        if keep is not None:
+            on_cycle &= ~keep
         if not on_cycle.any():
             return W, removed
         mag = np.where(on_cycle, np.abs(W), np.inf)
@@ -68,13 +76,53 @@ def threshold_to_dag(W: np.ndarray, threshold: float) -> tuple[np.ndarray, list[
         W[i, j] = 0.0
 
 
-def finish_graph(W_raw: np.ndarray, threshold: float, where: str, names: Sequence[str]) -> tuple[np.ndarray, list]:
+def finish_graph(
+    W_raw: np.ndarray, threshold: float, where: str, names: Sequence[str], knowledge=None
+) -> tuple[np.ndarray, list]:
     """Threshold and break cycles (weakest edges first); returns the DAG and the removed edges as
-    ``{"source", "target", "weight"}`` entries. A non-finite estimate raises :class:`NoDagError`."""
+    ``{"source", "target", "weight"}`` entries. A non-finite estimate raises :class:`NoDagError`.
+
+    With ``knowledge`` (:class:`bnsl_cli.knowledge.Knowledge`) the forbidden entries are zeroed first
+    and the required edges are neither thresholded nor removed to break a cycle (a required edge with
+    weight exactly 0 stays 0 here: :func:`fit_required` fits it where second moments are known)."""
     if not np.all(np.isfinite(W_raw)):
         raise NoDagError(
             f"{where}: the estimate diverged (non-finite weights); no DAG can be produced. "
             "Try fewer --rounds or a smaller --rho2-growth."
         )
-    W, removed = threshold_to_dag(W_raw, threshold)
+    keep = None
+    if knowledge is not None:
+        W_raw = np.where(knowledge.forbidden_mask(), 0.0, W_raw)
+        keep = knowledge.required_mask()
+    W, removed = threshold_to_dag(W_raw, threshold, keep)
     return W, [{"source": names[i], "target": names[j], "weight": w} for i, j, w in removed]
+
+
+def unfitted_required(W: np.ndarray, knowledge) -> list[tuple[int, int]]:
+    """The required edges of ``knowledge`` whose weight in ``W`` is exactly 0."""
+    if knowledge is None:
+        return []
+    return [(i, j) for i, j in knowledge.required if W[i, j] == 0.0]
+
+
+def fit_required(W: np.ndarray, S: np.ndarray, knowledge) -> np.ndarray:
+    """Give every required edge of weight 0 in the DAG ``W`` its least-squares weight from the
+    second-moment matrix ``S``: the edge is added (a cycle it closes is broken among the other
+    edges, weakest first), then every child whose parent set changed is refitted on its parents
+    (``S_PP w = S_Pj``)."""
+    missing = unfitted_required(W, knowledge)
+    if not missing:
+        return W
+    R = knowledge.required_mask()
+    start = np.array(W, dtype=float, copy=True)
+    for i, j in missing:
+        start[i, j] = np.inf  # strongest: never the one removed to break a cycle
+    new, _ = threshold_to_dag(start, -1.0, keep=R)
+    changed = np.flatnonzero(((new != 0) != (np.asarray(W) != 0)).any(axis=0))
+    for j in changed:
+        parents = np.flatnonzero(new[:, j] != 0)
+        new[:, j] = 0.0
+        if parents.size:
+            w, *_ = np.linalg.lstsq(S[np.ix_(parents, parents)], S[parents, j], rcond=None)
+            new[parents, j] = w
+    return new

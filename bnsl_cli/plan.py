@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError, OptionError, PrivacyBudgetError
 from bnsl_cli.federated.methods import DEFAULT_METHOD, METHODS, PRIVATE_METHODS, method_spec
+from bnsl_cli.knowledge import Knowledge, KnowledgeSource
 from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
 from bnsl_cli.privacy.defaults import DP_ROUNDS, MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, dp_steps
 from bnsl_cli.privacy.release_plan import calibrate_releases, ledger_of, spend_of
@@ -133,6 +134,9 @@ class LearnConfig:
     #: keep every per-round record in the report (otherwise summarised)
     trace: bool = False
     dp: Optional[DPConfig] = None
+    #: prior knowledge as given (``--require``/``--forbid``/``--knowledge``), checked against the
+    #: columns in :meth:`RunPlan.resolve`
+    knowledge: Optional[KnowledgeSource] = None
 
     def check(self) -> None:
         """The checks that need no data (the CLI calls this before reading the shards;
@@ -404,6 +408,16 @@ class RunPlan:
     version: int = PLAN_VERSION
     #: the user gave ``threshold`` (otherwise the default, and the polish's score decides the edges)
     threshold_given: bool = True
+    #: checked prior knowledge (required / forbidden edges, tiers); ``None``: none given
+    knowledge: Optional[Knowledge] = None
+
+    def forbidden_mask(self):
+        """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
+        return None if self.knowledge is None else self.knowledge.forbidden_mask()
+
+    def required_mask(self):
+        """The d × d required mask of the plan's knowledge (``None`` without knowledge)."""
+        return None if self.knowledge is None else self.knowledge.required_mask()
 
     @property
     def d(self) -> int:
@@ -478,6 +492,7 @@ class RunPlan:
             privacy=None,
             acyclicity=default_acyclicity(options.method, dp is not None)
             if options.acyclicity == "auto" else str(options.acyclicity),
+            knowledge=None if options.knowledge is None else options.knowledge.resolve(names),
         )
         if dp is not None:
             delta = dp.delta if dp.delta is not None else default_delta([p.rows for p in parts])
@@ -496,6 +511,10 @@ class RunPlan:
         d["participants"] = [p.to_dict() for p in self.participants]
         d["penalty"] = asdict(self.penalty)
         d["privacy"] = None if self.privacy is None else self.privacy.to_dict()
+        if self.knowledge is None:
+            del d["knowledge"]  # a plan without knowledge reads as before
+        else:
+            d["knowledge"] = self.knowledge.to_dict()
         return d
 
     @classmethod
@@ -507,6 +526,8 @@ class RunPlan:
         kw["participants"] = tuple(ParticipantShape(**p) for p in d["participants"])
         kw["penalty"] = PenaltyPlan(**d["penalty"])
         kw["privacy"] = None if d["privacy"] is None else PrivacyPlan.from_dict(d["privacy"])
+        k = d.get("knowledge")
+        kw["knowledge"] = None if k is None else Knowledge.from_dict(k, kw["names"])
         return cls(**kw)
 
     def options_dict(self) -> dict:

@@ -16,7 +16,8 @@ import numpy as np
 import scipy
 
 from bnsl_cli import __version__
-from bnsl_cli.errors import PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning, warn
+from bnsl_cli.dag import unfitted_required
+from bnsl_cli.errors import ConvergenceWarning, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning, warn
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
 from bnsl_cli.plan import RunPlan
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -99,9 +100,12 @@ def base_report(plan: RunPlan) -> dict:
 
 def complete_report(report: dict, spec, plan: RunPlan, outcome, *, workers: int, weak: tuple) -> None:
     """After the rounds (the driver's fields and the stage's bytes already in ``report``): the
-    worker count, the graph (or each participant's), the privacy account with the weak-participant
-    warning, and — without ``trace`` — the per-round records summarised."""
+    worker count, the prior knowledge used (when given), the graph (or each participant's), the
+    privacy account with the weak-participant warning, and — without ``trace`` — the per-round
+    records summarised."""
     report["timing"]["workers"] = workers
+    if plan.knowledge is not None:
+        report["knowledge"] = knowledge_report(plan, outcome, report["warnings"])
     if outcome.local is not None:
         for entry in report["local"]:
             entry["graph"] = graph_to_json(entry.pop("W"), plan.names)
@@ -114,6 +118,27 @@ def complete_report(report: dict, spec, plan: RunPlan, outcome, *, workers: int,
         report["warnings"].append(weak[1])
     if not plan.trace:
         summarise(report)
+
+
+def knowledge_report(plan: RunPlan, outcome, warn_list: list) -> dict:
+    """The report's ``knowledge`` entry: what was used (counts and edges) and how the graph(s) meet
+    it. A required edge left at weight 0 (a method with no second moments at the coordinator to fit
+    it, e.g. ``--dp`` without the polish) cannot be written as an edge: it is listed and warned about."""
+    k = plan.knowledge
+    entry = k.summary()
+    graphs = outcome.local if outcome.local is not None else [outcome.W]
+    F = k.forbidden_mask()
+    entry["forbidden_in_graph"] = int(sum(int(((np.asarray(W) != 0) & F).sum()) for W in graphs))
+    missing = sorted({(i, j) for W in graphs for i, j in unfitted_required(np.asarray(W), k)})
+    entry["required_missing"] = [[plan.names[i], plan.names[j]] for i, j in missing]
+    if missing:
+        edges = ", ".join(f"{plan.names[i]} -> {plan.names[j]}" for i, j in missing)
+        text = (
+            f"required edge(s) {edges} ended with weight 0 and no second moments were available to fit them, "
+            "so they are missing from the graph; run with the polish (fed-sparse) or a NOTEARS method to fit them"
+        )
+        warn([text], ConvergenceWarning, warn_list, stacklevel=3)
+    return entry
 
 
 def summarise(report: dict) -> None:

@@ -165,6 +165,22 @@ def command(
         "(adaptive below 50 variables, static from 50 on: measured faster there).",
         rich_help_panel=dataopts.PRIVACY,
     ),
+    require: Optional[List[str]] = typer.Option(
+        None, "--require", metavar="A->B", help="Prior knowledge: the edge A -> B must be in the graph (repeatable).",
+    ),
+    forbid: Optional[List[str]] = typer.Option(
+        None, "--forbid", metavar="A->B", help="Prior knowledge: the edge A -> B must not be in the graph (repeatable).",
+    ),
+    knowledge_file: Optional[List[Path]] = typer.Option(
+        None, "--knowledge", metavar="FILE", help="Prior knowledge file: lines 'require A -> B', 'forbid A -> B', "
+        "'tier N: names' (no edge from a later tier into an earlier one); '#' starts a comment.",
+    ),
+    require_file: Optional[List[Path]] = typer.Option(
+        None, "--require-file", metavar="CSV", help="Required edges as a bnlearn-style whitelist: CSV with header from,to.",
+    ),
+    forbid_file: Optional[List[Path]] = typer.Option(
+        None, "--forbid-file", metavar="CSV", help="Forbidden edges as a bnlearn-style blacklist: CSV with header from,to.",
+    ),
 ) -> None:
     """Learn a DAG from CSV shards held by several participants, without pooling their rows.
 
@@ -172,6 +188,7 @@ def command(
     """
     from bnsl_cli.federated.methods import method_spec
     from bnsl_cli.io.data import read_shards
+    from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan import DPConfig, LearnConfig
 
     if not dp and common.from_env(ctx, "epsilon"):
@@ -202,6 +219,7 @@ def command(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
         workers=workers, snap=snap, polish=polish, acyclicity=acyclicity, standardize=standardize,
+        knowledge=KnowledgeSource.from_options(require, forbid, knowledge_file, require_file, forbid_file),
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data

@@ -186,5 +186,13 @@ def print_run_summary(result, out, quiet: bool) -> None:
         pv = rep["privacy"]
         parts.append(f"(ε = {pv['epsilon']:.3g}, δ = {pv['delta']:.2g})")
     common.err_console.print(", ".join(parts))
+    kn = rep.get("knowledge")
+    if kn:
+        common.err_console.print(
+            f"knowledge: {kn['required_count']} required, {kn['forbidden_count']} forbidden, "
+            f"{kn['tier_count']} tiers ({kn['forbidden_pairs_total']} pairs excluded in all); "
+            f"{kn['forbidden_in_graph']} forbidden in the graph, {len(kn['required_missing'])} required missing",
+            highlight=False,
+        )
     if out is not None:
         common.err_console.print(f"wrote {out}/")

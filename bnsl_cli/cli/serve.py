@@ -28,7 +28,10 @@ RUN_OPTIONS = frozenset({
     "acyclicity", "polish", "standardize", "seed", "personal", "trace",
     "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "accountant", "public_means",
     "value_bound", "clip_levels", "noise", "collusion_tolerance",
+    "require", "forbid", "knowledge_file", "require_file", "forbid_file",
 })
+#: the prior-knowledge options (read into one KnowledgeSource, part of the plan)
+KNOWLEDGE_OPTIONS = ("require", "forbid", "knowledge_file", "require_file", "forbid_file")
 #: learn options about what the coordinator writes and prints
 OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "quiet", "verbose", "force"})
 #: learn options that choose the columns: the coordinator puts the chosen names in the plan and every
@@ -259,6 +262,7 @@ def _config(opts: dict, ctx=None):
     non-private one, as in learn). The one place serve checks the options (``cfg.check()``)."""
     from dataclasses import fields
 
+    from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan import DPConfig, LearnConfig
 
     unknown = set(opts) - RUN_OPTIONS - OUTPUT_OPTIONS - COLUMN_OPTIONS
@@ -277,6 +281,7 @@ def _config(opts: dict, ctx=None):
     elif opts.get("epsilon") is not None:
         raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
     kw = {f.name: opts[f.name] for f in fields(LearnConfig) if f.name in opts and f.name != "dp"}
+    kw["knowledge"] = KnowledgeSource.from_options(*(opts.get(k) for k in KNOWLEDGE_OPTIONS))
     cfg = LearnConfig(**kw, dp=dp, workers=1)
     cfg.check()
     return cfg

@@ -120,6 +120,10 @@ class Coordinator:
         self.lbfgs_evals = 0  # evaluations of the W-step objective (= evaluations of h)
         self.link = SupportState()  # encoder state of the broadcast channel (same for every participant)
         self.last_blocks: list[int] = []  # sizes of the cyclic blocks of the last W-step's support
+        #: prior knowledge (d × d bool masks, or None): forbidden entries of W are fixed at 0,
+        #: required ones are always in the W-step, never snapped and carry no ℓ₁ penalty
+        self.forbidden: np.ndarray | None = None
+        self.required: np.ndarray | None = None
 
     # -- messages ------------------------------------------------------------------------
     def broadcast(self, stop: bool = False) -> bytes:
@@ -172,7 +176,12 @@ class Coordinator:
         else:
             W = self._w_step_support()
         if self.snap > 0:
-            W[np.abs(W) < self.snap] = 0.0
+            if self.required is None:
+                W[np.abs(W) < self.snap] = 0.0
+            else:
+                W[(np.abs(W) < self.snap) & ~self.required] = 0.0
+        if self.forbidden is not None:
+            W[self.forbidden] = 0.0
         nz = np.flatnonzero(W)
         h = BlockAcyclicity(self.d, nz, self.acyclicity, self.logdet_s)(W.ravel()[nz])[0]
         if not np.isfinite(h):
@@ -212,6 +221,10 @@ class Coordinator:
     def _w_step_support(self) -> np.ndarray:
         d, P = self.d, self.P
         support = (self.B != 0).any(axis=0) | (self.beta != 0).any(axis=0)
+        if self.required is not None:
+            support |= self.required
+        if self.forbidden is not None:
+            support &= ~self.forbidden
         np.fill_diagonal(support, False)
         idx = np.flatnonzero(support.ravel())
         if idx.size and self.screen > 0:
@@ -221,6 +234,8 @@ class Coordinator:
             absc = np.abs(c)
             in_w = self.W.ravel()[idx] != 0
             keep = (absc >= self.screen) | in_w
+            if self.required is not None:
+                keep |= self.required.ravel()[idx]
             if 0 < self.screen < self.wide_screen and d >= self.wide_block:
                 blocks = BlockAcyclicity(d, idx[keep], self.acyclicity, self.logdet_s).blocks
                 if blocks and blocks[0] >= self.wide_block:
@@ -275,8 +290,11 @@ class Coordinator:
         import scipy.optimize
 
         # W⁺, W⁻ ≥ 0; the diagonal fixed at 0 (arrays, not a Python list of 2d² pairs)
+        if self.forbidden is not None:
+            off = off & ~self.forbidden
         bounds = scipy.optimize.Bounds(np.zeros(2 * d * d), np.where(np.tile(off.ravel(), 2), np.inf, 0.0))
         dd = d * d
+        lam_vec = None if self.required is None else np.tile(np.where(self.required, 0.0, lam).ravel(), 2)
 
         func = self._h
 
@@ -286,14 +304,19 @@ class Coordinator:
             if not np.isfinite(h):
                 return np.inf, np.zeros_like(v)
             diff = W - B_mean
+            pen = lam * float(v.sum()) if lam_vec is None else float(lam_vec @ v)
             obj = (
                 alpha * h + 0.5 * rho1 * h * h - float(np.sum(beta_sum * diff))
-                + 0.5 * rho2 * P * float(np.sum(diff * diff)) + lam * float(v.sum())
+                + 0.5 * rho2 * P * float(np.sum(diff * diff)) + pen
             )
             g = ((alpha + rho1 * h) * gh - beta_sum + rho2 * P * diff).ravel()
+            if lam_vec is not None:
+                return obj, np.concatenate([g, -g]) + lam_vec
             return obj, np.concatenate([g + lam, -g + lam])
 
         v0 = np.concatenate([np.maximum(self.W, 0).ravel(), np.maximum(-self.W, 0).ravel()])
+        if self.forbidden is not None:
+            v0 = np.minimum(v0, bounds.ub)
         sol = scipy.optimize.minimize(fun, v0, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": self.ftol, "maxiter": self.maxiter})
         self.lbfgs_evals += int(sol.nfev)
         if not sol.success or not np.isfinite(sol.fun):

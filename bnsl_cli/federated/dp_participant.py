@@ -212,6 +212,7 @@ class DPSparseParticipant(_PrivateHolder):
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
         report_B: bool = False,
+        forbidden: Optional[np.ndarray] = None,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
         X = clamp_rows(X, centre, v_hat)  # every later release sees bounded, finite rows (bounding)
@@ -219,6 +220,7 @@ class DPSparseParticipant(_PrivateHolder):
         self._record(events)
         self.notes = notes
         self.label = label or f"participant {pid + 1}"
+        self.forbidden = forbidden  # prior knowledge: public, from the plan
         self.steps = int(steps)
         self.v_hat = v_hat
         self.m_hat = v_hat * self.n_rows / float(n_total)
@@ -240,6 +242,7 @@ class DPSparseParticipant(_PrivateHolder):
             gumbel_multiplier=pv.multiplier(ReleaseKind.SELECTION), sigma_multiplier=pv.multiplier(ReleaseKind.UPDATE),
             rng=rng, clip=pv.clip, clip_levels=pv.clip_levels, polish_multiplier=pv.multiplier(ReleaseKind.POLISH),
             label=plan.participants[pid].label, preprocessed=preprocessed, report_B=plan.personal,
+            forbidden=plan.forbidden_mask(),
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
@@ -261,7 +264,7 @@ class DPSparseParticipant(_PrivateHolder):
         B0 = self.B
         self.B, events = dp_pgcd(
             self.grads, levels, B0, self.beta, self.W, self.rho2, self.lam, self.m_hat, self.steps,
-            self.n_total, self.gumbel_multiplier, self.sigma_multiplier, self.rng,
+            self.n_total, self.gumbel_multiplier, self.sigma_multiplier, self.rng, forbidden=self.forbidden,
         )
         self._record(events)
         self.steps_taken += self.steps

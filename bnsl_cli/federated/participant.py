@@ -122,13 +122,20 @@ class Participant:
 class SparseParticipant(Participant):
     """Fed-Sparse-BNSL: PGCD from the previous ``B_p``; sends only the changed coordinates."""
 
-    def __init__(self, pid, X, n_total, lam, steps: int, tol: float = 1e-8, report_B: bool = False):
+    def __init__(self, pid, X, n_total, lam, steps: int, tol: float = 1e-8, forbidden=None, required=None,
+                 report_B: bool = False):
         super().__init__(pid, X, n_total, lam, report_B=report_B)
         self.steps = int(steps)
         self.tol = float(tol)
+        #: prior knowledge (public, from the plan): PGCD never selects a forbidden coordinate
+        self.forbidden = forbidden
+        self.required = required
 
     def _local_update(self, rnd: int) -> SparseUpdate:
-        res = pgcd(self._S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol)
+        res = pgcd(
+            self._S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
+            forbidden=self.forbidden, required=self.required,
+        )
         self.steps_taken += res.steps
         self.B = res.B
         r, c = np.nonzero(res.changed)

@@ -113,6 +113,7 @@ class PolishStage:
         full: Optional[bool] = None,
         final_threshold: Optional[float] = _UNSET,
         threshold_given: bool = False,
+        knowledge=None,
     ):
         """``threshold`` turns the consensus into the start DAG; ``noise = (multiplier, clip,
         participants)`` for a private run: the participants' noise multiplier σ_pol, the row clip
@@ -133,6 +134,7 @@ class PolishStage:
         if final_threshold is _UNSET:
             final_threshold = self.threshold if (private or threshold_given) else None
         self.final_threshold = final_threshold
+        self.knowledge = knowledge
         self.result: Optional[PolishResult] = None
         self.pairs = None
         self.seconds = 0.0
@@ -140,7 +142,16 @@ class PolishStage:
     def request(self, W_raw: np.ndarray, rnd: int) -> Optional[bytes]:
         """The encoded :class:`GramRequest` (``None`` when there is nothing to polish)."""
         self.W_raw = np.array(W_raw, dtype=float)
-        self.W0 = threshold_to_dag(self.W_raw, self.threshold)[0]
+        if self.knowledge is None:
+            self.W0 = threshold_to_dag(self.W_raw, self.threshold)[0]
+        else:
+            F, R = self.knowledge.forbidden_mask(), self.knowledge.required_mask()
+            self.W_raw[F] = 0.0
+            # the required edges are in the start DAG (their pairs in the request) even at weight 0;
+            # a cycle they close is broken among the other edges, weakest first
+            start = np.where(R & (self.W_raw == 0), np.inf, self.W_raw)
+            self.W0 = threshold_to_dag(start, self.threshold, keep=R)[0]
+            self.W0[np.isinf(self.W0)] = 1.0
         d = self.W_raw.shape[0]
         if self.full:
             a, b = np.triu_indices(d)
@@ -177,6 +188,7 @@ class PolishStage:
         self.result = polish_graph(
             G, self.n_total, self.W0, self.W_raw, self.final_threshold, self.candidate,
             noise_std=self._noise_std(G), score=self.score, additions="all" if self.full else "consensus",
+            knowledge=self.knowledge,
         )
         self.result.info["pairs"] = int(self.pairs.size)
         self.seconds = time.perf_counter() - t0

@@ -102,7 +102,8 @@ class ColumnwiseSelector:
     column ``j`` with weight ``Z_j = Σ_i exp(S_ij / b)`` (Gumbel-max on ``b·log Z_j``), then row ``i`` with
     weight ``exp(S_ij / b) / Z_j``. Since ``P(i, j) = (Z_j / Z) · (exp(S_ij / b) / Z_j)`` this is exact.
     ``b = 0`` selects the column with the largest maximum, then its argmax (the plain argmax).
-    Masked entries are ``-inf``; every column needs at least one unmasked entry.
+    Masked entries are ``-inf``; a column masked whole (e.g. a variable that prior knowledge lets
+    have no parent) has weight ``-inf`` and is never chosen; some entry must be unmasked.
 
     ``set_scores`` installs a whole matrix (O(d²)); ``update_column`` replaces one column (O(d)).
     The score matrix is held by reference: change it only through these two methods.
@@ -120,15 +121,24 @@ class ColumnwiseSelector:
         """``b·log Σ_i exp(s_i / b)`` down axis 0 (a column, or every column of a matrix); the column
         maximum for ``b = 0``. NaN and ``+inf`` propagate through the maximum and are refused there."""
         top = np.max(s, axis=0)
-        if not np.all((top > -np.inf) & (top < np.inf)):
-            raise ValueError("every column needs a finite score; scores must be finite or -inf (masked)")
+        if not np.all(top < np.inf):  # NaN fails too
+            raise ValueError("scores must be finite or -inf (masked)")
         if self.scale == 0:
             return top
+        masked = top == -np.inf
+        if np.any(masked):  # a column masked whole: weight -inf (never chosen)
+            safe = np.where(masked, 0.0, top)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                w = safe + self.scale * np.log(np.sum(np.exp((s - safe) / self.scale), axis=0))
+            return np.where(masked, -np.inf, w)
         return top + self.scale * np.log(np.sum(np.exp((s - top) / self.scale), axis=0))
 
     def set_scores(self, S: np.ndarray) -> None:
+        col = self._column_weight(S)
+        if not np.any(col > -np.inf):
+            raise ValueError("every score is masked (-inf); nothing to select")
         self.S = S
-        self._col = self._column_weight(S)
+        self._col = col
 
     def update_column(self, j: int, column: np.ndarray) -> None:
         self.S[:, j] = column

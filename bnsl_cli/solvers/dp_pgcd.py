@@ -147,6 +147,7 @@ def dp_pgcd(
     gumbel_multiplier: float,
     sigma_multiplier: float,
     rng: np.random.Generator,
+    forbidden: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, list]:
     """``steps`` DP-PGCD steps from ``B`` (not modified) with clip levels ``levels``; returns the new
     ``B`` and the releases made (:class:`PrivacyEvent` list: one selection event for all steps, one
@@ -154,7 +155,12 @@ def dp_pgcd(
 
     Each step: select ``(m, j)`` by the exponential mechanism on the scores
     ``S_ij = √M_i |soft(B_ij − Ĝ_ij / M_i, λ/M_i) − B_ij|`` (Gumbel scale ``gumbel_multiplier · Δ_S``),
-    then move ``B_mj`` to ``soft(B_mj − (Ĝ_mj + N(0, (sigma_multiplier Δ_m)²)) / M_m, λ/M_m)``."""
+    then move ``B_mj`` to ``soft(B_mj − (Ĝ_mj + N(0, (sigma_multiplier Δ_m)²)) / M_m, λ/M_m)``.
+
+    ``forbidden`` (prior knowledge, a public d × d bool mask from the plan): those coordinates get
+    score −∞ like the diagonal, so the exponential mechanism runs over the allowed coordinates only.
+    The set is public and the same for neighbouring data sets, so the score sensitivity Δ_S, the
+    Gumbel scale and the ledger events are unchanged."""
     d, n = B.shape[0], float(n_total)
     if grads.levels is None or not np.array_equal(levels, grads.levels):
         grads.set_levels(levels)
@@ -173,6 +179,9 @@ def dp_pgcd(
     # column-wise in O(d) per step
     score = np.abs(soft_threshold(B - G * inv_m, thr) - B) * sqrtM[:, None]
     np.fill_diagonal(score, -np.inf)
+    if forbidden is not None:
+        score[forbidden] = -np.inf
+        forbidden_t = np.ascontiguousarray(forbidden.T)
     selector = ColumnwiseSelector(b, rng)
     selector.set_scores(score)
     thr_col, inv_col = thr[:, 0], inv_m[:, 0]
@@ -198,6 +207,8 @@ def dp_pgcd(
             np.abs(soft_threshold(bcol - gcol * inv_col, thr_col) - bcol, out=col)
             col *= sqrtM
             col[j] = -np.inf
+            if forbidden is not None:
+                col[forbidden_t[j]] = -np.inf
             selector.update_column(j, col)
     B = np.ascontiguousarray(Bt.T)
     events = [PrivacyEvent(ReleaseKind.SELECTION, EXPONENTIAL, delta_s, b, steps)]

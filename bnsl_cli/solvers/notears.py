@@ -42,8 +42,13 @@ def notears_linear(
     h_tol: float = 1e-8,
     rho_max: float = 1e16,
     progress: Optional[Callable[[dict], None]] = None,
+    forbidden: Optional[np.ndarray] = None,
+    required: Optional[np.ndarray] = None,
 ) -> NotearsResult:
-    """NOTEARS on the second-moment matrix ``S`` (d × d). See the module docstring."""
+    """NOTEARS on the second-moment matrix ``S`` (d × d). See the module docstring.
+
+    Prior knowledge: the entries of the bool mask ``forbidden`` are fixed at 0 through the bounds
+    (like the diagonal); the entries of ``required`` carry no ℓ₁ penalty."""
     # deferred on purpose: a third-party import of about 0.25 s that fed-sparse runs never need
     # (tests/cli/test_app.py keeps a small fed-sparse learn free of it)
     import scipy.optimize
@@ -53,6 +58,12 @@ def notears_linear(
     d = S.shape[0]
     eye = np.eye(d)
     bounds = [(0.0, 0.0) if i == j else (0.0, None) for _ in range(2) for i in range(d) for j in range(d)]
+    lam_vec = None
+    if forbidden is not None:
+        F = np.asarray(forbidden, dtype=bool)
+        bounds = [(0.0, 0.0) if F[i, j] or i == j else (0.0, None) for _ in range(2) for i in range(d) for j in range(d)]
+    if required is not None:
+        lam_vec = np.tile(np.where(np.asarray(required, dtype=bool), 0.0, lam).ravel(), 2)
     w_est = np.zeros(2 * d * d)
     rho, alpha, h = 1.0, 0.0, np.inf
     history = []
@@ -68,9 +79,12 @@ def notears_linear(
         hv, gh = acyclicity(W)
         if not np.isfinite(hv):
             return np.inf, np.zeros_like(w)
-        obj = loss + 0.5 * rho * hv * hv + alpha * hv + lam * float(w.sum())
         g = -SR + (rho * hv + alpha) * gh
         gflat = g.ravel()
+        if lam_vec is not None:
+            obj = loss + 0.5 * rho * hv * hv + alpha * hv + float(lam_vec @ w)
+            return obj, np.concatenate([gflat, -gflat]) + lam_vec
+        obj = loss + 0.5 * rho * hv * hv + alpha * hv + lam * float(w.sum())
         return obj, np.concatenate([gflat + lam, -gflat + lam])
 
     outer = 0

@@ -73,9 +73,14 @@ class PGCDResult:
     G: np.ndarray  # the incrementally maintained gradient at the returned B
 
 
-def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e-8) -> PGCDResult:
+def pgcd(
+    S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e-8, forbidden=None, required=None
+) -> PGCDResult:
     """Run at most ``max_steps`` PGCD steps from ``B`` (not modified); stop early when every
-    candidate step ``|B̃_ij − B_ij|`` is below ``tol``."""
+    candidate step ``|B̃_ij − B_ij|`` is below ``tol``.
+
+    Prior knowledge (d × d bool masks): a ``forbidden`` coordinate is never selected (its candidate
+    step is held at 0); a ``required`` one carries no ℓ₁ penalty (its soft threshold is 0)."""
     d = S.shape[0]
     B = np.array(B, dtype=float, copy=True)
     G = smooth_gradient(S, B, beta, W, rho2)
@@ -83,10 +88,17 @@ def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e
     inv_m = 1.0 / m_row
     sqrt_m = np.sqrt(m_row)
     thr = lam * inv_m
+    # per coordinate, transposed like ``stept`` (row n = column n): only with required edges
+    thr_t = None if required is None else np.ascontiguousarray(np.where(np.asarray(required, bool), 0.0, thr[:, None]).T)
+    off_t = None if forbidden is None else np.ascontiguousarray(np.asarray(forbidden, bool).T)
     # candidate steps and scores for every coordinate, diagonal excluded; kept transposed (row n
     # of ``stept`` is column n), so that a step touches contiguous rows only
-    stept = np.ascontiguousarray((soft_threshold(B - G * inv_m[:, None], thr[:, None]) - B).T)
+    stept = np.ascontiguousarray(
+        (soft_threshold(B - G * inv_m[:, None], thr[:, None] if thr_t is None else thr_t.T) - B).T
+    )
     np.fill_diagonal(stept, 0.0)
+    if off_t is not None:
+        stept[off_t] = 0.0
     score = np.abs(stept) * sqrt_m[None, :]
     col_arg = np.argmax(score, axis=1)
     col_max = score[np.arange(d), col_arg]
@@ -119,11 +131,17 @@ def pgcd(S, B, beta, W, rho2: float, lam: float, max_steps: int, tol: float = 1e
         # refresh column n's candidates
         mul(gcol, inv_m, out=t)
         sub(bcol, t, out=z)
-        maximum(z, neg_thr, out=z)
-        minimum(z, thr, out=z)
+        if thr_t is None:
+            maximum(z, neg_thr, out=z)
+            minimum(z, thr, out=z)
+        else:
+            maximum(z, -thr_t[n], out=z)
+            minimum(z, thr_t[n], out=z)
         add(t, z, out=t)
         np.negative(t, out=new)
         new[n] = 0.0
+        if off_t is not None:
+            new[off_t[n]] = 0.0
         absolute(new, out=z)
         mul(z, sqrt_m, out=z)
         k = int(z_argmax())

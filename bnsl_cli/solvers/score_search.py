@@ -143,6 +143,8 @@ def score_search(
     max_moves: Optional[int] = None,
     noise_std: Optional[np.ndarray] = None,
     z: float = 3.0,
+    forbidden: Optional[np.ndarray] = None,
+    required: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, list]:
     """Greedy best-improvement search from the DAG ``E0`` (``E0[i, j]`` = edge ``i → j``) over
     deletions, reversals and additions, every move keeping the graph acyclic.
@@ -153,7 +155,10 @@ def score_search(
     (bool matrix; ``None``: every pair whose moments are known). With ``noise_std`` (private runs)
     an addition needs a partial second moment above ``z`` noise stds. The gains of all moves of a
     node are computed at once from its conditional covariances; after a move only the families
-    that changed are recomputed. Returns the final DAG and the moves as ``(kind, i, j)``."""
+    that changed are recomputed. Returns the final DAG and the moves as ``(kind, i, j)``.
+
+    Prior knowledge (d × d bool masks): no move creates a ``forbidden`` edge (additions and
+    reversals); a ``required`` edge is never deleted nor reversed."""
     if score not in ("equal", "node"):
         raise ValueError(f"score must be 'equal' or 'node', got {score!r}")
     d = G.shape[0]
@@ -168,6 +173,8 @@ def score_search(
     DEL = np.full((d, d), np.nan)  # DEL[i, j] = RSS_j(pa_j − {i}) for i ∈ pa_j
     ok_add = np.ones((d, d), dtype=bool) if allowed is None else allowed.astype(bool).copy()
     np.fill_diagonal(ok_add, False)
+    if forbidden is not None:
+        ok_add &= ~forbidden
     gate = None if noise_std is None else (z * noise_std) ** 2
 
     def refresh(j: int) -> None:
@@ -203,6 +210,11 @@ def score_search(
                 g_rev = scale * np.log(TR[ej] + DEL[ei, ej] - R[ei] + ADD[ej, ei]) - base
             g_del[~np.isfinite(g_del)] = inf
             g_rev[~np.isfinite(g_rev)] = inf
+            if required is not None:
+                g_del[required[ei, ej]] = inf
+                g_rev[required[ei, ej]] = inf
+            if forbidden is not None:
+                g_rev[forbidden[ej, ei]] = inf
             tol = -1e-9 * max(1.0, abs(scale * np.log(T)) if not node else abs(half_n * logR.sum()))
             best = None
             if g_del.size:
@@ -345,6 +357,7 @@ def polish_graph(
     score: str = "equal",
     additions: str = "consensus",
     penalty: Optional[float] = None,
+    knowledge=None,
 ) -> PolishResult:
     """Hill-climb from the thresholded consensus DAG ``W0``, fit least squares; then, when
     ``threshold`` is given, drop the edges with ``|w| ≤ threshold`` and refit (``None``: the score
@@ -355,13 +368,23 @@ def polish_graph(
     :func:`score_search`) or ``"auto"``: the equal-variance search, then the per-node search from
     its result and from ``W0`` (the better of the two per-node results), keeping the graph whose model has the lower BIC (:func:`bic_of`; the per-node model
     pays ``d − 1`` more variance parameters). ``penalty`` per edge: default the BIC ``log(n)/2``
-    with candidate additions and the extended BIC :func:`ebic_penalty` with every pair."""
+    with candidate additions and the extended BIC :func:`ebic_penalty` with every pair.
+
+    ``knowledge`` (:class:`bnsl_cli.knowledge.Knowledge`): the search never adds a forbidden edge and
+    starts from, and keeps, every required edge; the threshold and the noise pruning spare the
+    required edges, whose least-squares weights are the fit of a required edge the consensus left at 0."""
     if score not in SCORES:
         raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
     if additions not in ("consensus", "all"):
         raise ValueError(f"additions must be 'consensus' or 'all', got {additions!r}")
     d = G.shape[0]
     E0 = W0 != 0
+    kw = {}
+    F = R = None
+    if knowledge is not None:
+        F, R = knowledge.forbidden_mask(), knowledge.required_mask()
+        E0 = (E0 & ~F) | R
+        kw = {"forbidden": F, "required": R}
     if penalty is None:
         penalty = ebic_penalty(n, d) if additions == "all" else float(np.log(n) / 2.0)
     if additions == "all":
@@ -369,31 +392,48 @@ def polish_graph(
     else:
         allowed = np.abs(W_raw) > candidate
     results = {}
+
+    def search(start, sc):
+        E, mv = score_search(G, n, start, allowed, sc, penalty, noise_std=noise_std, **kw)
+        if R is not None:
+            # with knowledge the constrained greedy search can stall far from the unconstrained one's
+            # optimum (measured: BIC 1615 against 425 from the required edges alone, d = 20): it also
+            # starts from the required edges alone, and the lower BIC wins
+            E2, mv2 = score_search(G, n, R, allowed, sc, penalty, noise_std=noise_std, **kw)
+            if bic_of(G, n, E2, sc, penalty) < bic_of(G, n, E, sc, penalty):
+                return E2, mv2
+        return E, mv
+
     if score == "auto":
         # the equal-variance search first (its orientations are identifiable), then the per-node
         # search from its result; the model with the lower BIC wins
-        E, moves = score_search(G, n, E0, allowed, "equal", penalty, noise_std=noise_std)
+        E, moves = search(E0, "equal")
         results["equal"] = (E, moves, bic_of(G, n, E, "equal", penalty))
-        E2, moves2 = score_search(G, n, E, allowed, "node", penalty, noise_std=noise_std)
+        E2, moves2 = search(E, "node")
         results["node"] = (E2, moves + moves2, bic_of(G, n, E2, "node", penalty))
         # and the per-node search straight from the consensus: the better per-node result is kept
-        E3, moves3 = score_search(G, n, E0, allowed, "node", penalty, noise_std=noise_std)
+        E3, moves3 = search(E0, "node")
         b3 = bic_of(G, n, E3, "node", penalty)
         if b3 < results["node"][2]:
             results["node"] = (E3, moves3, b3)
         chosen = min(results, key=lambda k: results[k][2])
     else:
-        E, moves = score_search(G, n, E0, allowed, score, penalty, noise_std=noise_std)
+        E, moves = search(E0, score)
         results[score] = (E, moves, None)
         chosen = score
     E, moves, _ = results[chosen]
     pruned = 0
     if noise_std is not None:
         E, pruned = prune_within_noise(G, E, noise_std)
+        if R is not None:
+            pruned -= int((R & ~E).sum())
+            E = E | R
     W = least_squares_weights(G, E)
     weak = np.zeros_like(E)
     if threshold is not None:
         weak = E & (np.abs(W) <= threshold)
+        if R is not None:
+            weak &= ~R
         if weak.any():
             E = E & ~weak
             W = least_squares_weights(G, E)

@@ -35,6 +35,8 @@ from typing import Optional
 
 import numpy as np
 
+from bnsl_cli.dag import threshold_to_dag
+
 __all__ = [
     "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
     "least_squares", "learn_suffstats",
@@ -149,11 +151,16 @@ def noise_aware_search(
     max_moves: Optional[int] = None,
     u: Optional[np.ndarray] = None,
     H: Optional[np.ndarray] = None,
+    forbidden: Optional[np.ndarray] = None,
+    required: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, list]:
     """Greedy search over deletions, additions and reversals (every move keeps the graph acyclic),
     admitting only edges whose noise-aware test statistic exceeds ``kappa`` (see the module
     docstring). ``G``: the (PSD) second moments; ``tau``: the std of the release noise per entry
-    of ``G`` (times ``u_a u_b`` when the columns' scales ``u`` are given). Returns the DAG (bool, ``E[i, j]`` = edge ``i → j``) and the moves ``(kind, i, j)``."""
+    of ``G`` (times ``u_a u_b`` when the columns' scales ``u`` are given). Returns the DAG (bool, ``E[i, j]`` = edge ``i → j``) and the moves ``(kind, i, j)``.
+
+    Prior knowledge (d × d bool masks): no addition or reversal creates a ``forbidden`` edge; a
+    ``required`` edge is never deleted nor reversed (``E0`` must hold the required edges)."""
     if score not in ("equal", "node"):
         raise ValueError(f"score must be 'equal' or 'node', got {score!r}")
     G = np.asarray(G, dtype=float)
@@ -203,6 +210,8 @@ def noise_aware_search(
     while len(moves) < max_moves:
         # 1. an edge the noise could explain goes first (the weakest)
         weak = E & (KEEP <= kap)
+        if required is not None:
+            weak &= ~required
         if weak.any():
             wi, wj = np.nonzero(weak)
             k = int(np.argmin(KEEP[wi, wj]))
@@ -216,6 +225,8 @@ def noise_aware_search(
         # 2. additions that pass the test, by likelihood gain
         ok = (T2 > kap) & ~E & ~E.T & np.isfinite(ADD)
         np.fill_diagonal(ok, False)
+        if forbidden is not None:
+            ok &= ~forbidden
         if ok.any():
             ai, aj = np.nonzero(ok)
             g = gain(aj, ADD[ai, aj])
@@ -235,6 +246,10 @@ def noise_aware_search(
         ei, ej = np.nonzero(E)
         if ei.size:
             ok_rev = T2[ej, ei] > kap
+            if forbidden is not None:
+                ok_rev &= ~forbidden[ej, ei]
+            if required is not None:
+                ok_rev &= ~required[ei, ej]
             g = gain(ej, DEL[ei, ej], ei, ADD[ej, ei])
             g[~ok_rev | ~np.isfinite(g)] = np.inf
             limit = 0.0 if best is None else best[0]
@@ -345,7 +360,8 @@ class SuffstatsResult:
 
 
 def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "auto",
-                    u: Optional[np.ndarray] = None, start: str = "order", H: Optional[np.ndarray] = None) -> SuffstatsResult:
+                    u: Optional[np.ndarray] = None, start: str = "order", H: Optional[np.ndarray] = None,
+                    knowledge=None) -> SuffstatsResult:
     """The DAG from released second moments ``G`` (any symmetric matrix; projected to PSD here)
     with release noise std ``tau·u_a·u_b`` on entry ``(a, b)``. ``start="order"``: the search
     starts from :func:`ordered_parents` of :func:`topdown_order`; ``"empty"``: from no edges.
@@ -371,15 +387,23 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
         order = topdown_order(A)
         E0 = ordered_parents(A, order, n, tau, u, H=H)
         info["start_edges"] = int(E0.sum())
+    kw = {}
+    if knowledge is not None:
+        # prior knowledge: the start loses its forbidden edges and gains the required ones (a cycle
+        # they close is broken among the other edges), and the search keeps to both masks
+        F, Rq = knowledge.forbidden_mask(), knowledge.required_mask()
+        base = np.zeros((d, d), bool) if E0 is None else (E0 & ~F)
+        E0 = threshold_to_dag(np.where(Rq, 2.0, base.astype(float)), 0.0, keep=Rq)[0] != 0
+        kw = {"forbidden": F, "required": Rq}
     if score == "auto":
-        E1, m1 = noise_aware_search(A, n, tau, "equal", E0=E0, u=u, H=H)
-        E2, m2 = noise_aware_search(A, n, tau, "node", E0=E1, u=u, H=H)
+        E1, m1 = noise_aware_search(A, n, tau, "equal", E0=E0, u=u, H=H, **kw)
+        E2, m2 = noise_aware_search(A, n, tau, "node", E0=E1, u=u, H=H, **kw)
         b1, b2 = _bic(A, n, E1, "equal"), _bic(A, n, E2, "node")
         chosen = "equal" if b1 <= b2 else "node"
         E, moves = (E1, m1) if chosen == "equal" else (E2, m1 + m2)
         info["bic"] = {"equal": float(b1), "node": float(b2)}
     else:
-        E, moves = noise_aware_search(A, n, tau, score, E0=E0, u=u, H=H)
+        E, moves = noise_aware_search(A, n, tau, score, E0=E0, u=u, H=H, **kw)
         chosen = score
     info["score"] = chosen
     info["moves"] = {k: sum(1 for m in moves if m[0] == k) for k in ("add", "delete", "reverse")}

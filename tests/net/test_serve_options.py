@@ -7,6 +7,7 @@ The coordinator's network is replaced by an in-process fleet (:class:`LoopbackFl
 
 import inspect
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from bnsl_cli.io.data import read_table  # noqa: E402
 
 #: a value different from the default for every RUN option (extra options it needs to matter in
 #: the plan; private options are compared with the same private baseline)
+DATA = Path(__file__).resolve().parents[1] / "data"
 CHANGES = {
     "method": ["--method", "fed-bnsl"],
     "lam": ["--lambda", "0.07"],
@@ -40,6 +42,11 @@ CHANGES = {
     "personal": ["--personal"],
     "trace": ["--trace"],
     "dp": ["--dp", "--epsilon", "5"],
+    "require": ["--require", "x01->x02"],
+    "forbid": ["--forbid", "x01->x02"],
+    "knowledge_file": ["--knowledge", str(DATA / "knowledge_x01_x02.txt")],
+    "require_file": ["--require-file", str(DATA / "arcs_x01_x02.csv")],
+    "forbid_file": ["--forbid-file", str(DATA / "arcs_x01_x02.csv")],
 }
 PRIVATE = ["--dp", "--epsilon", "5"]
 PRIVATE_CHANGES = {

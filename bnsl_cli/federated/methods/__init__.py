@@ -55,7 +55,10 @@ def _fed_sparse_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=Non
     """A Fed-Sparse-BNSL participant (DP-PGCD under a private plan)."""
     if plan.private:
         return DPSparseParticipant.from_plan(plan, pid, X, rng, preprocessed=preprocessed)
-    return SparseParticipant(pid, X, plan.n_total, plan.lam, plan.steps, plan.tol, report_B=plan.personal)
+    return SparseParticipant(
+        pid, X, plan.n_total, plan.lam, plan.steps, plan.tol,
+        forbidden=plan.forbidden_mask(), required=plan.required_mask(), report_B=plan.personal,
+    )
 
 
 def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None):

@@ -134,10 +134,15 @@ def coordinator_for(spec, plan) -> Coordinator:
     schedule = PenaltySchedule(pen.rho1, pen.rho2, pen.growth1, pen.growth2, pen.cap)
     if spec.sparse_updates:
         private = {"screen": 0.0, "ftol_start": 0.0} if plan.private else {}
-        return Coordinator(
+        coord = Coordinator(
             plan.d, plan.P, schedule, snap=plan.snap, ftol=plan.server_ftol, acyclicity=plan.acyclicity, **private
         )
-    return Coordinator(plan.d, plan.P, schedule, l1=plan.lam, dense=True, ftol=plan.server_ftol, acyclicity=plan.acyclicity)
+    else:
+        coord = Coordinator(
+            plan.d, plan.P, schedule, l1=plan.lam, dense=True, ftol=plan.server_ftol, acyclicity=plan.acyclicity
+        )
+    coord.forbidden, coord.required = plan.forbidden_mask(), plan.required_mask()
+    return coord
 
 
 def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
@@ -149,7 +154,9 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
         noise = None
         if plan.private:
             noise = (plan.privacy.multiplier(ReleaseKind.POLISH), POLISH_CLIP, plan.P)
-        stage = polish.PolishStage(plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given)
+        stage = polish.PolishStage(
+            plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given, knowledge=plan.knowledge
+        )
     log = run_admm(
         coord, fleet, plan.rounds, h_tol=plan.h_tol, gap_tol=plan.gap_tol, threshold=plan.threshold,
         progress=progress, polish=stage,
@@ -157,7 +164,7 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
     summaries = fleet.finish()
     label = plan.method + (" --dp" if plan.private else "")
     W_raw = coord.W.copy()
-    W, removed = finish_graph(W_raw, plan.threshold, label, plan.names)
+    W, removed = finish_graph(W_raw, plan.threshold, label, plan.names, plan.knowledge)
     W, polish_info = _polish_entry(spec, stage, W)
     converged, warning = _convergence(log, plan, plan.method + (" (dp)" if plan.private else ""))
     warn_list = []

@@ -48,7 +48,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import finish_graph
+from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
@@ -305,8 +305,11 @@ def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
     if plan.standardize:
         check_scales(mu, sd, plan.names)
         S, sd = standardized(S)
-    res = notears_linear(S, plan.lam, progress=progress)
-    W, removed = finish_graph(res.W, plan.threshold, plan.method, plan.names)
+    res = notears_linear(
+        S, plan.lam, progress=progress, forbidden=plan.forbidden_mask(), required=plan.required_mask()
+    )
+    W, removed = finish_graph(res.W, plan.threshold, plan.method, plan.names, plan.knowledge)
+    W = fit_required(W, S, plan.knowledge)
     summaries = fleet.finish()
     notes = []
     if not res.converged:

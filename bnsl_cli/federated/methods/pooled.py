@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnsl_cli.dag import finish_graph
+from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, warn
 from bnsl_cli.federated.outcome import Outcome
 from bnsl_cli.solvers.notears import notears_linear
@@ -27,8 +27,9 @@ class NotearsSite:
 
     report_B = False
 
-    def __init__(self, pid: int, X: np.ndarray, lam: float, standardize: bool = False, blocks=None):
+    def __init__(self, pid: int, X: np.ndarray, lam: float, standardize: bool = False, blocks=None, knowledge=None):
         self.pid = int(pid)
+        self.knowledge = knowledge
         # pooled rows: the moments of each participant's block, pooled exactly as fed-moments pools
         # its messages (so the two see bit-for-bit the same matrix)
         self._S = pooled_moments_of_blocks(X, [X.shape[0]] if blocks is None else blocks)
@@ -43,8 +44,12 @@ class NotearsSite:
         raise ValueError("a NOTEARS site exchanges no messages")
 
     def summary(self) -> dict:
-        res = notears_linear(self._S, self.lam)
-        return {
+        k = self.knowledge
+        if k is None:
+            res = notears_linear(self._S, self.lam)
+        else:
+            res = notears_linear(self._S, self.lam, forbidden=k.forbidden_mask(), required=k.required_mask())
+        out = {
             "participant": self.pid + 1,
             "rows": self.n_rows,
             "W": res.W.tolist(),
@@ -57,18 +62,22 @@ class NotearsSite:
             "events": [],
             "sd": self.sd.tolist(),
         }
+        if k is not None:
+            # the site's second moments fit a required edge that ends with weight 0 (local arithmetic)
+            out["S"] = self._S.tolist()
+        return out
 
 
 def pooled_site(plan, pid: int, X: np.ndarray, rng=None) -> NotearsSite:
     """The one site of ``notears``: every row pooled (its moments pooled block by block as
     fed-moments pools its messages, when ``X`` holds the plan's participants' rows in order)."""
     blocks = plan.rows if sum(plan.rows) == X.shape[0] else None
-    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize, blocks=blocks)
+    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize, blocks=blocks, knowledge=plan.knowledge)
 
 
 def local_site(plan, pid: int, X: np.ndarray, rng=None) -> NotearsSite:
     """A site of ``local-notears``: NOTEARS on its own rows alone."""
-    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize)
+    return NotearsSite(pid, X, plan.lam, standardize=plan.standardize, knowledge=plan.knowledge)
 
 
 def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
@@ -96,7 +105,9 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
             for h in s["history"]:
                 progress({"round": h["outer"], "h": h["h"], "rho": h["rho"]})
         W_raw = np.array(s["W"], dtype=float)
-        W, removed = finish_graph(W_raw, plan.threshold, plan.method, plan.names)
+        W, removed = finish_graph(W_raw, plan.threshold, plan.method, plan.names, plan.knowledge)
+        if plan.knowledge is not None:
+            W = fit_required(W, np.array(s.pop("S")), plan.knowledge)
         check(s, plan.method)
         warn_list = []
         warn(notes, ConvergenceWarning, warn_list)
@@ -115,7 +126,9 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
     local, per = [], []
     for s in summaries:
         where = f"participant {s['participant']} ({plan.participants[s['participant'] - 1].label})"
-        W, removed = finish_graph(np.array(s["W"], dtype=float), plan.threshold, where, plan.names)
+        W, removed = finish_graph(np.array(s["W"], dtype=float), plan.threshold, where, plan.names, plan.knowledge)
+        if plan.knowledge is not None:
+            W = fit_required(W, np.array(s.pop("S")), plan.knowledge)
         check(s, where)
         local.append(W)
         per.append({

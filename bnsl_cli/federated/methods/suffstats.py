@@ -485,10 +485,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
             # the search on the correlation matrix (quantised: a change of units moves only last bits)
             check_scales(mean, sd, plan.names)
             Gs, sd = standardized(G)
-            res = learn_suffstats(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd))
+            res = learn_suffstats(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd), knowledge=plan.knowledge)
             W = res.W * sd[None, :] / sd[:, None]  # raw units, for the next basis
         else:
-            res = learn_suffstats(G, n, tau, H=H)
+            res = learn_suffstats(G, n, tau, H=H, knowledge=plan.knowledge)
             W = res.W
         history.append({"round": k, "tau": tau, "edges": int(res.E.sum()), "score": res.info.get("score"),
                         "weight": float(w0 / n)})
@@ -505,7 +505,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
     thr = plan.threshold if plan.threshold_given else 0.0
     if plan.standardize:  # the run reports standardised weights; the standardisation stage maps them back
         W = res.W
-    Wf, removed = finish_graph(W, thr, spec.name, plan.names)
+    Wf, removed = finish_graph(W, thr, spec.name, plan.names, plan.knowledge)
     summaries = fleet.finish()
     report = {
         "rounds": len(stages),

@@ -295,6 +295,8 @@ def plan_record(plan) -> dict:
         eps, rho = plan.privacy.spend()
         rec.update(epsilon=plan.privacy.epsilon, epsilon_recomputed=eps, rho=rho, delta=plan.privacy.delta,
                    releases=[r.to_dict() for r in plan.privacy.releases])
+    if plan.knowledge is not None:  # the prior knowledge the site's participant enforces (public)
+        rec["knowledge"] = plan.knowledge.to_dict()
     return rec
 
 

@@ -35,6 +35,20 @@ def is_dag(W: np.ndarray) -> bool:
     return seen == d
 
 
+
+def reaches(children: list, src: int, dst: int) -> bool:
+    """Is there a directed path ``src → … → dst`` in the graph given by its ``children`` lists?"""
+    stack, seen = [src], {src}
+    while stack:
+        u = stack.pop()
+        if u == dst:
+            return True
+        for v in children[u]:
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    return False
+
 def find_cycle_edges(W: np.ndarray) -> np.ndarray:
     """Boolean mask of the edges that lie on some directed cycle (both ends in one strongly
     connected component of size > 1, or a self-loop)."""

@@ -56,8 +56,6 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 from scipy import fft as _fft
-from scipy.optimize import brentq
-from scipy.signal import fftconvolve
 from scipy.special import log_ndtr, logsumexp, ndtr
 
 from bnsl_cli.privacy.accountant import epsilon_from_rho
@@ -124,6 +122,8 @@ class PLD:
         if self.probs.size == 1 or other.probs.size == 1:
             probs = np.convolve(self.probs, other.probs)
         else:
+            from scipy.signal import fftconvolve  # deferred: scipy.signal loads scipy.optimize (start-up)
+
             probs = fftconvolve(self.probs, other.probs)
         inf = self.inf_mass + other.inf_mass - self.inf_mass * other.inf_mass
         return PLD(self.h, self.lower + other.lower, probs, inf).truncated()
@@ -275,6 +275,8 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu / 2 + mu)
     while gaussian_delta(mu, hi) > dlt:
         hi *= 2.0
+    from scipy.optimize import brentq  # deferred: a small non-private learn never loads scipy.optimize (start-up)
+
     return brentq(lambda e: gaussian_delta(mu, e) - dlt, 0.0, hi, xtol=1e-15, rtol=4 * 2.0**-52, maxiter=500)
 
 

@@ -17,6 +17,8 @@ from typing import Optional
 
 import numpy as np
 
+from bnsl_cli.dag import reaches
+
 __all__ = [
     "POLISH_CANDIDATES",
     "SCORES",
@@ -52,20 +54,6 @@ def family_rss(G: np.ndarray, j: int, parents) -> float:
     if not np.isfinite(r):
         return np.inf
     return max(r, 1e-12 * max(abs(float(G[j, j])), 1e-300))
-
-
-def _reaches(children: list, src: int, dst: int) -> bool:
-    """Is there a directed path ``src → … → dst``?"""
-    stack, seen = [src], {src}
-    while stack:
-        u = stack.pop()
-        if u == dst:
-            return True
-        for v in children[u]:
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    return False
 
 
 def _descendants(children: list, src: int) -> set:
@@ -259,7 +247,7 @@ def score_search(
             for k in flat[np.argsort(g_rev[flat], kind="stable")]:
                 i, j = int(ei[k]), int(ej[k])
                 ch[i].discard(j)
-                legal = not _reaches(ch, i, j)
+                legal = not reaches(ch, i, j)
                 ch[i].add(j)
                 if legal:
                     best = (float(g_rev[k]), "reverse", i, j)

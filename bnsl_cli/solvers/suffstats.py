@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import threshold_to_dag
+from bnsl_cli.dag import reaches, threshold_to_dag
 
 __all__ = [
     "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
@@ -126,19 +126,6 @@ def _family(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: Optional[np
     else:
         t2_par = np.zeros(0)
     return R, add, np.nan_to_num(t2, nan=0.0, posinf=0.0), t2_par
-
-
-def _reaches(ch: list, src: int, dst: int) -> bool:
-    stack, seen = [src], {src}
-    while stack:
-        u = stack.pop()
-        if u == dst:
-            return True
-        for v in ch[u]:
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    return False
 
 
 def noise_aware_search(
@@ -234,7 +221,7 @@ def noise_aware_search(
                 if not g[k] < 0:
                     break
                 i, j = int(ai[k]), int(aj[k])
-                if _reaches(ch, j, i):
+                if reaches(ch, j, i):
                     continue
                 # the edge must also pass the test it will be kept by (exact, given the new family);
                 # otherwise the addition and the removal below would undo each other
@@ -256,7 +243,7 @@ def noise_aware_search(
             for k in np.flatnonzero(g < limit)[np.argsort(g[g < limit], kind="stable")]:
                 i, j = int(ei[k]), int(ej[k])
                 ch[i].discard(j)
-                legal = not _reaches(ch, i, j)
+                legal = not reaches(ch, i, j)
                 ch[i].add(j)
                 if legal:
                     best = (float(g[k]), "reverse", i, j)

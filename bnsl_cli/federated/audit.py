@@ -31,6 +31,8 @@ import numpy as np
 from bnsl_cli.federated.dp_participant import private_polish_moments
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, dp_pgcd
 from bnsl_cli.federated.methods.moments import private_moment_matrix
+from bnsl_cli.federated.methods.suffstats import CLIP as SUFFSTATS_CLIP
+from bnsl_cli.federated.methods.suffstats import whitened_moments_release
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.one_off import release_means, release_second_moments
 from bnsl_cli.privacy.pld import accountant_epsilon
@@ -372,11 +374,29 @@ def moment_matrix_case(rng, extreme=False) -> Case:
                           ref1, np.full(d * (d + 1) // 2, GAUSS_MULT * sens), GAUSS_MULT, rng)
 
 
+def whitened_moments_case(rng, extreme=False) -> Case:
+    """Fed-suffstats' stage release: rows in a broadcast basis ``a = [1; L⁻¹(x − m̃)/s̃]``, clipped to
+    ℓ₂ norm ``C = √(d + 1)``, summed as ``Σ a aᵀ`` plus symmetric noise."""
+    n, d = 50, 2
+    X = _base(n, d)
+    centre, scale, L = np.zeros(d), np.full(d, 0.5), np.eye(d)
+    ref0, ref1 = _with_last(X, [10.0, 0.0]), _with_last(X, [0.0, 10.0])
+    X0, X1 = (ref0, _with_last(X, [1.7e308, -1e160])) if extreme else (ref0, ref1)
+    sens = math.sqrt(2) * (SUFFSTATS_CLIP * math.sqrt(d + 1)) ** 2
+
+    def rel(Y, m, g):
+        M, ev = whitened_moments_release(Y, centre, scale, L, m, g)
+        return upper_triangle(M), ev
+
+    return _gaussian_case(K.WHITENED_MOMENTS.value + " (fed-suffstats)" + (" (extreme row)" if extreme else ""), rel,
+                          X0, X1, ref0, ref1, np.full((d + 1) * (d + 2) // 2, GAUSS_MULT * sens), GAUSS_MULT, rng)
+
+
 def all_cases(rng) -> list:
     """Every audited mechanism: the worst-case pair, then the pair with a planted extreme row."""
     out = []
     for make in (means_case, second_moments_case, update_case, selection_case, pgcd_step_case, polish_case,
-                 moment_matrix_case):
+                 moment_matrix_case, whitened_moments_case):
         out.append(make(rng))
         out.append(make(rng, extreme=True))
     out.append(update_case(rng, extreme="overflow"))

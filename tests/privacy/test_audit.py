@@ -45,6 +45,8 @@ CASES = [
     ("polish-extreme", A.polish_case, {"extreme": True}, "fast", None),
     ("moment-matrix", A.moment_matrix_case, {}, "fast", None),
     ("moment-matrix-extreme", A.moment_matrix_case, {"extreme": True}, "fast", None),
+    ("whitened-moments", A.whitened_moments_case, {}, "fast", None),
+    ("whitened-moments-extreme", A.whitened_moments_case, {"extreme": True}, "fast", None),
 ]
 
 

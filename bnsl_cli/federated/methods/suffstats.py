@@ -296,6 +296,31 @@ def _symmetric_noise(d: int, std: float, rng) -> np.ndarray:
     return symmetric_gaussian_matrix(d, std, rng)
 
 
+def _whitened_rows(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """``a = [1; L⁻¹ (x − m̃)/s̃]`` for every row (n × (d + 1))."""
+    from scipy.linalg import solve_triangular
+
+    Z = (X - centre[None, :]) / scale[None, :]
+    Y = solve_triangular(L, Z.T, lower=True).T
+    return np.hstack([np.ones((X.shape[0], 1)), Y])
+
+
+def whitened_moments_release(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.ndarray, multiplier: float,
+                             rng, split: int = 1):
+    """One private stage: ``Σ a aᵀ`` over the rows (clamped first, see :mod:`bnsl_cli.privacy.bounding`), each
+    ``a`` clipped to ℓ₂ norm ``C = CLIP·√(d + 1)``, plus symmetric Gaussian noise of std ``multiplier·√2·C²``
+    (``/√split``: this site's share under distributed noise). Returns the matrix and its ledger event."""
+    d = X.shape[1]
+    A = _whitened_rows(clamp_rows(X, centre, scale**2), centre, scale, L)  # bounding
+    c = CLIP * math.sqrt(d + 1)
+    A = clamp_abs(A)  # finite whatever row arrives; the clip factor is never 0·inf (bounding)
+    A = A * clip_factors(row_norms(A), c)[:, None]
+    sens = math.sqrt(2.0) * c**2
+    std = multiplier * sens
+    M = A.T @ A + _symmetric_noise(d + 1, std / math.sqrt(split), rng)
+    return M, PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, sens, std, 1, split)
+
+
 class SuffstatsSite:
     """A fed-suffstats participant. Answers a :class:`FirstRequest` (private: its share of the
     scale histograms; non-private: of the column means) and then every :class:`BasisBroadcast` with
@@ -353,26 +378,17 @@ class SuffstatsSite:
             if msg.d != self.d or not all(np.all(np.isfinite(v)) for v in (msg.centre, msg.scale, msg.L)) or not np.all(msg.scale > 0):
                 raise ValueError(f"{self.label}: the basis broadcast is not usable")
             self._once(f"stage {msg.round}")
-            from scipy.linalg import solve_triangular
-
-            X = self._X if self.privacy is None else clamp_rows(self._X, msg.centre, msg.scale**2)  # bounding
-            Z = (X - msg.centre[None, :]) / msg.scale[None, :]
-            Y = solve_triangular(msg.L, Z.T, lower=True).T
-            A = np.hstack([np.ones((self.n_rows, 1)), Y])
             if self.privacy is None:
+                A = _whitened_rows(self._X, msg.centre, msg.scale, msg.L)
                 M = A.T @ A
             else:
                 stages = _stage_releases(self.privacy)
                 if not 1 <= msg.round <= len(stages):
                     raise ValueError(f"{self.label}: stage {msg.round} is not in the plan")
                 rel = stages[msg.round - 1]
-                c = CLIP * math.sqrt(self.d + 1)
-                A = clamp_abs(A)  # finite whatever row arrives; the clip factor is never 0·inf (bounding)
-                A = A * clip_factors(row_norms(A), c)[:, None]
-                sens = math.sqrt(2.0) * c**2
-                std = rel.multiplier * sens
-                M = A.T @ A + _symmetric_noise(self.d + 1, std / math.sqrt(self._split(rel)), self.rng)
-                self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, sens, std, 1, self._split(rel)))
+                M, event = whitened_moments_release(self._X, msg.centre, msg.scale, msg.L, rel.multiplier, self.rng,
+                                                    self._split(rel))
+                self.ledger.record(self.pid, event)
             values = upper_triangle(M) / float(self.n_total)
             req = msg
         else:

@@ -27,6 +27,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 __all__ = [
+    "BasisBroadcast",
+    "FirstRequest",
     "HEADER",
     "MessageKind",
     "Header",
@@ -73,10 +75,10 @@ class MessageKind(enum.IntEnum):
     MOMENT_REQUEST = 23  #: :class:`MomentRequest`
     SHARE_REPLY = 25  #: :class:`ShareReply`
     CENTRE = 26  #: :class:`CentreBroadcast`
-    #: fed-suffstats' basis broadcast (:class:`~bnsl_cli.federated.methods.suffstats.BasisBroadcast`),
+    #: fed-suffstats' basis broadcast (:class:`BasisBroadcast`),
     #: answered with a share of the whitened moments, ``(d + 1)(d + 2)/2`` values
     SUFFSTATS_BASIS = 40
-    #: fed-suffstats' first request (:class:`~bnsl_cli.federated.methods.suffstats.FirstRequest`),
+    #: fed-suffstats' first request (:class:`FirstRequest`),
     #: answered with a share of as many values as its count field says
     SUFFSTATS_FIRST = 41
     # 21 and 24 (the per-participant statistics and moments before the sum-shaped encoding) are
@@ -696,3 +698,57 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
         # and a square) divided by n: never negative
         return f"sent a negative variance share ({float(vals.min()):.3g})"
     return why
+
+
+# fed-suffstats (federated/methods/suffstats.py)
+
+
+@dataclass(frozen=True)
+class FirstRequest:
+    """Server → participant, once: send your first share (private: the scale histograms; not
+    private: the column-mean shares). ``count`` is the number of values due (the networked fleet
+    checks the replies against it). Header only."""
+
+    round: int
+    d: int
+    count: int
+
+    kind = MessageKind.SUFFSTATS_FIRST
+
+    def encode(self) -> bytes:
+        return HEADER.pack(MessageKind.SUFFSTATS_FIRST, _VERSION, self.round, 0, self.d, self.count)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "FirstRequest":
+        kind, version, rnd, _, d, count = HEADER.unpack_from(data, 0)
+        if kind != MessageKind.SUFFSTATS_FIRST or version != _VERSION or len(data) != HEADER.size:
+            raise ValueError("not a fed-suffstats first request")
+        return cls(rnd, d, count)
+
+
+@dataclass(frozen=True)
+class BasisBroadcast:
+    """Server → participant: release stage ``round`` in the basis ``m̃``, ``s̃``, ``L`` (lower
+    triangular, d × d, row-major)."""
+
+    round: int
+    d: int
+    centre: np.ndarray
+    scale: np.ndarray
+    L: np.ndarray
+
+    kind = MessageKind.SUFFSTATS_BASIS
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(MessageKind.SUFFSTATS_BASIS, _VERSION, self.round, 0, self.d, 1)
+        return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.centre, self.scale, self.L))
+
+    @classmethod
+    def decode(cls, data: bytes) -> "BasisBroadcast":
+        kind, version, rnd, _, d, _ = HEADER.unpack_from(data, 0)
+        if kind != MessageKind.SUFFSTATS_BASIS or version != _VERSION:
+            raise ValueError("not a basis broadcast")
+        if len(data) != HEADER.size + 8 * (2 * d + d * d):
+            raise ValueError(f"a basis broadcast for d = {d} has {len(data)} bytes")
+        v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
+        return cls(rnd, d, v[:d], v[d : 2 * d], v[2 * d :].reshape(d, d))

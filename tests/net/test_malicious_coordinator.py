@@ -26,7 +26,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
     StandardizeBroadcast,
     StatsRequest,
 )
-from bnsl_cli.federated.methods.suffstats import BasisBroadcast, FirstRequest  # noqa: E402
+from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest  # noqa: E402
 from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.releases import ReleaseKind  # noqa: E402

@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import NoDagError, PrivacyBudgetError
-from bnsl_cli.federated.messages import HEADER, MessageKind, ShareReply, message_kind
+from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest, ShareReply, message_kind
 from bnsl_cli.federated.outcome import Outcome
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
@@ -87,8 +86,6 @@ _V_STEPS = 4
 _P_STEPS = 2
 #: Summed bins below this many noise stds are taken as empty.
 HIST_Z = 3.0
-_KIND_BASIS = MessageKind.SUFFSTATS_BASIS
-_KIND_FIRST = MessageKind.SUFFSTATS_FIRST
 
 
 def value_bins() -> int:
@@ -234,57 +231,6 @@ def _stage_releases(privacy) -> list:
 # ----------------------------------------------------------------------------------------------
 # the broadcast of the basis
 # ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FirstRequest:
-    """Server → participant, once: send your first share (private: the scale histograms; not
-    private: the column-mean shares). ``count`` is the number of values due (the networked fleet
-    checks the replies against it). Header only."""
-
-    round: int
-    d: int
-    count: int
-
-    kind = _KIND_FIRST
-
-    def encode(self) -> bytes:
-        return HEADER.pack(_KIND_FIRST, 1, self.round, 0, self.d, self.count)
-
-    @classmethod
-    def decode(cls, data: bytes) -> "FirstRequest":
-        kind, version, rnd, _, d, count = HEADER.unpack_from(data, 0)
-        if kind != _KIND_FIRST or version != 1 or len(data) != HEADER.size:
-            raise ValueError("not a fed-suffstats first request")
-        return cls(rnd, d, count)
-
-
-@dataclass(frozen=True)
-class BasisBroadcast:
-    """Server → participant: release stage ``round`` in the basis ``m̃``, ``s̃``, ``L`` (lower
-    triangular, d × d, row-major)."""
-
-    round: int
-    d: int
-    centre: np.ndarray
-    scale: np.ndarray
-    L: np.ndarray
-
-    kind = _KIND_BASIS
-
-    def encode(self) -> bytes:
-        head = HEADER.pack(_KIND_BASIS, 1, self.round, 0, self.d, 1)
-        return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.centre, self.scale, self.L))
-
-    @classmethod
-    def decode(cls, data: bytes) -> "BasisBroadcast":
-        kind, version, rnd, _, d, _ = HEADER.unpack_from(data, 0)
-        if kind != _KIND_BASIS or version != 1:
-            raise ValueError("not a basis broadcast")
-        if len(data) != HEADER.size + 8 * (2 * d + d * d):
-            raise ValueError(f"a basis broadcast for d = {d} has {len(data)} bytes")
-        v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
-        return cls(rnd, d, v[:d], v[d : 2 * d], v[2 * d :].reshape(d, d))
 
 
 # ----------------------------------------------------------------------------------------------

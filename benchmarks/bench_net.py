@@ -52,8 +52,8 @@ class _Echo:
 
 
 def _site(port, k, d, entries, certdir):
-    from bnsl_cli.federated.net.site import run_site
-    from bnsl_cli.federated.net.tls import load_party
+    from bnsl_cli.net.site import run_site
+    from bnsl_cli.net.tls import load_party
 
     creds = None
     if certdir:
@@ -64,7 +64,7 @@ def _site(port, k, d, entries, certdir):
 
 
 def _certs(P):
-    from bnsl_cli.federated.net.tls import make_certs
+    from bnsl_cli.net.tls import make_certs
 
     certdir = tempfile.mkdtemp(prefix="bnsl-bench-certs-")
     make_certs(Path(certdir), ["coordinator"] + [f"site{k}" for k in range(P)])
@@ -73,8 +73,8 @@ def _certs(P):
 
 def latency(P: int, d: int, rounds: int, tls: bool) -> dict:
     from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
-    from bnsl_cli.federated.net.fleet import NetworkFleet
-    from bnsl_cli.federated.net.tls import load_party
+    from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.net.tls import load_party
 
     certdir = _certs(P) if tls else None
     creds = load_party(*(Path(certdir) / n for n in ("ca.pem", "coordinator.pem", "coordinator.key"))) if tls else None
@@ -111,8 +111,8 @@ def latency(P: int, d: int, rounds: int, tls: bool) -> dict:
 
 
 def _run_site_proc(port, k, path, certdir):
-    from bnsl_cli.federated.net.site import run_site
-    from bnsl_cli.federated.net.tls import load_party
+    from bnsl_cli.net.site import run_site
+    from bnsl_cli.net.tls import load_party
     from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.io.data import read_table
     from bnsl_cli.plan import RunPlan
@@ -125,7 +125,7 @@ def _run_site_proc(port, k, path, certdir):
         plan = RunPlan.from_dict(body["plan"])
         return make_participant(plan, body["index"], t.X, None)
 
-    from bnsl_cli.federated.net.common import FederationError
+    from bnsl_cli.net.common import FederationError
 
     misses = 0
     while misses < 600:  # one run per repetition; between them the coordinator restarts
@@ -141,8 +141,8 @@ def _run_site_proc(port, k, path, certdir):
 def whole_run(reps: int) -> dict:
     import warnings
 
-    from bnsl_cli.federated.net.fleet import NetworkFleet
-    from bnsl_cli.federated.net.tls import load_party
+    from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.net.tls import load_party
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.plan import LearnConfig, RunPlan, Shapes, ParticipantShape
     from bnsl_cli.run import local_fleet, run

@@ -33,10 +33,10 @@ def command(
     is a TLS client certificate naming the site only (site:NAME), so no site can act as the
     coordinator and no certificate can take two places. The CA's private key is not kept: to add a party, make a new directory for everyone. For a
     real deployment use certificates from your organisation's CA."""
-    from bnsl_cli.federated.net.common import need_grpc
+    from bnsl_cli.net.common import need_grpc
 
     need_grpc()
-    from bnsl_cli.federated.net.tls import make_certs
+    from bnsl_cli.net.tls import make_certs
 
     names = [p.strip() for p in parties.split(",") if p.strip()]
     if not names:

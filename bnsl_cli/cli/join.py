@@ -87,8 +87,8 @@ def command(
     143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
-    from bnsl_cli.federated.net.common import need_grpc
-    from bnsl_cli.federated.net.tls import split_hostport
+    from bnsl_cli.net.common import need_grpc
+    from bnsl_cli.net.tls import split_hostport
 
     need_grpc()
     console = common.err_console
@@ -111,7 +111,7 @@ def command(
     table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: accepted()
     sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name
-    from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, plan_record
+    from bnsl_cli.net.policy import SiteGuard, SiteLimits, plan_record
 
     limits = SiteLimits(
         max_epsilon=max_epsilon,
@@ -125,7 +125,7 @@ def command(
         refuse_standardize=refuse_standardize,
         require_secure_sum=require_secure_sum,
     )
-    from bnsl_cli.federated.net.transcript import Transcript
+    from bnsl_cli.net.transcript import Transcript
     from bnsl_cli.federated.secure_sum import generate_keypair
 
     tpath = transcript if transcript is not None else csv.with_name(csv.stem + ".transcript.jsonl")
@@ -155,7 +155,7 @@ def command(
     status = "error"
     try:
         log(f"{name}: {table.n} rows, {table.d} columns; joining {coordinator}")
-        from bnsl_cli.federated.net.site import run_site
+        from bnsl_cli.net.site import run_site
 
         res = run_site(
             coordinator, hello, _recording(guard.on_plan, tr), secure_key=sk, credentials=creds, timeout=timeout,
@@ -189,7 +189,7 @@ def _own_identity(creds) -> dict:
     """This site's certificate identity and fingerprint for the transcript's run record."""
     if creds is None:
         return {"identity": None}
-    from bnsl_cli.federated.net.identity import identity_of
+    from bnsl_cli.net.identity import identity_of
 
     ident = identity_of(creds.cert)
     return {"identity": ident.name, "certificate_sha256": ident.sha256}
@@ -210,7 +210,7 @@ def _recording(on_plan, tr):
 
 
 def _plan_record_safe(body) -> dict:
-    from bnsl_cli.federated.net.policy import plan_record
+    from bnsl_cli.net.policy import plan_record
 
     try:
         from bnsl_cli.plan import RunPlan

@@ -13,7 +13,7 @@ def credentials(ca: Optional[Path], cert: Optional[Path], key: Optional[Path], i
     """Mutual-TLS credentials from ``--ca/--cert/--key``, or ``None`` with ``--insecure`` (loopback
     only, announced on stderr). ``role`` (``"serverAuth"`` for serve, ``"clientAuth"`` for join):
     the certificate must allow it (a swapped certificate is a usage error naming the file)."""
-    from bnsl_cli.federated.net.tls import is_loopback, load_party
+    from bnsl_cli.net.tls import is_loopback, load_party
 
     given = [x is not None for x in (ca, cert, key)]
     if insecure:
@@ -39,7 +39,7 @@ def credentials(ca: Optional[Path], cert: Optional[Path], key: Optional[Path], i
         )
     creds = load_party(ca, cert, key)
     if role is not None:
-        from bnsl_cli.federated.net.identity import check_role
+        from bnsl_cli.net.identity import check_role
 
         check_role(creds.cert, role, "--cert", cert)
     return creds

@@ -110,8 +110,8 @@ def _serve(
     6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C; 143 SIGTERM.
     """
     from bnsl_cli.errors import BnslError
-    from bnsl_cli.federated.net.common import need_grpc
-    from bnsl_cli.federated.net.tls import split_hostport
+    from bnsl_cli.net.common import need_grpc
+    from bnsl_cli.net.tls import split_hostport
 
     for given, option, where in (
         (sep, "--sep", "each site's separator: bnsl join --sep"),
@@ -174,7 +174,7 @@ def _serve(
     )
     od = output.prepare_learn_dir(out, [], participants, cfg.personal, bool(learn_options.get("force")))
 
-    from bnsl_cli.federated.net.fleet import NetworkFleet
+    from bnsl_cli.net.fleet import NetworkFleet
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
     try:
@@ -299,7 +299,7 @@ def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32, select: Optional[
     plan = RunPlan.resolve(cfg, shapes)
     spec = None
     if secure_sum:
-        from bnsl_cli.federated.net.common import FederationError
+        from bnsl_cli.net.common import FederationError
         keys = [h.get("x25519") for h in hellos]
         if not all(isinstance(k, str) and len(k) == 64 for k in keys):
             raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")

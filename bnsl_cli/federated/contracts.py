@@ -10,7 +10,7 @@ of bnsl).
   ``timing.workers``), ``secure_sum`` whether summable replies arrive securely aggregated (split
   noise is only allowed then). Every fleet sets all of these in its constructor:
   :class:`~bnsl_cli.federated.fleet.LocalFleet`, :class:`~bnsl_cli.federated.fleet.ProcessFleet`,
-  :class:`~bnsl_cli.federated.net.fleet.NetworkFleet`.
+  :class:`~bnsl_cli.net.fleet.NetworkFleet`.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ def test_process_fleet_is_a_fleet(tables):
 
 def test_network_fleet_and_guarded_participant_satisfy_the_contracts(tables):
     pytest.importorskip("grpc")
-    from bnsl_cli.federated.net.fleet import NetworkFleet
-    from bnsl_cli.federated.net.policy import SpendGuard
+    from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.net.policy import SpendGuard
 
     fleet = NetworkFleet("127.0.0.1:0", 2, timeout=5, secure_sum=True, scale_bits=30)
     try:

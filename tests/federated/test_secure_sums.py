@@ -66,7 +66,7 @@ def test_fed_bnsl_coordinator_from_the_sum_alone():
 
 def test_unmask_hands_over_sums_only_and_refuses_mismatched_shapes():
     pytest.importorskip("cryptography")
-    from bnsl_cli.federated.net.fleet import _unmask
+    from bnsl_cli.net.fleet import _unmask
     from bnsl_cli.federated.secure_sum import SecureSum, generate_keypair
 
     keys = [generate_keypair() for _ in range(P)]

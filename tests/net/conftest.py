@@ -52,7 +52,7 @@ def write_sites(root: Path, shards, names) -> list[Path]:
 def certs(tmp_path_factory) -> Path:
     import datetime as dt
 
-    from bnsl_cli.federated.net.tls import make_certs
+    from bnsl_cli.net.tls import make_certs
 
     root = tmp_path_factory.mktemp("certs")
     make_certs(root, ["coordinator", "site1", "site2", "site3"])
@@ -212,7 +212,7 @@ class Spy:
     every MASKED frame body that arrived (``masked``: ``(site index, body)``)."""
 
     def __init__(self, fleet):
-        from bnsl_cli.federated.net import frames as F
+        from bnsl_cli.net import frames as F
 
         self.fleet, self.handed, self.masked = fleet, [], []
         orig_next, orig_ex = fleet._next, fleet.exchange
@@ -239,10 +239,10 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=
     carries the real plan (``plan.to_dict()``). Returns ``(result or the BnslError that stopped
     the run, spy, {site: exception})``."""
     from bnsl_cli.errors import BnslError
-    from bnsl_cli.federated.net.fleet import NetworkFleet
-    from bnsl_cli.federated.net.policy import SpendGuard
-    from bnsl_cli.federated.net.site import run_site
-    from bnsl_cli.federated.net.transcript import Transcript
+    from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.net.policy import SpendGuard
+    from bnsl_cli.net.site import run_site
+    from bnsl_cli.net.transcript import Transcript
     from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.federated.secure_sum import generate_keypair
     from bnsl_cli.run import participant_rngs, run

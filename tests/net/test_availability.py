@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.federated.net.common import METHOD  # noqa: E402
-from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
+from bnsl_cli.net.common import METHOD  # noqa: E402
+from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
 from tests.net.conftest import Party  # noqa: E402
 
 
@@ -88,7 +88,7 @@ def test_a_flood_beyond_the_waiting_room_drops_the_oldest(tables):
     """With room for 4 waiting connections, 20 idle streams are dropped oldest first and the real
     sites (each says HELLO on arrival) get in; a site dropped as busy tries again."""
     from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
-    from bnsl_cli.federated.net.site import run_site
+    from bnsl_cli.net.site import run_site
     from bnsl_cli.federated.participant import SparseParticipant
     from bnsl_cli.federated.protocol import run_admm
 
@@ -132,7 +132,7 @@ def test_a_site_turned_away_as_busy_tries_again_within_its_connect_timeout(table
     """Before the coordinator gathers, 30 idle streams fill its gRPC capacity (1 site + 1 waiting +
     the margin): the site's first calls fail with RESOURCE_EXHAUSTED; it retries, and once the
     coordinator drops the idle ones it gets in."""
-    from bnsl_cli.federated.net.site import run_site
+    from bnsl_cli.net.site import run_site
 
     t = tables[0]
     fleet = NetworkFleet("127.0.0.1:0", 1, timeout=20, handshake_timeout=30, max_pending=1)
@@ -165,7 +165,7 @@ def test_a_continuing_flood_of_new_connections_does_not_starve_the_sites(tables)
     while the sites join: the sites' HELLOs are still read and the run gathers."""
     import grpc
 
-    from bnsl_cli.federated.net.site import run_site
+    from bnsl_cli.net.site import run_site
 
     fleet = NetworkFleet("127.0.0.1:0", len(tables), timeout=20, handshake_timeout=30, max_pending=8)
     stop = threading.Event()

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.federated.net import frames as F  # noqa: E402
+from bnsl_cli.net import frames as F  # noqa: E402
 from tests.net.conftest import BNSL, ENV, Party, all_ok, error_lines, join, no_outputs, serve, tls  # noqa: E402
 
 
@@ -142,9 +142,9 @@ def test_mismatched_columns_and_expired_certificate(world, tmp_path):
 #: seconds each), so that the coordinator is certainly mid-run when a test acts
 SLOW_SITE = r"""
 import sys, time
-from bnsl_cli.federated.net.site import run_site
-from bnsl_cli.federated.net.tls import load_party
-from bnsl_cli.federated.net.transcript import Transcript
+from bnsl_cli.net.site import run_site
+from bnsl_cli.net.tls import load_party
+from bnsl_cli.net.transcript import Transcript
 from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.io.data import read_table
 from bnsl_cli.plan import RunPlan

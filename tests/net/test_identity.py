@@ -13,12 +13,12 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.federated.net.common import FederationError  # noqa: E402
-from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
-from bnsl_cli.federated.net.identity import identity_of  # noqa: E402
-from bnsl_cli.federated.net.site import run_site  # noqa: E402
-from bnsl_cli.federated.net.tls import load_party, make_certs  # noqa: E402
-from bnsl_cli.federated.net.transcript import Transcript  # noqa: E402
+from bnsl_cli.net.common import FederationError  # noqa: E402
+from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
+from bnsl_cli.net.identity import identity_of  # noqa: E402
+from bnsl_cli.net.site import run_site  # noqa: E402
+from bnsl_cli.net.tls import load_party, make_certs  # noqa: E402
+from bnsl_cli.net.transcript import Transcript  # noqa: E402
 from bnsl_cli.federated.participant import SparseParticipant  # noqa: E402
 from bnsl_cli.federated.protocol import run_admm  # noqa: E402
 from tests.net.conftest import Party, error_lines, tls  # noqa: E402

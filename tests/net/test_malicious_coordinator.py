@@ -1,4 +1,4 @@
-"""A malicious coordinator against a site's guard (:mod:`bnsl_cli.federated.net.policy`).
+"""A malicious coordinator against a site's guard (:mod:`bnsl_cli.net.policy`).
 
 Each attack drives a guarded participant with crafted protocol messages (or sends a tampered plan)
 and checks that the site refuses (a GuardRefusedError / RefusedError, exit 5) and that its ledger
@@ -27,7 +27,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
     StatsRequest,
 )
 from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest  # noqa: E402
-from bnsl_cli.federated.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
+from bnsl_cli.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.releases import ReleaseKind  # noqa: E402
 from tests.net.conftest import Party  # noqa: E402
@@ -314,7 +314,7 @@ def _malicious(csv, tmp_path, attack):
     """``bnsl join --insecure`` of ``csv`` against a coordinator in this process that resolves an
     honest private plan (5 rounds) and then runs ``attack(fleet, plan)``. Returns (what the
     attack raised, the site's exit code and stderr, its transcript records)."""
-    from bnsl_cli.federated.net.fleet import NetworkFleet
+    from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.io.data import read_table
 
     fleet = NetworkFleet("127.0.0.1:0", 1, timeout=30)
@@ -382,7 +382,7 @@ def test_join_refuses_a_replayed_round_and_a_second_plan_over_grpc(world, tmp_pa
     assert spent <= rho * (1 + 1e-9)
 
     def second_plan(fleet, plan):
-        from bnsl_cli.federated.net import frames as F
+        from bnsl_cli.net import frames as F
 
         fleet.exchange(_round(1, plan.d))
         wider = replace(plan, rounds=50)
@@ -453,8 +453,8 @@ def test_a_python_site_with_its_own_participant_factory_is_guarded(tables):
     factory) is held to its plan like ``bnsl join``."""
     from bnsl_cli.errors import BnslError
     from bnsl_cli.federated.methods import make_participant
-    from bnsl_cli.federated.net.fleet import NetworkFleet
-    from bnsl_cli.federated.net.site import run_site
+    from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.net.site import run_site
 
     plan = _plan(tables[:1], dp=None)
     t = tables[0]

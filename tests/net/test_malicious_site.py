@@ -42,8 +42,8 @@ def test_a_bad_reply_over_the_network_names_the_site(tables, method, kind, bad, 
 def test_serve_stops_with_exit_6_naming_the_site_of_a_nan_mean_share(small_world, tmp_path):
     """``bnsl serve`` with one honest ``bnsl join`` and one site (in this process) whose mean share is
     NaN: the coordinator exits 6 naming that site, writes nothing; the honest site exits 6 too."""
-    from bnsl_cli.federated.net.site import run_site
-    from bnsl_cli.federated.net.tls import load_party
+    from bnsl_cli.net.site import run_site
+    from bnsl_cli.net.tls import load_party
     from bnsl_cli.federated.secure_sum import generate_keypair
     from bnsl_cli.io.data import read_table
 

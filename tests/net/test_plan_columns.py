@@ -29,7 +29,7 @@ def test_plan_columns_choose_by_name():
 
 
 def test_a_site_uses_the_plans_columns_in_the_plans_order():
-    from bnsl_cli.federated.net.policy import check_plan
+    from bnsl_cli.net.policy import check_plan
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 4))

@@ -12,7 +12,7 @@ pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
 from bnsl_cli.federated.messages import HEADER  # noqa: E402
-from bnsl_cli.federated.net.common import FederationError  # noqa: E402
+from bnsl_cli.net.common import FederationError  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summable_span  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402

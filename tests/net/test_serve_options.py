@@ -70,7 +70,7 @@ class Stop(BnslError):
 
 
 class LoopbackFleet:
-    """Stands in for :class:`~bnsl_cli.federated.net.fleet.NetworkFleet` inside ``bnsl serve``:
+    """Stands in for :class:`~bnsl_cli.net.fleet.NetworkFleet` inside ``bnsl serve``:
     the sites are this process's participants on ``tables`` (an in-process fleet). ``stop_at_plan``:
     raise :class:`Stop` once the plan is known (it is kept in ``LoopbackFleet.plans``)."""
 
@@ -125,7 +125,7 @@ class LoopbackFleet:
 
 @pytest.fixture
 def loopback(world, monkeypatch):
-    import bnsl_cli.federated.net.fleet as fleet_mod
+    import bnsl_cli.net.fleet as fleet_mod
 
     _, paths = world
     monkeypatch.setattr(LoopbackFleet, "tables", [read_table(p) for p in paths])

@@ -14,11 +14,11 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.errors import RefusedError, ShardMismatchError  # noqa: E402
 from bnsl_cli.federated.messages import CentreBroadcast, ShareReply, StatsRequest  # noqa: E402
-from bnsl_cli.federated.net import frames as F  # noqa: E402
-from bnsl_cli.federated.net.common import FederationError, SiteRefusedError, pack_events, unpack_events  # noqa: E402
-from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
+from bnsl_cli.net import frames as F  # noqa: E402
+from bnsl_cli.net.common import FederationError, SiteRefusedError, pack_events, unpack_events  # noqa: E402
+from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
-from bnsl_cli.federated.net.policy import SiteLimits, admm_rounds, check_plan  # noqa: E402
+from bnsl_cli.net.policy import SiteLimits, admm_rounds, check_plan  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402
@@ -238,7 +238,7 @@ def test_close_ends_a_connection_that_never_said_hello():
     its own --timeout, and no server thread stays blocked on it)."""
     import grpc
 
-    from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD
+    from bnsl_cli.net.common import CHANNEL_OPTIONS, METHOD
 
     fleet = NetworkFleet("127.0.0.1:0", 2, timeout=30)
     channel = grpc.insecure_channel(f"127.0.0.1:{fleet.port}", options=CHANNEL_OPTIONS)

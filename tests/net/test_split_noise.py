@@ -14,7 +14,7 @@ from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from bnsl_cli.privacy.split_noise import split_noise_plan  # noqa: E402
-from bnsl_cli.federated.net.policy import SiteLimits, check_plan  # noqa: E402
+from bnsl_cli.net.policy import SiteLimits, check_plan  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402
 

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.federated.net.site import _events  # noqa: E402
+from bnsl_cli.net.site import _events  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402

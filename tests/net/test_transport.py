@@ -14,13 +14,13 @@ from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule  # noqa: E402
 from bnsl_cli.federated.fleet import LocalFleet  # noqa: E402
 from bnsl_cli.federated.messages import SparseEntries, SparseUpdate  # noqa: E402
-from bnsl_cli.federated.net import frames as F  # noqa: E402
-from bnsl_cli.federated.net.common import ColumnMismatchError, FederationError, SiteRefusedError  # noqa: E402
+from bnsl_cli.net import frames as F  # noqa: E402
+from bnsl_cli.net.common import ColumnMismatchError, FederationError, SiteRefusedError  # noqa: E402
 from bnsl_cli.federated.messages import validate_reply as check_reply  # noqa: E402
-from bnsl_cli.federated.net.fleet import NetworkFleet  # noqa: E402
-from bnsl_cli.federated.net.site import run_site  # noqa: E402
-from bnsl_cli.federated.net.tls import TLSError, load_party, make_certs  # noqa: E402
-from bnsl_cli.federated.net.transcript import Transcript  # noqa: E402
+from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
+from bnsl_cli.net.site import run_site  # noqa: E402
+from bnsl_cli.net.tls import TLSError, load_party, make_certs  # noqa: E402
+from bnsl_cli.net.transcript import Transcript  # noqa: E402
 from bnsl_cli.federated.participant import SparseParticipant  # noqa: E402
 from bnsl_cli.federated.protocol import run_admm  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
@@ -164,7 +164,7 @@ def test_expired_site_certificate_rejected_by_the_coordinator(tmp_path):
     """Even if a site skips its own checks, the server refuses an expired client certificate."""
     import datetime as dt
 
-    from bnsl_cli.federated.net.tls import PartyCredentials
+    from bnsl_cli.net.tls import PartyCredentials
 
     make_certs(tmp_path, ["coordinator"])
     fleet = NetworkFleet("127.0.0.1:0", 1, load_party(tmp_path / "ca.pem", tmp_path / "coordinator.pem",
@@ -432,7 +432,7 @@ def test_secure_sum_hides_terms_and_keeps_the_sum(tables):
 def test_a_silent_connection_does_not_hold_up_the_others(tables):
     import grpc
 
-    from bnsl_cli.federated.net.common import METHOD
+    from bnsl_cli.net.common import METHOD
 
     fleet = NetworkFleet("127.0.0.1:0", P, timeout=30)
     channel = grpc.insecure_channel(f"127.0.0.1:{fleet.port}")
@@ -466,7 +466,7 @@ def test_a_silent_connection_does_not_hold_up_the_others(tables):
 def test_a_site_that_leaves_before_the_plan_may_join_again(tables):
     import grpc
 
-    from bnsl_cli.federated.net.common import METHOD
+    from bnsl_cli.net.common import METHOD
 
     fleet = NetworkFleet("127.0.0.1:0", P, timeout=20)
     channel = grpc.insecure_channel(f"127.0.0.1:{fleet.port}")

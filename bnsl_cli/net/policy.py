@@ -24,7 +24,7 @@ per-release cost, the total ρ). A refusal is a :class:`~bnsl_cli.errors.GuardRe
 the site sends no answer, tells the coordinator why, and stops; the guard stays closed.
 
 A site run from Python gets the same guard: :class:`SiteGuard` (``on_plan`` for
-:func:`~bnsl_cli.federated.net.site.run_site`) or :func:`guarded_participant`.
+:func:`~bnsl_cli.net.site.run_site`) or :func:`guarded_participant`.
 """
 
 from __future__ import annotations
@@ -35,12 +35,25 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import BnslError, GuardRefusedError, OptionError, RefusedError, ShardMismatchError
-from bnsl_cli.federated.messages import CentreBroadcast, MessageKind, is_stop, read_header
+from bnsl_cli.errors import (
+    BnslError,
+    GuardRefusedError,
+    OptionError,
+    RefusedError,
+    ShardMismatchError,
+)
+from bnsl_cli.federated.messages import (
+    CentreBroadcast,
+    MessageKind,
+    is_stop,
+    read_header,
+)
 from bnsl_cli.federated.methods import Rounds, make_participant, method_spec, suffstats
-from bnsl_cli.federated.net.common import FederationError
+from bnsl_cli.net.common import FederationError
 from bnsl_cli.plan import CLIP_LEVELS, DPConfig, PrivacyPlan, RunPlan, resolve_privacy
 from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.privacy.split_noise import distribute_noise, split_noise_plan
+from bnsl_cli.run import participant_rngs
 
 __all__ = [
     "SiteLimits",
@@ -143,11 +156,9 @@ def expected_privacy(plan: RunPlan) -> PrivacyPlan:
         if split > 1:
             if method_spec(plan.method).distributed_noise:
                 # --noise distributed over P sites with collusion tolerance t = P − split
-                from bnsl_cli.privacy.split_noise import distribute_noise
 
                 want = distribute_noise(want, plan.method, True, plan.P, "distributed", max(plan.P - split, 0))
             else:  # serve --split-noise (fed-moments): split over every site
-                from bnsl_cli.privacy.split_noise import split_noise_plan
 
                 want = split_noise_plan(replace(plan, privacy=want)).privacy
     except BnslError as exc:
@@ -194,7 +205,7 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
 
     Raises :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond the limits or
     its release list is not the one its public quantities give,
-    :class:`~bnsl_cli.federated.net.common.FederationError` when it is malformed or does not
+    :class:`~bnsl_cli.net.common.FederationError` when it is malformed or does not
     describe this site, :class:`~bnsl_cli.errors.ShardMismatchError` when its columns differ."""
     try:
         plan = RunPlan.from_dict(body["plan"])
@@ -547,7 +558,6 @@ def guarded_participant(accepted: AcceptedPlan, rng: Optional[np.random.Generato
     """The site's participant for an accepted plan, wrapped in its :class:`SpendGuard`. ``rng``:
     its noise source (default: the run's, from the plan); ``make(plan, index, X, rng)``: the
     participant factory (default: the method's)."""
-    from bnsl_cli.run import participant_rngs
 
     plan = accepted.plan
     if rng is None and plan.private:
@@ -557,7 +567,7 @@ def guarded_participant(accepted: AcceptedPlan, rng: Optional[np.random.Generato
 
 
 class SiteGuard:
-    """A site's policy for one run, for :func:`~bnsl_cli.federated.net.site.run_site`: ``on_plan``
+    """A site's policy for one run, for :func:`~bnsl_cli.net.site.run_site`: ``on_plan``
     checks the (first and only) plan with :func:`check_plan` and returns the guarded participant;
     a second plan is refused. ``on_accept(accepted)`` is called once a plan is accepted (e.g. to
     record it in the transcript)."""

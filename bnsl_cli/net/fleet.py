@@ -27,9 +27,16 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.federated.messages import is_stop, same_but_sender, summable_span, validate_reply, with_sender
-from bnsl_cli.federated.net import frames as F
-from bnsl_cli.federated.net.common import (
+from bnsl_cli.federated.messages import (
+    is_stop,
+    same_but_sender,
+    summable_span,
+    validate_reply,
+    with_sender,
+)
+from bnsl_cli.federated.secure_sum import ALL_SITES, unmask_sum
+from bnsl_cli.net import frames as F
+from bnsl_cli.net.common import (
     METHOD,
     SERVER_OPTIONS,
     SERVICE,
@@ -39,6 +46,7 @@ from bnsl_cli.federated.net.common import (
     need_grpc,
     unpack_events,
 )
+from bnsl_cli.net.identity import CLIENT, SERVER, identity_of, peer_identity
 
 __all__ = ["NetworkFleet", "SiteInfo"]
 
@@ -46,7 +54,6 @@ __all__ = ["NetworkFleet", "SiteInfo"]
 #: says which bytes) masked, and the fleet hands the coordinator the sum as site 1's reply and zeros for
 #: the others, every header's sender set to :data:`~bnsl_cli.federated.secure_sum.ALL_SITES`: the
 #: coordinator never holds one site's values.
-from bnsl_cli.federated.secure_sum import ALL_SITES  # noqa: E402
 
 _CLOSE = object()
 #: connections of one certificate identity that may wait for their HELLO at a time
@@ -104,7 +111,7 @@ class SiteInfo:
 class NetworkFleet:
     """A gRPC server on ``listen`` (``HOST:PORT``; port 0 picks a free one, see :attr:`port`) that
     hosts ``n_sites`` remote participants. ``credentials`` is a
-    :class:`~bnsl_cli.federated.net.tls.PartyCredentials` (mutual TLS: sites must present a
+    :class:`~bnsl_cli.net.tls.PartyCredentials` (mutual TLS: sites must present a
     certificate from the same CA) or ``None`` for plaintext (loopback only; the CLI enforces it).
     ``timeout`` bounds every wait for a site's frame (seconds). ``secure_sum``: the plan asks for
     secure aggregation, with the fixed-point scale ``scale_bits`` (the sites then mask their summable
@@ -137,7 +144,6 @@ class NetworkFleet:
         #: the coordinator's own certificate (its fingerprint goes into the report)
         self.identity = None
         if credentials is not None:
-            from bnsl_cli.federated.net.identity import identity_of
 
             self.identity = identity_of(credentials.cert)
         self.workers = self.n
@@ -187,7 +193,6 @@ class NetworkFleet:
         site = SiteInfo(peer=context.peer(), since=time.monotonic())
         refused = None
         if self.tls:
-            from bnsl_cli.federated.net.identity import peer_identity
 
             site.identity = peer_identity(context)
             refused = self._refuse_identity(site.identity)
@@ -230,7 +235,6 @@ class NetworkFleet:
 
     def _refuse_identity(self, ident) -> Optional[str]:
         """Why a connection with certificate identity ``ident`` may not join (``None``: it may)."""
-        from bnsl_cli.federated.net.identity import CLIENT, SERVER
 
         if ident is None:
             return "no client certificate identity (mutual TLS needs a site certificate)"
@@ -514,7 +518,6 @@ def _unmask(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
     """Masked summable replies (the same clear prefix up to the sender) → the sum as the first
     site's reply and zeros for the others, every sender field :data:`ALL_SITES`: the coordinator
     sums them to the same total and never holds one site's values."""
-    from bnsl_cli.federated.secure_sum import unmask_sum
 
     start = summable_span(replies[0])[0]
     first = replies[0]

@@ -3,7 +3,7 @@
 A networked run has two roles, and a certificate says which one its holder may play through its
 extended key usage (EKU): the coordinator's certificate is a TLS *server* certificate
 (``serverAuth``) for its hostnames; a site's is a TLS *client* certificate (``clientAuth``) for
-its name. ``bnsl certs`` issues exactly these (:func:`~bnsl_cli.federated.net.tls.make_certs`).
+its name. ``bnsl certs`` issues exactly these (:func:`~bnsl_cli.net.tls.make_certs`).
 
 - A site's **identity** is its certificate's name: the URI SAN ``site:NAME`` when the certificate
   has one (``bnsl certs`` writes it), else its subject common name. The coordinator gives each
@@ -27,9 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
-from bnsl_cli.federated.net.common import FederationError
-from bnsl_cli.federated.net.tls import SITE_URI_PREFIX, TLSError
-
+from bnsl_cli.net.common import FederationError
+from bnsl_cli.net.tls import SITE_URI_PREFIX, TLSError
 
 __all__ = ["PeerIdentity", "identity_of", "peer_identity", "check_role", "probe_coordinator",
            "SERVER", "CLIENT", "SITE_URI_PREFIX"]
@@ -124,7 +123,7 @@ def probe_coordinator(host: str, port: int, credentials, timeout: float) -> Peer
     """A TLS handshake with the coordinator at ``host:port`` made with this site's credentials,
     before the gRPC session: the coordinator's certificate must be issued by the CA, name ``host``
     (DNS or IP SAN) and carry the serverAuth role. Returns its identity (for the transcript);
-    raises :class:`~bnsl_cli.federated.net.common.FederationError` (exit 6) saying what is wrong. The gRPC connection that follows
+    raises :class:`~bnsl_cli.net.common.FederationError` (exit 6) saying what is wrong. The gRPC connection that follows
     checks CA and hostname again (its TLS layer); this handshake gives the clear message and the
     fingerprint."""
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=credentials.ca.decode("ascii"))

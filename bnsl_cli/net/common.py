@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 from bnsl_cli.errors import (  # noqa: F401 - the network errors, importable from here too
     BnslError,
     ColumnMismatchError,
     FederationError,
     SiteRefusedError,
 )
-from bnsl_cli.federated.net.frames import MAX_DATA_BYTES
+from bnsl_cli.net.frames import MAX_DATA_BYTES
+from bnsl_cli.privacy.ledger import PrivacyEvent
 
 __all__ = [
     "METHOD", "CHANNEL_OPTIONS", "FederationError", "SiteRefusedError", "ColumnMismatchError", "need_grpc",
@@ -42,8 +45,8 @@ def need_grpc():
     # errors say what happened in one line
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
-        import grpc  # noqa: F401
         import cryptography  # noqa: F401
+        import grpc  # noqa: F401
     except ImportError:
         raise BnslError(
             "networked runs need the optional extra: pip install 'bnsl-cli[net]' (grpcio, cryptography)"
@@ -72,9 +75,7 @@ def pack_events(events: list) -> dict:
 def unpack_events(packed) -> list:
     """The event dicts of :func:`pack_events` (as ``PrivacyEvent.to_dict()`` gives them);
     ``ValueError`` for anything malformed."""
-    import math
 
-    from bnsl_cli.privacy.ledger import PrivacyEvent
 
     try:
         kinds, rows = packed["kinds"], packed["rows"]

@@ -16,7 +16,7 @@ Records (``event`` field):
   recorded, never an unrecorded frame), with ``mechanism``, ``count``, ``sensitivity``, ``noise_scale`` and its zCDP cost ``rho``
   (``rho_total`` is the site's running total);
 - ``refused``: a message beyond the plan the site accepted (the site's guard,
-  :mod:`bnsl_cli.federated.net.policy`): ``reason``, and the refused message's ``kind`` and ``round``;
+  :mod:`bnsl_cli.net.policy`): ``reason``, and the refused message's ``kind`` and ``round``;
   no answer was sent, the site stops;
 - ``end``: ``status`` ``ok`` or the error that stopped the run, ``bytes_sent`` in all.
 """

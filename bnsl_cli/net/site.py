@@ -17,11 +17,19 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import BnslError, GuardRefusedError, RefusedError
+from bnsl_cli.errors import BnslError, GuardRefusedError, RefusedError, interruption
 from bnsl_cli.federated.messages import HEADER, is_stop, read_header, summable_span
-from bnsl_cli.federated.net import frames as F
-from bnsl_cli.federated.net.common import CHANNEL_OPTIONS, METHOD, FederationError, need_grpc, pack_events
-from bnsl_cli.federated.net.tls import split_hostport
+from bnsl_cli.federated.secure_sum import SecureSum, SecureSumRangeError, describe
+from bnsl_cli.net import frames as F
+from bnsl_cli.net.common import (
+    CHANNEL_OPTIONS,
+    METHOD,
+    FederationError,
+    need_grpc,
+    pack_events,
+)
+from bnsl_cli.net.identity import probe_coordinator
+from bnsl_cli.net.tls import split_hostport
 
 __all__ = ["run_site", "default_summary", "wire_summary", "PRIVATE_SUMMARY_KEYS"]
 
@@ -37,7 +45,7 @@ PRIVATE_SUMMARY_KEYS = frozenset({"participant", "rows", "steps_taken", "events"
 
 def wire_summary(summary: dict, private: bool) -> dict:
     """``summary`` as the SUMMARY frame carries it: under DP only :data:`PRIVATE_SUMMARY_KEYS`;
-    the privacy events packed (:func:`~bnsl_cli.federated.net.common.pack_events`)."""
+    the privacy events packed (:func:`~bnsl_cli.net.common.pack_events`)."""
     out = {k: v for k, v in summary.items() if not private or k in PRIVATE_SUMMARY_KEYS}
     if isinstance(out.get("events"), list):
         out["events"] = pack_events(out["events"])
@@ -64,7 +72,6 @@ def _secure_sum(plan: dict, secure_key):
         return None
     if secure_key is None:
         raise FederationError("the coordinator asks for secure aggregation, but this site made no key")
-    from bnsl_cli.federated.secure_sum import SecureSum
 
     try:
         keys = [bytes.fromhex(k) for k in spec["public_keys"]]
@@ -77,7 +84,6 @@ def _masked(masker, reply: bytes) -> bytes:
     """The reply's clear prefix (header, and the dense update's objective flag), then its float64
     values masked (tag: kind and round of the message). A value outside the fixed-point range is a
     :class:`~bnsl_cli.federated.secure_sum.SecureSumRangeError` naming what it was and what to do."""
-    from bnsl_cli.federated.secure_sum import SecureSumRangeError, describe
 
     start, count = summable_span(reply)
     head = read_header(reply)
@@ -139,10 +145,10 @@ def run_site(
     """Join the run at ``target`` (``HOST:PORT``). ``on_plan(plan_body)`` returns the participant
     (an object with ``handle(bytes) -> bytes | None``) or raises a :class:`BnslError` to refuse
     (its message goes to the coordinator as the reason). ``policy.SiteGuard(...).on_plan``
-    (:mod:`bnsl_cli.federated.net.policy`) checks the plan and returns the participant behind the
-    site's :class:`~bnsl_cli.federated.net.policy.SpendGuard`: what ``bnsl join`` uses. ``secure_key``: this run's X25519 private
+    (:mod:`bnsl_cli.net.policy`) checks the plan and returns the participant behind the
+    site's :class:`~bnsl_cli.net.policy.SpendGuard`: what ``bnsl join`` uses. ``secure_key``: this run's X25519 private
 key (its public key is in the HELLO) for secure aggregation. ``credentials``: mutual TLS
-    (:class:`~bnsl_cli.federated.net.tls.PartyCredentials`) or ``None`` for plaintext. ``timeout``
+    (:class:`~bnsl_cli.net.tls.PartyCredentials`) or ``None`` for plaintext. ``timeout``
     bounds the wait for each coordinator frame. Returns the plan body and the site's summary."""
     grpc = need_grpc()
     log = log or (lambda _m: None)
@@ -155,7 +161,6 @@ key (its public key is in the HELLO) for secure aggregation. ``credentials``: mu
             f"cannot reach the coordinator at {target}: {exc.strerror or exc} (is bnsl serve running there?)"
         ) from None
     if credentials is not None:  # a server certificate for this address, before anything is sent
-        from bnsl_cli.federated.net.identity import probe_coordinator
 
         coordinator = probe_coordinator(host, port, credentials, connect_timeout)
         log(f"coordinator certificate {coordinator.name!r} (sha256 {coordinator.sha256[:16]}…)")
@@ -357,7 +362,6 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             f"lost the connection to the coordinator at {target} ({getattr(code, 'name', code)}: {detail})"
         ) from None
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
-        from bnsl_cli.errors import interruption
 
         try:
             send_control(F.ABORT, {"reason": f"site {hello.get('site')!r} was {interruption(exc)[0]}"})

@@ -123,13 +123,13 @@ def test_read_progress_lines_for_large_inputs_only():
     from bnsl_cli.cli import common
 
     buf = io.StringIO()
-    small = common._ReadProgress(Console(file=buf, width=10_000))
+    small = common.read_progress(quiet=False, console=Console(file=buf, width=10_000))
     for done in range(0, 1 << 20, 1 << 16):
         small(done, 1 << 20)
     small.close()
     assert buf.getvalue() == ""  # a small input reads silently
-    big = common._ReadProgress(Console(file=buf, width=10_000))
-    total = 3 * common._ReadProgress.LARGE
+    big = common.read_progress(quiet=False, console=Console(file=buf, width=10_000))
+    total = 3 * common.LARGE_READ_BYTES
     for done in range(0, total + 1, 1 << 22):
         big(done, total)
     big.close()

@@ -195,10 +195,10 @@ def test_split_never_makes_a_shard_learn_would_refuse(tmp_path):
 
 
 def test_refit_prints_epsilon_rounded(tmp_path):
-    from bnsl_cli.cli.refit import _eps_text
+    from bnsl_cli.cli.refit import epsilon_text
     from bnsl_cli.io.graphs import adjacency_csv_text
 
-    assert _eps_text(4.999999999994976) == "5.00" and _eps_text(0.05) == "0.05" and _eps_text(None) == "None"
+    assert epsilon_text(4.999999999994976) == "5.00" and epsilon_text(0.05) == "0.05" and epsilon_text(None) == "None"
     names = (TINY / "shards" / "participant-01.csv").read_text().splitlines()[0].split(",")
     est = tmp_path / "est"
     est.mkdir()

@@ -41,7 +41,7 @@ COLUMN_OPTIONS = frozenset({"columns", "drop"})
 #: separator (bnsl join --sep), the worker processes that host participants (each site is one)
 NOT_HERE = frozenset({"shards", "files_from", "sep", "workers", "index_col", "na", "header", "encoding"})
 #: learn's click context: serve has its own (``ctx`` below), used the same way
-_CONTEXT = frozenset({"ctx"})
+CONTEXT_PARAMETERS = frozenset({"ctx"})
 
 
 def _serve(
@@ -352,7 +352,7 @@ def _build():
     extra = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=learn_hints.get(name, p.annotation))
         for name, p in inspect.signature(_learn.command).parameters.items()
-        if name not in NOT_HERE | _CONTEXT and name not in names
+        if name not in NOT_HERE | CONTEXT_PARAMETERS and name not in names
     ]
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
 

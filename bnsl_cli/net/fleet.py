@@ -48,7 +48,7 @@ from bnsl_cli.net.common import (
 )
 from bnsl_cli.net.identity import CLIENT, SERVER, identity_of, peer_identity
 
-__all__ = ["NetworkFleet", "SiteInfo"]
+__all__ = ["NetworkFleet", "SiteInfo", "unmask_replies"]
 
 #: Under secure aggregation the sites send their summable replies (:func:`~bnsl_cli.federated.messages.summable_span`
 #: says which bytes) masked, and the fleet hands the coordinator the sum as site 1's reply and zeros for
@@ -449,7 +449,7 @@ class NetworkFleet:
                 masked.append(reply)
         if masked:
             try:
-                out = _unmask(out, self.scale_bits)
+                out = unmask_replies(out, self.scale_bits)
             except ValueError as exc:
                 raise self._fail(None, f"the sites' masked replies do not add up ({exc})") from None
         return out
@@ -514,7 +514,7 @@ def _summable(reply: Optional[bytes]) -> bool:
     return reply is not None and summable_span(reply) is not None
 
 
-def _unmask(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
+def unmask_replies(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
     """Masked summable replies (the same clear prefix up to the sender) → the sum as the first
     site's reply and zeros for the others, every sender field :data:`ALL_SITES`: the coordinator
     sums them to the same total and never holds one site's values."""

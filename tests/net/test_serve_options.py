@@ -157,7 +157,7 @@ def _learn_parameters() -> list[str]:
 
 
 def test_every_learn_parameter_is_classified_once():
-    groups = [serve_cli.RUN_OPTIONS, serve_cli.OUTPUT_OPTIONS, serve_cli.COLUMN_OPTIONS, serve_cli.NOT_HERE, serve_cli._CONTEXT]
+    groups = [serve_cli.RUN_OPTIONS, serve_cli.OUTPUT_OPTIONS, serve_cli.COLUMN_OPTIONS, serve_cli.NOT_HERE, serve_cli.CONTEXT_PARAMETERS]
     for name in _learn_parameters():
         homes = [g for g in groups if name in g]
         assert len(homes) == 1, f"bnsl learn's {name!r} is classified {len(homes)} times in serve.py (must be once)"

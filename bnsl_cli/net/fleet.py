@@ -420,6 +420,13 @@ class NetworkFleet:
     def __len__(self) -> int:
         return len(self.sites)
 
+    @property
+    def connections(self) -> int:
+        """How many connections have reached the handler so far (joined, waiting for their HELLO or
+        refused)."""
+        with self._lock:
+            return len(self._links)
+
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
         self._stopped = is_stop(msg)
         raw = F.data(msg)

@@ -260,10 +260,10 @@ def test_close_ends_a_connection_that_never_said_hello():
     th = threading.Thread(target=listen)
     th.start()
     for _ in range(200):
-        if fleet._links:
+        if fleet.connections:
             break
         time.sleep(0.02)
-    assert fleet._links, "the connection never reached the coordinator"
+    assert fleet.connections == 1, "the connection never reached the coordinator"
     # gather takes it in as a connection whose HELLO is due, then gives up on the run (as on Ctrl-C)
     with pytest.raises(FederationError, match="only 0 of 2 sites joined"):
         fleet.gather(0.5)

@@ -7,14 +7,13 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.net.site import _events  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402
 
 
 def _rho(participant) -> float:
-    return sum(float(ev.rho_each) * int(ev.count) for ev in _events(participant))
+    return sum(float(ev.rho_each) * int(ev.count) for ev in participant.events())
 
 
 @pytest.mark.parametrize("secure", [False, True])

@@ -237,9 +237,10 @@ def test_bad_option_values_are_checked_before_anyone_joins(loopback):
 
 
 def test_output_options_are_honoured(loopback, tmp_path):
+    # five rounds: the outputs, not the learning, are under test
     loopback.stop_at_plan = False
     out, adj, edges = tmp_path / "out", tmp_path / "adj.csv", tmp_path / "edges.csv"
-    res = _serve("--seed", "3", "--out", str(out), "--adjacency", str(adj), "--edges", str(edges), "--json", "-q")
+    res = _serve("--seed", "3", "--rounds", "5", "--out", str(out), "--adjacency", str(adj), "--edges", str(edges), "--json", "-q")
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} >= {"adjacency.csv", "edges.csv", "graph.dot", "report.json"}
     assert adj.read_bytes() == (out / "adjacency.csv").read_bytes()
@@ -251,12 +252,12 @@ def test_output_options_are_honoured(loopback, tmp_path):
     other = tmp_path / "busy"
     other.mkdir()
     (other / "edges.csv").write_text("mine\n")
-    res = _serve("--seed", "3", "--out", str(other), "-q")
+    res = _serve("--seed", "3", "--rounds", "5", "--out", str(other), "-q")
     assert res.exit_code == 2 and "--force" in res.output
-    res = _serve("--seed", "3", "--out", str(other), "-q", "--force")
+    res = _serve("--seed", "3", "--rounds", "5", "--out", str(other), "-q", "--force")
     assert res.exit_code == 0 and (other / "report.json").exists()
     # without --quiet the progress lines appear; without --out the edge list goes to stdout
-    res = _serve("--seed", "3")
+    res = _serve("--seed", "3", "--rounds", "5")
     assert res.exit_code == 0 and "round   1:" in res.output and "source,target,weight" in res.output
     W = np.loadtxt(out / "adjacency.csv", delimiter=",", skiprows=1, usecols=range(1, 11))
     assert np.count_nonzero(W) >= 2

@@ -346,6 +346,7 @@ def _site_spend(records):
     return accepted["rho"], spent
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_join_refuses_rounds_beyond_the_plan_over_grpc(world, tmp_path):
     """15 rounds after a 5-round plan: the site answers 5 and refuses the 6th (exit 5), records the
     refusal, and its transcript's spend stays within the plan it accepted."""
@@ -369,6 +370,7 @@ def test_join_refuses_rounds_beyond_the_plan_over_grpc(world, tmp_path):
     assert spent <= rho * (1 + 1e-9)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_join_refuses_a_replayed_round_and_a_second_plan_over_grpc(world, tmp_path):
     _, csvs = world
 

@@ -184,6 +184,7 @@ def test_value_out_of_range_is_refused_at_the_site(tables):
 # -- one run with real processes and mutual TLS ------------------------------------------------
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     """bnsl serve --secure-sum and three bnsl join processes (mutual TLS) against the same plan run in
     process on the same CSVs."""

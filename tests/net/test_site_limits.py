@@ -120,6 +120,7 @@ def _recs(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_private_run_transcripts_hold_every_body_and_match_the_ledger(tables, tmp_path):
     """--dp --standardize with secure sums: every control frame's body is in the transcript; the
     releases a site recorded are the report's ledger for it; its SUMMARY carried only public or
@@ -167,6 +168,7 @@ def test_non_private_summary_keeps_the_timings(tables, tmp_path):
     assert "compute_s" in summary and summary["events"] == {"kinds": [], "rows": []}
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_packed_events_round_trip_and_are_compact(tables):
     """The DP-PGCD ledger of one site (adaptive clip levels: one event per round and step kind)
     packs to a fraction of its JSON size and unpacks to the same events."""

@@ -16,6 +16,7 @@ def _rho(participant) -> float:
     return sum(float(ev.rho_each) * int(ev.count) for ev in participant.events())
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 @pytest.mark.parametrize("secure", [False, True])
 def test_release_records_precede_their_frame(tmp_path, tables, secure):
     plan = RunPlan.resolve(LearnConfig(method="fed-sparse", rounds=4, dp=DPConfig(epsilon=8, value_bound=20.0),

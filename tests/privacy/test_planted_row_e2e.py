@@ -17,6 +17,10 @@ from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
 
+#: heavy end-to-end private runs through the CLI (the bounded contributions of each release are
+#: tested fast, release by release, in test_bounded_contributions.py and test_suffstats_bounded.py)
+pytestmark = pytest.mark.slow
+
 PLANTED = [1e160, -1.7976931348623157e308, 1e39, 5e-324]
 
 

@@ -11,6 +11,8 @@ command on those shards with ``--seed <seed>`` and otherwise the defaults, and o
   sparse-dp5       bnsl learn SHARDS -m fed-sparse --dp --epsilon 5   (DP-Fed-Sparse-BNSL)
   suffstats-dp1    bnsl learn SHARDS -m fed-suffstats --dp --epsilon 1
   suffstats-dp10   bnsl learn SHARDS -m fed-suffstats --dp --epsilon 10
+  suffstats-dp5-persite  … -m fed-suffstats --dp --epsilon 5 --noise per-site  (no secure sum: each
+                   site adds the whole noise, P times the variance of the distributed default)
   notears          bnsl learn SHARDS -m notears                       (rows pooled; first seed only)
 
 Commands run one at a time with one BLAS thread; the wall time is that of the whole ``bnsl learn``
@@ -19,7 +21,7 @@ process. A run folder that already holds its ``evaluation.json`` for the same co
 (``SHD cpdag`` of ``bnsl evaluate``), skeleton recall, edges and seconds; the empty graph's SHD is the
 number of true arcs (102). Nothing is tuned to this network: every option is bnsl's default.
 
-  python benchmarks/magic_irri.py [--seeds 1 2 3] [--quick] [--root DIR] [--runs default,suffstats-dp5]
+  python benchmarks/magic_irri.py [--seeds 1 2 3] [--quick] [--root DIR] [--runs default,suffstats-dp5] [--force]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,6 +53,7 @@ RUNS: dict[str, tuple[tuple[str, ...], bool]] = {
     "sparse-dp5": (("-m", "fed-sparse", "--dp", "--epsilon", "5"), False),
     "suffstats-dp1": (("-m", "fed-suffstats", "--dp", "--epsilon", "1"), False),
     "suffstats-dp10": (("-m", "fed-suffstats", "--dp", "--epsilon", "10"), False),
+    "suffstats-dp5-persite": (("-m", "fed-suffstats", "--dp", "--epsilon", "5", "--noise", "per-site"), False),
     "notears": (("-m", "notears"), True),
 }
 QUICK_RUNS = ("default", "suffstats-dp5", "sparse-dp5")
@@ -75,7 +79,8 @@ def run_one(bnsl: list[str], root: Path, data: Path, seed: int, run: str, force:
     args, _ = RUNS[run]
     folder = root / f"s{seed}" / run
     learn = [*bnsl, "learn", str(data / "shards"), *args, "--seed", str(seed), "--force", "--out", str(folder / "run")]
-    evaluate = [*bnsl, "evaluate", str(folder / "run" / "report.json"), "--truth", str(data / "truth.csv"), "--json", "-q"]
+    evaluate = [*bnsl, "evaluate", str(folder / "run" / "report.json"), "--truth", str(data / "truth.csv"),
+                "--json", "-q"]
     desc = {"learn": learn, "evaluate": evaluate}
     done = folder / "evaluation.json"
     if not force and done.is_file() and _load(folder / "cmd.json") == desc:
@@ -133,7 +138,8 @@ def table(rows: list[dict], runs, empty_shd: int) -> str:
         opts = " ".join(RUNS[run][0]) or "(defaults)"
         if ok:
             lines.append(f"| {run} | `{opts}` | {per_seed} | {_mean(ok, 'shd'):.1f} | {_mean(ok, 'shd_cpdag'):.1f} | "
-                         f"{_mean(ok, 'skeleton_recall'):.2f} | {_mean(ok, 'edges'):.1f} | {_mean(mine, 'seconds'):.1f} |")
+                         f"{_mean(ok, 'skeleton_recall'):.2f} | {_mean(ok, 'edges'):.1f} | "
+                         f"{_mean(mine, 'seconds'):.1f} |")
         else:
             lines.append(f"| {run} | `{opts}` | {per_seed} | – | – | – | – | {_mean(mine, 'seconds'):.1f} |")
     return "\n".join(lines)
@@ -144,7 +150,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="data (and learner) seeds")
     ap.add_argument("--quick", action="store_true", help=f"seed 1 only, runs {', '.join(QUICK_RUNS)}")
     ap.add_argument("--runs", default=None, help=f"comma-separated subset of: {', '.join(RUNS)}")
-    ap.add_argument("--root", type=Path, default=Path("magic-irri-bench"), help="work folder (data and runs)")
+    ap.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()) / "bnsl-magic-irri",
+                    help="work folder for data and runs (default: bnsl-magic-irri in the system's temporary folder)")
     ap.add_argument("--bnsl", default=None, help="the bnsl command (default: this environment's)")
     ap.add_argument("--force", action="store_true", help="rerun runs whose folder is complete")
     a = ap.parse_args(argv)

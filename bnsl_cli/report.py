@@ -26,7 +26,7 @@ from bnsl_cli.federated.outcome import Outcome
 from bnsl_cli.federated.standardize import ColumnStats
 from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
-from bnsl_cli.plan import RunPlan
+from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.split_noise import split_of, trust_statement
 

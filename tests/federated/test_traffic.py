@@ -17,7 +17,9 @@ from bnsl_cli.federated.messages import MomentRequest
 from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.privacy.split_noise import split_of
 from bnsl_cli.report import method_report
 from bnsl_cli.run import participant_rngs, run

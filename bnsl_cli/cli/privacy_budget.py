@@ -578,31 +578,19 @@ def _spend_list(path: Path, delta, samples, conv, fail, acc="pld") -> dict:
 
 
 def _spend_releases(spec, g, s, m, mean, pol, k, t, value_bound_given):
-    """The release list `learn --dp` makes with these multipliers: without a public value bound,
-    each one-off release is preceded by its value-range release, which spends the same share of
-    that release's budget as in learn (RANGE_FRACTION)."""
-    import math
+    """The release list `learn --dp` makes with these multipliers (built by the function the
+    calibration builds its lists with): without a public value bound, each one-off release is
+    preceded by its value-range release, which spends the same share of that release's budget as in
+    learn."""
+    from bnsl_cli.privacy.release_plan import range_multiplier, release_list
 
-    from bnsl_cli.privacy.release_plan import RANGE_FRACTION
-    from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind as K
-
-    out = []
-    # rho_range / rho_release = f / (1 - f): multiplier_range = multiplier · sqrt((1 - f) / f)
-    ratio = math.sqrt((1.0 - RANGE_FRACTION) / RANGE_FRACTION)
-    for before, kind, mult in ((K.RANGE_RAW, K.COLUMN_MEANS, mean), (K.RANGE_CENTRED, K.SECOND_MOMENTS, m)):
-        if mult is None:
-            continue
-        if not value_bound_given:
-            out.append(PlannedRelease(before, GAUSSIAN, mult * ratio, 1))
-        out.append(PlannedRelease(kind, GAUSSIAN, mult, 1))
+    one_offs = {
+        key: (None if value_bound_given else range_multiplier(mult), mult)
+        for key, mult in (("means", mean), ("moments", m)) if mult is not None
+    }
     if spec.one_matrix:
-        out.append(PlannedRelease(spec.matrix_release, GAUSSIAN, s, 1))
-    else:
-        out.append(PlannedRelease(K.SELECTION, EXPONENTIAL, g, k * t))
-        out.append(PlannedRelease(K.UPDATE, GAUSSIAN, s, k * t))
-        if pol is not None:
-            out.append(PlannedRelease(K.POLISH, GAUSSIAN, pol, 1))
-    return out
+        return release_list(**one_offs, matrix=(spec.matrix_release, s))
+    return release_list(**one_offs, iterations=(g, s, k * t), polish=pol)
 
 
 def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None,

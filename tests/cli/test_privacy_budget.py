@@ -500,3 +500,29 @@ def test_spend_mode_by_multipliers_refuses_a_method_without_such_releases():
             res = run("--method", method, "--gumbel-multiplier", 3, "--sigma-multiplier", 2, "--steps", 20,
                       "--delta", 1e-6)
             assert res.exit_code == 2 and "--releases" in res.stderr and res.stdout == "", res.output
+
+
+@pytest.mark.parametrize("bound", [(), ("--value-bound", 3)])
+def test_spend_mode_rebuilds_the_calibrated_release_list(bound):
+    """Fed the multipliers of a calibrated plan, spend mode makes the same release list (kinds,
+    mechanisms, counts and order; the value-range multipliers derived from the releases' own), for
+    DP-PGCD and the one-matrix methods."""
+    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+
+    for method in PRIVATE_METHODS:
+        spec = method_spec(method)
+        if spec.distributed_noise:
+            continue
+        plan = run_json("--method", method, "--epsilon", 2, "--delta", 1e-7, "--rounds", 6, "--steps", 9, *bound)
+        args = ["--method", method, "--sigma-multiplier", repr(plan["sigma_multiplier"]),
+                "--moment-multiplier", repr(plan["moment_multiplier"]), "--mean-multiplier", repr(plan["mean_multiplier"]),
+                "--rounds", 6, "--steps", 9, "--delta", 1e-7, *bound]
+        if not spec.one_matrix:
+            args += ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
+                     "--polish-multiplier", repr(plan["polish_multiplier"])]
+        spent = run_json(*args)
+        shape = [(r["release"], r["mechanism"], r["count"]) for r in plan["releases"]]
+        assert [(r["release"], r["mechanism"], r["count"]) for r in spent["releases"]] == shape, method
+        for mine, planned in zip(spent["releases"], plan["releases"]):
+            assert mine["noise_multiplier"] == pytest.approx(planned["noise_multiplier"], rel=1e-12), (method, mine["release"])
+        assert spent["epsilon"] == pytest.approx(2.0, rel=1e-7)

@@ -52,7 +52,8 @@ from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
-from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
@@ -120,7 +121,7 @@ def private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, sp
     return Zs.T @ Zs + noise, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1, int(split))
 
 
-class MomentSite:
+class MomentSite(ShareSite):
     """A fed-moments participant: answers one :class:`MomentRequest` with its share of the column
     means and then one :class:`CentreBroadcast` with its share of the centred second moments about
     the broadcast pooled mean (each once). ``n_total`` is the public total row count (defaults to
@@ -132,12 +133,11 @@ class MomentSite:
     :class:`StandardizeBroadcast` brings the pooled ``σ̄``, and the release is made on ``(x − ĉ)/σ̄``
     with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split_noise`)."""
 
-    report_B = False
-
     def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None,
                  n_total: Optional[int] = None):
         t0 = time.perf_counter()
         self.pid = int(pid)
+        self.who = f"participant {self.pid + 1}"
         X = np.asarray(X, dtype=float)
         self.n_rows, self.d = int(X.shape[0]), int(X.shape[1])
         self.n_total = int(self.n_rows if n_total is None else n_total)
@@ -186,11 +186,6 @@ class MomentSite:
         M, ev = private_moment_matrix(Z, clip, mult, rng, self._split)
         self.ledger.record(self.pid, ev)
         self._M = M * np.outer(s, s)
-
-    def _once(self, what: str) -> None:
-        if what in self.answered:
-            raise PrivacyBudgetError(f"participant {self.pid + 1}: its {what} share was already sent once")
-        self.answered.add(what)
 
     def handle(self, data: bytes) -> Optional[bytes]:
         t0 = time.perf_counter()
@@ -242,16 +237,6 @@ class MomentSite:
         self.compute_s += time.perf_counter() - t0
         return ShareReply(req.round, self.pid, self.d, values).encode()
 
-    def summary(self) -> dict:
-        return {
-            "participant": self.pid + 1,
-            "rows": self.n_rows,
-            "B": None,
-            "compute_s": self.compute_s,
-            "events": [ev.to_dict() for ev in self.ledger.events(self.pid)],
-            "notes": dict(self.notes),
-        }
-
 
 def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
     """The site side of ``fed-moments`` from the run plan."""
@@ -263,34 +248,31 @@ def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
 # ----------------------------------------------------------------------------------------------
 
 
-def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
+#: What fed-moments' messages carry (the report's ``communication.note``).
+MESSAGES = (
+    "two sum-shaped exchanges: each participant's share of the column means, then (after the pooled mean is "
+    "broadcast) its share of the upper-triangle centred moment matrix"
+)
+
+
+def drive_moments(spec, plan, fleet, progress=None) -> SolverOutcome:
     """Coordinator side: the two sum-shaped exchanges, the pooled moments, NOTEARS, the finished graph."""
     d = plan.d
-    req = MomentRequest(0, d).encode()
-    raw = fleet.exchange(req)
-    mu = sum_shares(ShareReply.decode(r).values for r in raw)
-    up = sum(len(r) for r in raw)
-    down = len(req) * len(raw)
-    exchanges = 2
+    fleet.traffic.enter("means")
+    mu = sum_shares(ShareReply.decode(r).values for r in fleet.exchange(MomentRequest(0, d).encode()))
     if split_of(plan) > 1:
         # split noise: the pooled spreads first (post-processing of released shares), broadcast as
         # the common public scale of every site's moment release
-        ask = CentreBroadcast(1, d, mu, full=False).encode()
-        raw1 = fleet.exchange(ask)
+        fleet.traffic.enter("scales")
+        raw1 = fleet.exchange(CentreBroadcast(1, d, mu, full=False).encode())
         sd_pub = np.sqrt(np.maximum(sum_shares(ShareReply.decode(r).values for r in raw1), 0.0))
         check_scales(mu, sd_pub, plan.names, where="fed-moments --split-noise")
-        scale = StandardizeBroadcast(2, d, mu, sd_pub).encode()
-        fleet.exchange(scale)
-        up += sum(len(r) for r in raw1)
-        down += (len(ask) + len(scale)) * len(raw)
-        exchanges = 4
+        fleet.exchange(StandardizeBroadcast(2, d, mu, sd_pub).encode())
         centre = CentreBroadcast(3, d, mu, full=True).encode()
     else:
         centre = CentreBroadcast(1, d, mu, full=True).encode()
-    raw2 = fleet.exchange(centre)
-    S = from_upper_triangle(sum_shares(ShareReply.decode(r).values for r in raw2), d)
-    up += sum(len(r) for r in raw2)
-    down += len(centre) * len(raw)
+    fleet.traffic.enter("moments")
+    S = from_upper_triangle(sum_shares(ShareReply.decode(r).values for r in fleet.exchange(centre)), d)
     if plan.private:
         S = project_psd(S)  # post-processing of the pooled noisy releases
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
@@ -325,22 +307,16 @@ def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
         )
     warn_list = []
     warn(notes, ConvergenceWarning, warn_list)
-    report = {
-        "rounds": res.outer_steps,
-        "converged": res.converged,
-        "final": {"h": res.h},
-        "history": res.history,
-        "communication": {
-            "bytes_up": up,
-            "bytes_down": down,
-            "bytes_total": up + down,
-            "exchanges": exchanges,
-            "note": "two sum-shaped exchanges: each participant's share of the column means, then (after the pooled mean is broadcast) its share of the upper-triangle centred moment matrix",
-        },
-        "timing": {"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
-        "removed_for_acyclicity": removed,
-        "solver_issues": res.solver_issues,
-        "warnings": warn_list,
-        "standardize": std,
-    }
-    return Outcome(res.W, W, report, summaries)
+    return SolverOutcome(
+        res.W, W, summaries,
+        rounds=res.outer_steps,
+        converged=res.converged,
+        timing={"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
+        messages=MESSAGES,
+        warnings=warn_list,
+        final={"h": res.h},
+        history=res.history,
+        removed_for_acyclicity=removed,
+        solver_issues=res.solver_issues,
+        standardize=std,
+    )

@@ -44,7 +44,8 @@ import numpy as np
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import NoDagError, PrivacyBudgetError
 from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest, ShareReply, message_kind
-from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -267,12 +268,10 @@ def whitened_moments_release(X: np.ndarray, centre: np.ndarray, scale: np.ndarra
     return M, PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, sens, std, 1, split)
 
 
-class SuffstatsSite:
+class SuffstatsSite(ShareSite):
     """A fed-suffstats participant. Answers a :class:`FirstRequest` (private: its share of the
     scale histograms; non-private: of the column means) and then every :class:`BasisBroadcast` with
     its share of the augmented second moments in that basis, each stage once."""
-
-    report_B = False
 
     def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None,
                  n_total: Optional[int] = None):
@@ -280,23 +279,19 @@ class SuffstatsSite:
         self._X = np.asarray(X, dtype=float)
         self.n_rows, self.d = self._X.shape
         self.n_total = int(self.n_rows if n_total is None else n_total)
-        self.label = label or f"participant {pid + 1}"
+        self.label = self.who = label or f"participant {pid + 1}"
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(self.pid)
         self.privacy = privacy
         self.rng = rng
         self.compute_s = 0.0
+        self.notes: dict = {}
         self.answered: set = set()
         if privacy is not None:
             if rng is None:
                 raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
             if len(_stage_releases(privacy)) != STAGES or privacy.multiplier(ReleaseKind.SCALE_HISTOGRAM) is None:
                 raise PrivacyBudgetError(f"{self.label}: the plan does not calibrate fed-suffstats' releases")
-
-    def _once(self, what: str) -> None:
-        if what in self.answered:
-            raise PrivacyBudgetError(f"{self.label}: its {what} share was already sent once")
-        self.answered.add(what)
 
     def _split(self, rel) -> int:
         return int(rel.split)
@@ -342,16 +337,6 @@ class SuffstatsSite:
         self.compute_s += time.perf_counter() - t0
         return ShareReply(req.round, self.pid, self.d, values).encode()
 
-    def summary(self) -> dict:
-        return {
-            "participant": self.pid + 1,
-            "rows": self.n_rows,
-            "B": None,
-            "compute_s": self.compute_s,
-            "events": [ev.to_dict() for ev in self.ledger.events(self.pid)],
-            "notes": {},
-        }
-
 
 def make_suffstats_site(plan, pid: int, X: np.ndarray, rng) -> SuffstatsSite:
     return SuffstatsSite(pid, X, privacy=plan.privacy, rng=rng, label=plan.participants[pid].label, n_total=plan.n_total)
@@ -382,16 +367,12 @@ def _sum(raw) -> np.ndarray:
     return sum_shares(ShareReply.decode(r).values for r in raw)
 
 
-def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
+def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     """Coordinator side of fed-suffstats (see the module docstring)."""
     t_solve = 0.0
     d, n = plan.d, float(plan.n_total)
-    up = down = 0
-    req = FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()
-    raw = fleet.exchange(req)
-    up += sum(len(r) for r in raw)
-    down += len(req) * len(raw)
-    first = _sum(raw)
+    fleet.traffic.enter("first")
+    first = _sum(fleet.exchange(FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()))
     notes: dict = {}
     if plan.private:
         pv = plan.privacy
@@ -414,10 +395,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
     history = []
     W = np.zeros((d, d))
     for k, rel in enumerate(stages, start=1):
-        msg = BasisBroadcast(k, d, centre, scale, L).encode()
-        raw = fleet.exchange(msg)
-        up += sum(len(r) for r in raw)
-        down += len(msg) * len(raw)
+        fleet.traffic.enter(f"stage {k}")
+        raw = fleet.exchange(BasisBroadcast(k, d, centre, scale, L).encode())
         t0 = time.perf_counter()
         M = from_upper_triangle(_sum(raw), d + 1) * n
         w0 = M[0, 0]
@@ -469,29 +448,23 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
         W = res.W
     Wf, removed = finish_graph(W, thr, spec.name, plan.names, plan.knowledge)
     summaries = fleet.finish()
-    report = {
-        "rounds": len(stages),
-        "converged": True,
-        "final": {"h": 0.0},
-        "history": history,
-        "communication": {
-            "bytes_up": up,
-            "bytes_down": down,
-            "bytes_total": up + down,
-            "exchanges": 1 + len(stages),
-            "note": "sum-shaped exchanges only: " + ("the scale histograms, then the whitened moments per stage"
-                                                    if plan.private else "the column-mean shares, then the moments"),
-        },
-        "timing": {"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
-        "removed_for_acyclicity": removed,
-        "solver_issues": [],
-        "warnings": [],
-        "suffstats": {"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
-        "standardize": {
+    return SolverOutcome(
+        W, Wf, summaries,
+        rounds=len(stages),
+        converged=True,
+        timing={"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
+        messages="sum-shaped exchanges only: " + ("the scale histograms, then the whitened moments per stage"
+                                                 if plan.private else "the column-mean shares, then the moments"),
+        warnings=[],
+        final={"h": 0.0},
+        history=history,
+        removed_for_acyclicity=removed,
+        solver_issues=[],
+        suffstats={"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
+        standardize={
             "applied": bool(plan.standardize),
             "source": "the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
             "mean": mean.tolist(),
             "sd": sd.tolist(),
         },
-    }
-    return Outcome(W, Wf, report, summaries)
+    )

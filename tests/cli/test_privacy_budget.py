@@ -147,7 +147,7 @@ def test_fed_sparse_plan_matches_learn_dp(polish):
     _, tables = simulated_tables(6, 2, 1000, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = learn(tables, LearnConfig(seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report
+        rep = learn(tables, LearnConfig(method="fed-sparse", seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report
     used = rep["privacy"]["plan"]
     out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6,
                    *(() if polish else ("--polish-share", 0)))
@@ -379,7 +379,7 @@ def test_spend_of_a_runs_release_list(tmp_path):
     _, tables = simulated_tables(5, 2, 1000, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = learn(tables, LearnConfig(seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
+        rep = learn(tables, LearnConfig(method="fed-sparse", seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
     path = tmp_path / "report.json"
     path.write_text(json.dumps(rep, default=str))
     out = run_json("--releases", path)

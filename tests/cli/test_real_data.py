@@ -278,7 +278,7 @@ def test_scale_warning_under_dp_comes_from_the_exact_rows_not_the_noisy_statisti
     assert exact_scale_warning([Table(X / [400.0, 1, 1], ("a", "b", "c"), "x")], ("a", "b", "c")) is None
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        learn(tables, LearnConfig(rounds=3, polish=False, dp=DPConfig(epsilon=5)))
+        learn(tables, LearnConfig(method="fed-sparse", rounds=3, polish=False, dp=DPConfig(epsilon=5)))
     assert not [w for w in rec if issubclass(w.category, ScaleWarning)]  # none from noisy statistics
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")

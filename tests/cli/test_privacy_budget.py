@@ -16,6 +16,10 @@ runner = CliRunner()
 
 
 def run(*args, env=None):
+    """privacy-budget with ``args``; the noise plans here are DP-Fed-Sparse-BNSL's, so ``--method fed-sparse``
+    unless a method is given (the default, fed-suffstats, is tested in tests/test_method_options.py)."""
+    if "--method" not in args:
+        args = ("--method", "fed-sparse", *args)
     return runner.invoke(app, ["privacy-budget", *map(str, args)], env=env)
 
 
@@ -350,7 +354,7 @@ def test_other_usage_errors_exit_2(args):
 
 def test_subprocess_json_on_stdout_nothing_on_stderr():
     proc = subprocess.run(
-        [sys.executable, "-m", "bnsl_cli", "privacy-budget", "--epsilon", "1", "--delta", "1e-8",
+        [sys.executable, "-m", "bnsl_cli", "privacy-budget", "--method", "fed-sparse", "--epsilon", "1", "--delta", "1e-8",
          "--nodes", "20", "--json"],
         capture_output=True, text=True, timeout=60,
     )

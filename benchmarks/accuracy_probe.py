@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import bnsl_cli.federated.polish as polish_mod  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
-from bnsl_cli.plan import LearnConfig  # noqa: E402
+from bnsl_cli.plan.options import LearnConfig  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402
 from bnsl_cli.simulate import node_names, random_dag, random_weights, simulate_sem  # noqa: E402
 

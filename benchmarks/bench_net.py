@@ -115,7 +115,7 @@ def _run_site_proc(port, k, path, certdir):
     from bnsl_cli.net.tls import load_party
     from bnsl_cli.federated.methods import make_participant
     from bnsl_cli.io.data import read_table
-    from bnsl_cli.plan import RunPlan
+    from bnsl_cli.plan.run_plan import RunPlan
 
     c = Path(certdir)
     creds = load_party(c / "ca.pem", c / f"site{k}.pem", c / f"site{k}.key")
@@ -144,7 +144,9 @@ def whole_run(reps: int) -> dict:
     from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.net.tls import load_party
     from bnsl_cli.io.data import read_shards
-    from bnsl_cli.plan import LearnConfig, RunPlan, Shapes, ParticipantShape
+    from bnsl_cli.plan.options import LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
     from bnsl_cli.run import local_fleet, run
     from bnsl_cli.simulate import simulate
 

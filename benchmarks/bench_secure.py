@@ -84,7 +84,9 @@ def _loopback(plan, tables):
 def split(d: int, P: int, n: int, epsilons, seeds) -> None:
     from bnsl_cli.io.data import Table
     from bnsl_cli.metrics import structure_metrics
-    from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import Shapes
     from bnsl_cli.privacy.split_noise import split_noise_plan
     from bnsl_cli.simulate import simulate
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from bnsl_cli.io.data import Table, read_table  # noqa: E402
 from bnsl_cli.io.graphs import read_graph  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402
 from bnsl_cli.split import split_indices  # noqa: E402
 

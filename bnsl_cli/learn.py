@@ -1,7 +1,7 @@
 """The library's front door: ``learn(tables, options)``.
 
-``options`` is a :class:`~bnsl_cli.plan.LearnConfig` (the plan is resolved from the tables' public
-shape) or an already resolved :class:`~bnsl_cli.plan.RunPlan`. The participants are built from the
+``options`` is a :class:`~bnsl_cli.plan.options.LearnConfig` (the plan is resolved from the tables' public
+shape) or an already resolved :class:`~bnsl_cli.plan.run_plan.RunPlan`. The participants are built from the
 tables in this process (or in ``plan.workers`` worker processes) and :func:`bnsl_cli.run.run` runs
 the plan. Participants elsewhere (``bnsl serve``) go through ``run(plan, fleet)`` directly.
 This module also re-exports the public names a script needs.
@@ -13,7 +13,9 @@ from typing import Callable, Optional, Union
 
 from bnsl_cli.federated.methods import METHODS, method_spec
 from bnsl_cli.numerics import single_blas_thread
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes, default_delta, default_steps
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan, default_delta, default_steps
+from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.run import SCHEMA_VERSION, LearnResult, local_fleet, run
 
 __all__ = [

@@ -19,7 +19,7 @@ from bnsl_cli import __version__
 from bnsl_cli.dag import unfitted_required
 from bnsl_cli.errors import ConvergenceWarning, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning, warn
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
-from bnsl_cli.plan import RunPlan
+from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.split_noise import split_of, trust_statement
 

@@ -27,7 +27,7 @@ from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
 from bnsl_cli.numerics import single_blas_thread
-from bnsl_cli.plan import RunPlan
+from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.privacy.mechanisms import make_rng
 from bnsl_cli.privacy.split_noise import check_split_allowed, split_of
 from bnsl_cli.report import (  # noqa: F401 - the report's constants, importable from here too

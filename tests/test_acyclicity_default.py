@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from bnsl_cli.cli.app import app
 from bnsl_cli.errors import OptionError
 from bnsl_cli.learn import DPConfig, LearnConfig, RunPlan, Shapes
-from bnsl_cli.plan import ParticipantShape, default_acyclicity
+from bnsl_cli.plan.run_plan import default_acyclicity
+from bnsl_cli.plan.shapes import ParticipantShape
 
 SHARDS = Path(__file__).resolve().parents[1] / "examples" / "tiny" / "shards"
 SHAPES = Shapes(("a", "b", "c"), tuple(ParticipantShape(f"p{k}", 500) for k in range(3)))

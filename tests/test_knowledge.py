@@ -10,7 +10,8 @@ import pytest
 from bnsl_cli.errors import OptionError
 from bnsl_cli.knowledge import KnowledgeSource, Rule, read_arc_file, read_knowledge_file
 from bnsl_cli.learn import DPConfig, LearnConfig, learn
-from bnsl_cli.plan import RunPlan, Shapes
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
 from tests._sim import simulated_tables
 
 NAMES = ("age", "sex", "bp", "chol", "hr")

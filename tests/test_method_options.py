@@ -19,7 +19,9 @@ from bnsl_cli.federated.methods import (
     default_method,
     method_spec,
 )
-from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import ParticipantShape, Shapes
 
 runner = CliRunner()
 SHAPES = Shapes(("a", "b", "c"), tuple(ParticipantShape(f"p{k}", 1000) for k in range(3)))

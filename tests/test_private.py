@@ -13,7 +13,7 @@ from bnsl_cli.federated.participant import SparseParticipant
 from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.learn import DPConfig, LearnConfig, RunPlan, Shapes, learn
 from bnsl_cli.metrics import structure_metrics
-from bnsl_cli.plan import ParticipantShape
+from bnsl_cli.plan.shapes import ParticipantShape
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.simulate import simulate
 from tests._sim import simulated_tables

@@ -213,7 +213,7 @@ def _plan_record_safe(body) -> dict:
     from bnsl_cli.net.policy import plan_record
 
     try:
-        from bnsl_cli.plan import RunPlan
+        from bnsl_cli.plan.run_plan import RunPlan
 
         return plan_record(RunPlan.from_dict(body["plan"]))
     except Exception:  # a malformed plan: record what we got

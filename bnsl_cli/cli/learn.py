@@ -199,7 +199,7 @@ def command(
     from bnsl_cli.federated.methods import default_method, method_spec
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.knowledge import KnowledgeSource
-    from bnsl_cli.plan import DPConfig, LearnConfig
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
 
     if not dp and common.from_env(ctx, "epsilon"):
         epsilon = None  # BNSL_EPSILON set for private runs does not concern a non-private one
@@ -275,7 +275,8 @@ def command(
 
 def _run_with_progress(tables, cfg, quiet):
     from bnsl_cli.learn import learn
-    from bnsl_cli.plan import RunPlan, Shapes
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import Shapes
 
     plan = RunPlan.resolve(cfg, Shapes.of_tables(tables))
     console = common.err_console

@@ -374,7 +374,8 @@ def _accountants(releases, delta, conv, acc) -> tuple[list, dict]:
 def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol,
                acc="pld") -> dict:
     """Calibrate mode: exactly the privacy plan `learn --dp` resolves (the same function)."""
-    from bnsl_cli.plan import DPConfig, resolve_privacy
+    from bnsl_cli.plan.options import DPConfig
+    from bnsl_cli.plan.privacy_plan import resolve_privacy
 
     meth = spec.name
 
@@ -452,7 +453,8 @@ def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
 def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fail, acc="pld") -> dict:
     """fed-suffstats: the releases `learn --dp --method fed-suffstats` plans, and the noise each
     site adds and the pooled sum carries under per-site and under distributed noise."""
-    from bnsl_cli.plan import DPConfig, resolve_privacy
+    from bnsl_cli.plan.options import DPConfig
+    from bnsl_cli.plan.privacy_plan import resolve_privacy
     from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE as HIST_SHARE
     from bnsl_cli.privacy.defaults import SUFFSTATS_STAGE_SHARES as STAGE_SHARES
 

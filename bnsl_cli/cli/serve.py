@@ -257,13 +257,13 @@ def _site_record(site) -> dict:
 
 
 def _config(opts: dict, ctx=None):
-    """A checked :class:`~bnsl_cli.plan.LearnConfig` from the :data:`RUN_OPTIONS` of ``bnsl
+    """A checked :class:`~bnsl_cli.plan.options.LearnConfig` from the :data:`RUN_OPTIONS` of ``bnsl
     learn`` (matched by name; ``BNSL_EPSILON``/``BNSL_DELTA`` set for private runs do not concern a
     non-private one, as in learn). The one place serve checks the options (``cfg.check()``)."""
     from dataclasses import fields
 
     from bnsl_cli.knowledge import KnowledgeSource
-    from bnsl_cli.plan import DPConfig, LearnConfig
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
 
     unknown = set(opts) - RUN_OPTIONS - OUTPUT_OPTIONS - COLUMN_OPTIONS
     if unknown:  # a learn option this module has not classified: never ignore it silently
@@ -299,7 +299,8 @@ def _config(opts: dict, ctx=None):
 def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32, select: Optional[dict] = None):
     """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec.
     ``select`` (``--columns``/``--drop``): the plan's columns are those of site 1's HELLO chosen by name."""
-    from bnsl_cli.plan import ParticipantShape, RunPlan, Shapes
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
 
     shapes = Shapes(
         names=plan_columns(hellos[0]["columns"], **(select or {})),

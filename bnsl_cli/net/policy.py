@@ -5,7 +5,7 @@ The coordinator is not trusted with the site's budget. Before anything data-depe
 :func:`check_plan` recomputes the plan's privacy part from its public quantities alone (ε, δ, the
 conversion, the accountant, the budget shares, the clip, the clip levels, the value bound, the rounds and steps the
 participant will run, whether it polishes) with the same builder the coordinator used
-(:func:`bnsl_cli.plan.resolve_privacy`, i.e. :mod:`bnsl_cli.privacy.release_plan`), and refuses a plan
+(:func:`bnsl_cli.plan.privacy_plan.resolve_privacy`, i.e. :mod:`bnsl_cli.privacy.release_plan`), and refuses a plan
 whose release list (kinds, mechanisms, noise multipliers, counts, split) is not exactly that list, or
 whose ε recomputed from it exceeds the site's ``max_epsilon``. The participant is then built from
 the plan, so it uses the multipliers and step counts the site checked.
@@ -50,7 +50,9 @@ from bnsl_cli.federated.messages import (
 )
 from bnsl_cli.federated.methods import Rounds, make_participant, method_spec, suffstats
 from bnsl_cli.net.common import FederationError
-from bnsl_cli.plan import CLIP_LEVELS, DPConfig, PrivacyPlan, RunPlan, resolve_privacy
+from bnsl_cli.plan.options import CLIP_LEVELS, DPConfig
+from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
+from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import distribute_noise, split_noise_plan
 from bnsl_cli.run import participant_rngs

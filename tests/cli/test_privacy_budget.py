@@ -41,7 +41,8 @@ def test_plan_json_keys_and_values():
                 "selection_share", "moment_share", "mean_share", "polish_share", "rho_polish", "polish_multiplier",
                 "rounds", "steps", "conversion", "neighbouring_relation", "events"):
         assert key in out, key
-    from bnsl_cli.plan import DPConfig, resolve_privacy
+    from bnsl_cli.plan.options import DPConfig
+    from bnsl_cli.plan.privacy_plan import resolve_privacy
     from bnsl_cli.privacy.releases import ReleaseKind
 
     # learn --dp's default split, resolved by the function learn uses

@@ -372,3 +372,43 @@ def test_the_readme_own_data_walk_through_prints_what_it_shows(monkeypatch):
     head = next(shown for cmd, shown in runs if cmd.startswith("head -3 "))
     path = ROOT / runs[0][0].split()[-1]
     assert path.read_text().splitlines()[:3] == head
+
+
+def test_the_readme_own_data_continuation_prints_what_it_shows(monkeypatch, tmp_path):
+    """README *Your own data*, continued: the knowledge file and the bnlearn arc list it shows are the
+    shipped ones, and every ``bnsl`` line (run with its output folder moved to a temporary one) prints
+    the lines shown under it — timings aside — and writes the pictures it names."""
+    import re
+    import shlex
+
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)  # the commands name the shipped files relative to the checkout
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Continued: what you know")[1].split("\n## ")[0]
+    blocks = [b.split("```")[0] for b in section.split("```console")[1:]]
+    assert len(blocks) == 2
+    runs: list = []
+    for block in blocks:
+        lines = block.strip().replace("\\\n", " ").splitlines()
+        for line in lines:
+            if line.startswith("$ "):
+                runs.append((line[2:], []))
+            elif runs:
+                runs[-1][1].append(line)
+    cat = [(cmd, shown) for cmd, shown in runs if cmd.startswith("cat ")]
+    assert len(cat) == 1 and (tmp_path / cat[0][0].split()[1]).read_text().splitlines() == cat[0][1]
+    out = tmp_path / "run"
+
+    def norm(line: str) -> str:
+        return re.sub(r"\d+\.\d+ s$", "<T> s", line.rstrip())
+
+    bnsl_runs = [(cmd, shown) for cmd, shown in runs if cmd.startswith("bnsl ")]
+    assert [cmd.split()[1] for cmd, _ in bnsl_runs] == ["learn", "show", "evaluate"]
+    for cmd, shown in bnsl_runs:
+        res = CliRunner().invoke(app, shlex.split(cmd)[1:], catch_exceptions=False, env={"COLUMNS": "200"})
+        assert res.exit_code == 0, (cmd, res.output)
+        printed = [norm(s) for s in res.stderr.splitlines() + res.stdout.splitlines()]
+        for s in shown:
+            assert norm(s) in printed, (cmd, s, printed)
+    for name in ("graph.svg", "graph.png", "report.html", "cpdag.csv"):
+        assert (out / name).stat().st_size > 0

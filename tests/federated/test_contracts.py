@@ -8,7 +8,9 @@ import pytest
 from bnsl_cli.federated.contracts import Fleet, Participant
 from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet
 from bnsl_cli.federated.methods import make_participant
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.run import participant_rngs, run
 from tests._sim import simulated_tables
 

@@ -142,7 +142,7 @@ def test_the_cli_passes_acyclicity_to_the_coordinator_and_rejects_unknown_names(
 @pytest.mark.parametrize("method", ["fed-bnsl", "fed-moments", "notears", "local-notears"])
 def test_logdet_is_refused_where_the_method_does_not_use_it(method):
     from bnsl_cli.errors import OptionError
-    from bnsl_cli.plan import LearnConfig
+    from bnsl_cli.plan.options import LearnConfig
 
     with pytest.raises(OptionError, match="--acyclicity logdet works with --method fed-sparse only"):
         LearnConfig(method=method, acyclicity="logdet").check()
@@ -208,7 +208,9 @@ def test_private_fed_sparse_coordinator_has_no_screen_and_no_tolerance_schedule(
     no screen, a fixed tolerance from round 1. Non-private fed-sparse keeps both."""
     from bnsl_cli.federated.methods import method_spec
     from bnsl_cli.federated.methods.admm import coordinator_for
-    from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import Shapes
     from tests._sim import simulated_tables
 
     _, tables = simulated_tables(6, 2, 500, seed=0)

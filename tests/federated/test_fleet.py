@@ -55,7 +55,8 @@ def test_finish_hands_back_json_summaries(workers):
 
     from bnsl_cli.federated.methods import method_spec
     from bnsl_cli.federated.methods.admm import drive_admm
-    from bnsl_cli.plan import RunPlan, Shapes
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import Shapes
     from bnsl_cli.run import local_fleet
 
     tables = _tables()

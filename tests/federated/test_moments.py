@@ -18,7 +18,7 @@ from bnsl_cli.stats import (
     upper_triangle,
 )
 from bnsl_cli.io.data import Table
-from bnsl_cli.plan import DPConfig, LearnConfig
+from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.learn import learn
 from tests._sim import simulated_tables
@@ -135,7 +135,8 @@ def test_dp_fed_moments_ledger(shards):
 
 
 def test_dp_site_sends_its_moments_once_and_needs_a_noise_source(shards):
-    from bnsl_cli.plan import RunPlan, Shapes
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import Shapes
 
     _, tables = shards
     plan = RunPlan.resolve(LearnConfig(method="fed-moments", dp=DPConfig(epsilon=8)), Shapes.of_tables(tables))

@@ -70,7 +70,9 @@ def test_at_most_t_coordinates_change_and_tolerance_stops_early():
 
 
 def test_default_lambda_keeps_the_total_l1_fixed_over_the_number_of_sites():
-    from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
 
     def plan(P, **kw):
         shapes = Shapes(("a", "b", "c"), tuple(ParticipantShape(f"p{k}", 100) for k in range(P)))

@@ -29,7 +29,9 @@ from bnsl_cli.federated.messages import (
 )
 from bnsl_cli.federated.methods import make_participant
 from bnsl_cli.io.data import Table
-from bnsl_cli.plan import LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan.options import LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.run import participant_rngs, run
 from tests._sim import simulated_tables
 

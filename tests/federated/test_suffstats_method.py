@@ -21,7 +21,9 @@ from bnsl_cli.federated.methods.suffstats import (
 )
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.privacy.release_plan import fed_suffstats_releases
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.learn import learn
 from tests._sim import simulated_tables

@@ -12,7 +12,8 @@ pytest.importorskip("cryptography")
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.knowledge import KnowledgeSource  # noqa: E402
 from bnsl_cli.learn import LearnConfig, learn  # noqa: E402
-from bnsl_cli.plan import RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402
 

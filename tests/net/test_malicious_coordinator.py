@@ -28,7 +28,9 @@ from bnsl_cli.federated.messages import (  # noqa: E402
 )
 from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest  # noqa: E402
 from bnsl_cli.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import ParticipantShape, Shapes  # noqa: E402
 from bnsl_cli.privacy.releases import ReleaseKind  # noqa: E402
 from tests.net.conftest import Party  # noqa: E402
 

@@ -13,7 +13,9 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.federated.messages import MessageKind  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
-from bnsl_cli.plan import LearnConfig, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from tests.federated.test_reply_validation import Corrupt, _out_of_range, _set_values, _wrong_shape  # noqa: E402
 from tests.net.conftest import error_lines, join, networked, no_outputs, serve  # noqa: E402
 

@@ -10,7 +10,9 @@ pytest.importorskip("cryptography")
 from bnsl_cli.cli.serve import plan_columns  # noqa: E402
 from bnsl_cli.errors import OptionError, ShardMismatchError  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
-from bnsl_cli.plan import LearnConfig, ParticipantShape, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import ParticipantShape, Shapes  # noqa: E402
 from tests.net.test_site_limits import _limits  # noqa: E402
 
 

@@ -16,7 +16,9 @@ from bnsl_cli.net.common import FederationError  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summable_span  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402
 from bnsl_cli.run import participant_rngs, run  # noqa: E402
 from tests.net.conftest import D, P, all_ok, join, networked, quiet, serve  # noqa: E402

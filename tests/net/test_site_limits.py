@@ -20,7 +20,9 @@ from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.net.policy import SiteLimits, admm_rounds, check_plan  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402
 from bnsl_cli.run import participant_rngs  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402

@@ -12,7 +12,9 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.io.data import Table  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from bnsl_cli.privacy.split_noise import split_noise_plan  # noqa: E402
 from bnsl_cli.net.policy import SiteLimits, check_plan  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402

@@ -10,7 +10,9 @@ pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
 from bnsl_cli.io.data import Table  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402
 

@@ -9,7 +9,9 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.net.site import _events  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes  # noqa: E402
+from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
+from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from tests.net.conftest import networked  # noqa: E402
 
 

@@ -225,7 +225,8 @@ def test_ledger_report_names_the_accountant_and_takes_the_largest_participant():
 
 @pytest.mark.parametrize("method", ["fed-moments", "fed-sparse"])
 def test_calibration_meets_the_target_under_pld(method):
-    from bnsl_cli.plan import DPConfig, resolve_privacy
+    from bnsl_cli.plan.options import DPConfig
+    from bnsl_cli.plan.privacy_plan import resolve_privacy
 
     pz = resolve_privacy(method, DPConfig(epsilon=5, accountant="zcdp"), delta=4e-8, rounds=10, steps=20, polish=True)
     pp = resolve_privacy(method, DPConfig(epsilon=5, accountant="pld"), delta=4e-8, rounds=10, steps=20, polish=True)

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.plan import DPConfig, resolve_privacy
+from bnsl_cli.plan.options import DPConfig
+from bnsl_cli.plan.privacy_plan import resolve_privacy
 from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
 from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE, POLISH_SHARE, SELECTION_SHARE
 from bnsl_cli.privacy.release_plan import (

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import OptionError
-from bnsl_cli.plan import DPConfig, LearnConfig, RunPlan, Shapes
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.privacy.ledger import SPLIT_ASSUMPTION, PrivacyEvent
 from bnsl_cli.privacy.release_plan import ledger_of
 from bnsl_cli.privacy.releases import PlannedRelease, ReleaseKind

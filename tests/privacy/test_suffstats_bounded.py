@@ -22,7 +22,9 @@ from bnsl_cli.federated.methods.suffstats import (
     pair_bins,
     value_bins,
 )
-from bnsl_cli.plan import DPConfig, LearnConfig, ParticipantShape, RunPlan, Shapes
+from bnsl_cli.plan.options import DPConfig, LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import ParticipantShape, Shapes
 from bnsl_cli.stats import from_upper_triangle
 from tests.privacy.test_bounded_contributions import neighbours, within
 

@@ -1,0 +1,244 @@
+"""The run plan: every option of a learning run checked and resolved once, then frozen.
+
+``RunPlan.resolve(options, shapes)`` takes the user's choices (:class:`LearnConfig`, with an
+optional :class:`DPConfig`) and the public shape of the data (column names; per participant its
+label and row count) and returns an immutable :class:`RunPlan`. Every check happens there: the
+method is known, a private run is possible for the method, every option is in range, and for a
+private run the noise is calibrated and verified. The plan holds the resolved schedule and, for a
+private run, the **release list** (every planned release: kind, mechanism, noise multiplier,
+count) that the participants use, the ledger is checked against, and the report and
+``privacy-budget`` print.
+
+``plan.to_dict()`` / ``RunPlan.from_dict(d)`` round-trip exactly through JSON: a remote site
+receives the plan and checks it against its own limits before it releases anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Optional, Sequence
+
+from bnsl_cli.errors import BnslError, OptionError
+from bnsl_cli.federated.methods import method_spec
+from bnsl_cli.knowledge import Knowledge
+from bnsl_cli.plan.options import LearnConfig
+from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
+from bnsl_cli.plan.shapes import ParticipantShape, Shapes
+from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
+from bnsl_cli.privacy.split_noise import distribute_noise
+
+__all__ = [
+    "PenaltyPlan",
+    "RunPlan",
+    "PLAN_VERSION",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_ROUNDS",
+    "default_acyclicity",
+    "default_delta",
+    "default_steps",
+]
+
+PLAN_VERSION = 1
+#: Weight threshold when ``threshold`` is not given.
+DEFAULT_THRESHOLD = 0.3
+#: Rounds of a non-private run when ``rounds`` is not given.
+DEFAULT_ROUNDS = 80
+
+
+def default_steps(d: int) -> int:
+    """PGCD steps per round (non-private): ``3d``. Measured at d = 20 (ER1, P = 8, 5000 rows,
+    5 seeds): mean SHD 3.0 / 2.6 / 2.0 / 1.4 with T = d / 2d / 3d / 5d, bytes rising with T
+    (CHANGELOG)."""
+    return 3 * d
+
+
+def default_delta(rows: Sequence[int]) -> float:
+    """``1 / n_p²`` of the smallest participant."""
+    return 1.0 / float(min(rows)) ** 2
+
+
+@dataclass(frozen=True)
+class PenaltyPlan:
+    """ρ₁ (acyclicity) and ρ₂ (consensus) start values, growth factors and cap."""
+
+    rho1: float
+    rho2: float
+    growth1: float
+    growth2: float
+    cap: float
+
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """An immutable, fully resolved learning run (see the module docstring)."""
+
+    method: str
+    names: tuple
+    participants: tuple  # of ParticipantShape
+    n_total: int
+    lam: float
+    threshold: float
+    rounds: int
+    steps: int
+    penalty: PenaltyPlan
+    tol: float
+    h_tol: float
+    gap_tol: float
+    server_ftol: float
+    snap: float
+    polish: bool
+    seed: Optional[int]
+    workers: Optional[int]
+    personal: bool
+    standardize: bool = False
+    trace: bool = False
+    privacy: Optional[PrivacyPlan] = None
+    acyclicity: str = "expm"
+    version: int = PLAN_VERSION
+    #: the user gave ``threshold`` (otherwise the default, and the polish's score decides the edges)
+    threshold_given: bool = True
+    #: checked prior knowledge (required / forbidden edges, tiers); ``None``: none given
+    knowledge: Optional[Knowledge] = None
+
+    def forbidden_mask(self):
+        """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
+        return None if self.knowledge is None else self.knowledge.forbidden_mask()
+
+    def required_mask(self):
+        """The d × d required mask of the plan's knowledge (``None`` without knowledge)."""
+        return None if self.knowledge is None else self.knowledge.required_mask()
+
+    @property
+    def d(self) -> int:
+        return len(self.names)
+
+    @property
+    def P(self) -> int:
+        return len(self.participants)
+
+    @property
+    def rows(self) -> list:
+        return [p.rows for p in self.participants]
+
+    @property
+    def private(self) -> bool:
+        return self.privacy is not None
+
+    # -- resolution -----------------------------------------------------------------------------
+    @classmethod
+    def resolve(cls, options: LearnConfig, shapes: Shapes) -> "RunPlan":
+        """Check every option against the method and the data's shape; fill in the defaults;
+        for a private run calibrate and verify the noise. Raises :class:`OptionError` (a bad
+        option), :class:`PrivacyBudgetError` (a privacy request that cannot be honoured) or
+        :class:`BnslError`."""
+        options.check()
+        spec = method_spec(options.method)
+        names = tuple(str(n) for n in shapes.names)
+        if not names:
+            raise OptionError("the data have no columns")
+        parts = tuple(shapes.participants)
+        if not parts:
+            raise OptionError("no participants: give at least one shard")
+        for p in parts:
+            if not (isinstance(p.rows, int) and p.rows >= 1):
+                raise BnslError(f"{p.label}: a participant needs at least one row, got {p.rows!r}")
+        d = len(names)
+        dp = options.dp
+        lam = options.lam
+        if lam is None:
+            lam = spec.dp_lambda if (dp is not None and spec.dp_lambda is not None) else spec.default_lambda
+            if spec.lambda_sites is not None and dp is None:
+                # the local losses are normalised by the total n, so the consensus problem carries
+                # Σ_p λ_p: keep that total fixed (λ_p = default at P = lambda_sites) whatever the number of sites
+                lam = lam * spec.lambda_sites / len(parts)
+        rounds = options.rounds if options.rounds is not None else (DP_ROUNDS if dp is not None else DEFAULT_ROUNDS)
+        steps = options.steps if options.steps is not None else (dp_steps(d) if dp is not None else default_steps(d))
+        plan = dict(
+            method=options.method,
+            names=names,
+            participants=parts,
+            n_total=int(sum(p.rows for p in parts)),
+            lam=float(lam),
+            threshold=float(DEFAULT_THRESHOLD if options.threshold is None else options.threshold),
+            threshold_given=options.threshold is not None,
+            rounds=int(rounds),
+            steps=int(steps),
+            penalty=PenaltyPlan(
+                float(options.rho1), float(options.rho2), float(options.rho1_growth), float(options.rho2_growth),
+                float(options.rho_max),
+            ),
+            tol=float(options.tol),
+            h_tol=float(options.h_tol),
+            gap_tol=float(options.gap_tol),
+            server_ftol=float(options.server_ftol),
+            snap=float(options.snap),
+            polish=bool(options.polish and spec.polishable),
+            seed=None if options.seed is None else int(options.seed),
+            workers=None if options.workers is None else int(options.workers),
+            personal=bool(options.personal),
+            standardize=bool(options.standardize),
+            trace=bool(options.trace),
+            privacy=None,
+            acyclicity=default_acyclicity(options.method, dp is not None)
+            if options.acyclicity == "auto" else str(options.acyclicity),
+            knowledge=None if options.knowledge is None else options.knowledge.resolve(names),
+        )
+        if dp is not None:
+            delta = dp.delta if dp.delta is not None else default_delta([p.rows for p in parts])
+            plan["privacy"] = resolve_privacy(
+                options.method, dp, delta=delta, rounds=plan["rounds"], steps=plan["steps"], polish=plan["polish"], d=d
+            )
+            plan["privacy"] = distribute_noise(plan["privacy"], options.method, spec.distributed_noise, len(parts),
+                                               dp.noise, dp.collusion_tolerance)
+        return cls(**plan)
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """JSON-able; :meth:`from_dict` gives back an equal plan."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["names"] = list(self.names)
+        d["participants"] = [p.to_dict() for p in self.participants]
+        d["penalty"] = asdict(self.penalty)
+        d["privacy"] = None if self.privacy is None else self.privacy.to_dict()
+        if self.knowledge is None:
+            del d["knowledge"]  # a plan without knowledge reads as before
+        else:
+            d["knowledge"] = self.knowledge.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunPlan":
+        if d.get("version") != PLAN_VERSION:
+            raise BnslError(f"run plan version {d.get('version')!r} is not supported (this build reads {PLAN_VERSION})")
+        kw = dict(d)
+        kw["names"] = tuple(d["names"])
+        kw["participants"] = tuple(ParticipantShape(**p) for p in d["participants"])
+        kw["penalty"] = PenaltyPlan(**d["penalty"])
+        kw["privacy"] = None if d["privacy"] is None else PrivacyPlan.from_dict(d["privacy"])
+        k = d.get("knowledge")
+        kw["knowledge"] = None if k is None else Knowledge.from_dict(k, kw["names"])
+        return cls(**kw)
+
+    def options_dict(self) -> dict:
+        """The resolved options as the report's ``options`` shows them."""
+        return {
+            "method": self.method, "lam": self.lam, "threshold": self.threshold, "rounds": self.rounds,
+            "steps": self.steps, "rho1": self.penalty.rho1, "rho2": self.penalty.rho2,
+            "rho1_growth": self.penalty.growth1, "rho2_growth": self.penalty.growth2, "rho_max": self.penalty.cap,
+            "tol": self.tol, "h_tol": self.h_tol, "gap_tol": self.gap_tol, "seed": self.seed, "snap": self.snap,
+            "polish": self.polish, "server_ftol": self.server_ftol, "workers": self.workers,
+            "personal": self.personal, "standardize": self.standardize, "trace": self.trace,
+            "acyclicity": self.acyclicity,
+        }
+
+
+def default_acyclicity(method: str, private: bool) -> str:
+    """The acyclicity function of ``--acyclicity auto`` (the registry's ``default_acyclicity``, or
+    ``dp_acyclicity`` under --dp): logdet for non-private fed-sparse, expm otherwise. Measured
+    (benchmarks/RESULTS.md, "Acyclicity default"): on the 24 fed-sparse groups of the accuracy grid
+    logdet met the rule set in advance on all 20 non-private groups (mean SHD change −0.25) but not
+    on one DP group (SF2 ε = 1: +6.3 ± 0.7), so private runs keep expm; the other methods' solvers
+    use expm."""
+    spec = method_spec(method)
+    return spec.dp_acyclicity if private else spec.default_acyclicity

@@ -39,7 +39,7 @@ def test_auto_is_the_default_and_resolves_per_method_and_mode():
 
 @pytest.mark.parametrize(
     "extra, expected",
-    [([], "logdet"), (["--dp", "--epsilon", "20", "--delta", "1e-6"], "expm"), (["--method", "fed-bnsl"], "expm"),
+    [([], "logdet"), (["-m", "fed-sparse", "--dp", "--epsilon", "20", "--delta", "1e-6"], "expm"), (["--method", "fed-bnsl"], "expm"),
      (["--acyclicity", "expm"], "expm")],
 )
 def test_the_cli_default_never_refuses_and_reports_the_resolved_function(tmp_path, extra, expected):

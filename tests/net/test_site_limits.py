@@ -75,9 +75,10 @@ def test_the_same_plans_pass_within_the_limits(tables):
 
 
 def test_max_rounds_counts_admm_rounds_only(tables):
-    """fed-moments' --rounds are the coordinator's NOTEARS steps (two exchanges in all): no ADMM rounds."""
-    body = _body(tables, LearnConfig(method="fed-moments", rounds=60))
-    assert body["plan"]["rounds"] == 60
+    """fed-moments has no ADMM rounds (two exchanges in all; it takes no --rounds): a site's
+    --max-rounds does not count its plan's rounds field (80, the default)."""
+    body = _body(tables, LearnConfig(method="fed-moments"))
+    assert body["plan"]["rounds"] == 80
     assert admm_rounds(check_plan(body, tables[0], _limits(max_rounds=1), "site0").plan) == 0
     assert admm_rounds(RunPlan.from_dict(_body(tables, LearnConfig(method="fed-bnsl", rounds=9))["plan"])) == 9
 

@@ -67,19 +67,22 @@ LEARN_OPTIONS = _table(
     MethodOption("--collusion-tolerance", "collusion_tolerance", private=True),
 )
 
-#: ``privacy-budget`` options that only some methods take (the command's own parameter names).
+_SPEND = "the spend of any method's release list: --releases report.json"
+
+#: ``privacy-budget`` options that only some methods take (the command's own parameter names); the
+#: spend-mode multipliers first, so that a spend request names --releases first.
 BUDGET_OPTIONS = _table(
+    MethodOption("--gumbel-multiplier", "gumbel_multiplier", hint=_SPEND),
+    MethodOption("--sigma-multiplier", "sigma_multiplier", hint=_SPEND),
+    MethodOption("--moment-multiplier", "moment_multiplier", hint=_SPEND),
+    MethodOption("--mean-multiplier", "mean_multiplier", hint=_SPEND),
+    MethodOption("--polish-multiplier", "polish_multiplier", hint=_SPEND),
     MethodOption("--rounds", "rounds"),
     MethodOption("--steps", "steps"),
     MethodOption("--selection-share", "selection_share"),
     MethodOption("--moment-share", "moment_share"),
     MethodOption("--mean-share", "mean_share"),
     MethodOption("--polish-share", "polish_share"),
-    MethodOption("--gumbel-multiplier", "gumbel_multiplier"),
-    MethodOption("--sigma-multiplier", "sigma_multiplier"),
-    MethodOption("--moment-multiplier", "moment_multiplier"),
-    MethodOption("--mean-multiplier", "mean_multiplier"),
-    MethodOption("--polish-multiplier", "polish_multiplier"),
     MethodOption("--public-means", "public_means"),
     MethodOption("--value-bound", "value_bound"),
     MethodOption("--sites", "sites"),

@@ -468,7 +468,15 @@ def test_every_private_method_plans_what_learn_plans(extra):
     options = dict(zip(extra[::2], extra[1::2])) if len(extra) > 1 else {}
     dp = {"epsilon": 3.0, "public_means": "--public-means" in extra,
           "value_bound": options.get("--value-bound"), "accountant": options.get("--accountant", "pld")}
+    from bnsl_cli.federated.method_options import BUDGET_OPTIONS
+    from bnsl_cli.federated.methods import method_spec
+
     for method in PRIVATE_METHODS:
+        if any(f in BUDGET_OPTIONS and f not in method_spec(method).budget_options for f in extra):
+            # an option of another method's releases is refused, as learn --dp refuses it
+            res = run("--method", method, "--epsilon", 3, "--samples", 500, "--nodes", 12, *extra)
+            assert res.exit_code == 2 and f"does not apply to --method {method}" in res.stderr, res.output
+            continue
         out = run_json("--method", method, "--epsilon", 3, "--samples", 500, "--nodes", 12, *extra)
         summary = _learn_plan(method, 500, 12, **dp).privacy.summary()
         assert out["releases"] == summary["releases"], method
@@ -517,10 +525,11 @@ def test_spend_mode_rebuilds_the_calibrated_release_list(bound):
         spec = method_spec(method)
         if spec.distributed_noise:
             continue
-        plan = run_json("--method", method, "--epsilon", 2, "--delta", 1e-7, "--rounds", 6, "--steps", 9, *bound)
+        kt = ["--rounds", 6, "--steps", 9] if "--rounds" in spec.budget_options else []  # DP-PGCD's K × T
+        plan = run_json("--method", method, "--epsilon", 2, "--delta", 1e-7, *kt, *bound)
         args = ["--method", method, "--sigma-multiplier", repr(plan["sigma_multiplier"]),
                 "--moment-multiplier", repr(plan["moment_multiplier"]), "--mean-multiplier", repr(plan["mean_multiplier"]),
-                "--rounds", 6, "--steps", 9, "--delta", 1e-7, *bound]
+                *kt, "--delta", 1e-7, *bound]
         if not spec.one_matrix:
             args += ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
                      "--polish-multiplier", repr(plan["polish_multiplier"])]

@@ -35,6 +35,7 @@ from bnsl_cli.federated.messages import (
     with_sender,
 )
 from bnsl_cli.federated.secure_sum import ALL_SITES, unmask_sum
+from bnsl_cli.federated.traffic import Traffic
 from bnsl_cli.net import frames as F
 from bnsl_cli.net.common import (
     METHOD,
@@ -147,6 +148,9 @@ class NetworkFleet:
 
             self.identity = identity_of(credentials.cert)
         self.workers = self.n
+        #: the bytes of every message sent to a site and of every reply (masked or not) it sent,
+        #: as they crossed: the encoded messages the DATA frames carry
+        self.traffic = Traffic(self.n)
         self.secure_sum = bool(secure_sum)
         self.scale_bits = int(scale_bits)
         self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
@@ -447,6 +451,7 @@ class NetworkFleet:
             out.append(reply)
             if frame.kind == F.MASKED:
                 masked.append(reply)
+        self.traffic.count(msg, out)
         if masked:
             try:
                 out = _unmask(out, self.scale_bits)

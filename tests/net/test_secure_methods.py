@@ -33,6 +33,7 @@ class Recording:
         rngs = participant_rngs(plan) if plan.private else [None] * plan.P
         self.inner = LocalFleet([make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)])
         self.handed, self.workers, self.secure_sum = [], 1, False
+        self.traffic = self.inner.traffic  # the inner fleet carries (and counts) the messages
 
     def __len__(self):
         return len(self.inner)

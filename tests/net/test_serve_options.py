@@ -110,6 +110,11 @@ class LoopbackFleet:
     def __len__(self):
         return len(self.tables)
 
+    @property
+    def traffic(self):
+        """The byte meter of the in-process fleet that carries the messages."""
+        return self.inner.traffic
+
     def exchange(self, msg):
         return self.inner.exchange(msg)
 

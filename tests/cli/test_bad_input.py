@@ -258,7 +258,7 @@ def test_column_constant_in_one_shard_is_allowed_and_named(tmp_path):
         warning = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "constant" in ln]
         assert len(warning) == 1 and p.name in warning[0] and repr(col) in warning[0], res.stderr
         assert json.loads((out / "report.json").read_text())
-    res = run("learn", "--dp", "--epsilon", 5, shards, "-q", "--rounds", 5, "--seed", 1)
+    res = run("learn", "-m", "fed-sparse", "--dp", "--epsilon", 5, shards, "-q", "--rounds", 5, "--seed", 1)
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith("source,target,weight")
 

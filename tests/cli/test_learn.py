@@ -107,9 +107,9 @@ def test_refuses_to_overwrite_foreign_files(tmp_path, shards):
         (["--dp", "--epsilon", "5", "--method", "notears"], 2),
         (["--method", "nope"], 2),
         (["--snap", "-0.1"], 2),
-        (["--dp", "--epsilon", "5", "--polish-share", "0"], 5),
-        (["--dp", "--epsilon", "5", "--polish-share", "1"], 5),
-        (["--dp", "--epsilon", "5", "--polish-share", "-0.1", "--no-polish"], 5),
+        (["-m", "fed-sparse", "--dp", "--epsilon", "5", "--polish-share", "0"], 5),
+        (["-m", "fed-sparse", "--dp", "--epsilon", "5", "--polish-share", "1"], 5),
+        (["-m", "fed-sparse", "--dp", "--epsilon", "5", "--polish-share", "-0.1", "--no-polish"], 5),
     ],
 )
 def test_option_errors(shards, args, code):
@@ -120,7 +120,7 @@ def test_option_errors(shards, args, code):
 
 def test_dp_run_reports_privacy_and_warns_about_the_seed(tmp_path, shards):
     out = tmp_path / "dp"
-    res = run("learn", shards, "--dp", "--epsilon", 8, "--seed", 3, "--rounds", 5, "--out", out)
+    res = run("learn", shards, "-m", "fed-sparse", "--dp", "--epsilon", 8, "--seed", 3, "--rounds", 5, "--out", out)
     assert res.exit_code == 0, res.output
     assert "warning" in res.stderr and "seed" in res.stderr
     pv = json.loads((out / "report.json").read_text())["privacy"]

@@ -235,7 +235,7 @@ def test_private_fed_sparse_coordinator_has_no_screen_and_no_tolerance_schedule(
     _, tables = simulated_tables(6, 2, 500, seed=0)
     shapes = Shapes.of_tables(tables)
     spec = method_spec("fed-sparse")
-    private = coordinator_for(spec, RunPlan.resolve(LearnConfig(seed=0, dp=DPConfig(epsilon=5.0)), shapes))
+    private = coordinator_for(spec, RunPlan.resolve(LearnConfig(method="fed-sparse", seed=0, dp=DPConfig(epsilon=5.0)), shapes))
     plain = coordinator_for(spec, RunPlan.resolve(LearnConfig(seed=0), shapes))
     assert private.screen == 0.0 and private.round_ftol() == private.ftol
     assert plain.screen > 0.0 and plain.round_ftol() > plain.ftol

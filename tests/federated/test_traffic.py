@@ -33,7 +33,7 @@ DP = DPConfig(epsilon=8, value_bound=10.0)
 CONFIGS = {
     "fed-sparse": LearnConfig(rounds=3, seed=1),
     "fed-sparse-standardize": LearnConfig(rounds=3, standardize=True, seed=1),
-    "fed-sparse-dp": LearnConfig(rounds=3, steps=10, dp=DP, seed=1),
+    "fed-sparse-dp": LearnConfig(method="fed-sparse", rounds=3, steps=10, dp=DP, seed=1),
     "fed-bnsl": LearnConfig(method="fed-bnsl", rounds=3, seed=1),
     "fed-bnsl-dp": LearnConfig(method="fed-bnsl", rounds=3, dp=DP, seed=1),
     "fed-moments": LearnConfig(method="fed-moments", seed=1),

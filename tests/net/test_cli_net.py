@@ -81,7 +81,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
 def test_site_refuses_epsilon_and_nobody_writes(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
-    coord, port = serve(certs, out, "--dp", "--epsilon", "8", "--value-bound", "20")
+    coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "8", "--value-bound", "20")
     sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "5" if k == 1 else "10",
                   "--transcript", str(tmp_path / f"t{k + 1}.jsonl")) for k, p in enumerate(paths)]
     results = [s.done() for s in sites]
@@ -292,7 +292,7 @@ def test_insecure_only_on_loopback(world):
 def test_private_run_with_secure_sum_transcripts_match_the_report(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
-    coord, port = serve(certs, out, "--dp", "--epsilon", "5", "--value-bound", "20", "--rounds", "4", "--secure-sum",
+    coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "5", "--value-bound", "20", "--rounds", "4", "--secure-sum",
                         "--standardize", "--trace")
     # site 3 keeps its rows ';'-separated: join --sep reads them as learn --sep would
     semi = tmp_path / "site3.csv"

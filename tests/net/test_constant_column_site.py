@@ -26,7 +26,8 @@ def test_private_run_ignores_a_constant_column_non_private_refuses_it(small_worl
     flat, col = _flatten(paths[0], tmp_path)
     sites_csv = [flat, *paths[1:]]
     out = tmp_path / "private"
-    coord, port = serve(certs, out, "--dp", "--epsilon", "10", "--value-bound", "20", "--rounds", "3", "--steps", "5")
+    coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "10", "--value-bound", "20", "--rounds", "3",
+                        "--steps", "5")
     sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "10") for k, p in enumerate(sites_csv)]
     for party in (*sites, coord):
         code, _, err = party.done()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bnsl_cli.io.data import read_shards
-from bnsl_cli.io.graphs import read_graph
+from bnsl_cli.io.graph_formats import read_graph
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 

@@ -29,6 +29,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
+from bnsl_cli.io.data import is_number
 from bnsl_cli.io.dot import DotUnsupported, parse_dot_flat, parse_dot_pydot
 from bnsl_cli.io.graphs import Graph
 
@@ -88,14 +89,6 @@ def _from_edges(
             raise InputDataError(f"{path}: edge {s!r} -> {t!r} has a non-finite weight {w!r}")
         W[index[s], index[t]] = w
     return Graph(W, tuple(names_order), all_nodes_listed)
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 _OTHER_FORMATS = (
@@ -174,7 +167,7 @@ def _read_csv_graph(path: Path, text: str) -> Graph:
                     order.append(n)
             edges.append((s, t, w))
         return _from_edges(order, edges, path, all_nodes_listed=False)
-    if header[0] != "" and all(_is_number(h) for h in header):
+    if header[0] != "" and all(is_number(h) for h in header):
         numeric_names = len(body) == len(header) and all(len(r) == len(header) for _, r in body)
         if not numeric_names:  # the first line is data: a matrix without a header row
             return _read_headerless(path, numbered)
@@ -205,7 +198,7 @@ def _read_csv_graph(path: Path, text: str) -> Graph:
             f"({', '.join(map(repr, names[:3]))}{', …' if d > 3 else ''}) but {len(body)} rows follow; "
             + _OTHER_FORMATS
         )
-    if not any(_is_number(c.strip()) for _, r in body for c in (r[1:] if has_index else r)):
+    if not any(is_number(c.strip()) for _, r in body for c in (r[1:] if has_index else r)):
         raise InputDataError(
             f"{path}: not a graph file bnsl knows: read as an adjacency matrix it holds no numbers; " + _OTHER_FORMATS
         )

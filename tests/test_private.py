@@ -324,3 +324,30 @@ def test_clipped_sums_are_accumulated_in_float64():
     for i in range(3):
         exact = math.fsum(terms[i].astype(np.float64))
         assert abs(grads.sums[i, j] - exact) <= 1e-12 * float(np.abs(terms[i]).sum()), i
+
+
+def test_a_drowned_value_range_refuses_once_with_the_numbers_that_say_what_would_work(tmp_path):
+    """Issue 19 item 4: fed-sparse --dp on too few rows for its value-range histogram exits 5 with
+    one line that gives the noise per bin against the rows, the command that shows it at another ε,
+    and the alternatives; nothing is written."""
+    from typer.testing import CliRunner
+
+    from bnsl_cli.cli.app import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["simulate", "--nodes", "20", "--edges", "20", "--participants", "5", "--samples", "60",
+                              "--seed", "1", "--out", str(tmp_path / "sim"), "-q"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["learn", str(tmp_path / "sim" / "shards"), "-m", "fed-sparse", "--dp", "--epsilon", "1",
+                              "--seed", "1", "--out", str(out), "-q"])
+    assert res.exit_code == 5
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    import re
+
+    m = re.search(r"noise is (\d+) counts per bin against 60 rows, and a bin is read only above 3 noise stds \((\d+) rows", errors[0])
+    assert m and int(m.group(2)) >= 60 and abs(int(m.group(2)) - 3 * int(m.group(1))) <= 2, errors[0]
+    assert "bnsl privacy-budget --method fed-sparse --epsilon E --samples 60 --nodes 20" in errors[0]
+    assert "--value-bound" in errors[0] and "fed-suffstats" in errors[0]
+    assert not out.exists()

@@ -55,12 +55,17 @@ RAW_QUANTILE = 1e-3
 CENTRED_QUANTILE = 1e-2
 
 
-def _need_bound(label: str, bound: np.ndarray, what: str) -> None:
+def _need_bound(label: str, bound: np.ndarray, what: str, noise_std: float, n: int, d: int) -> None:
+    """Refuse (exit 5) when a range histogram drowned in its noise, with the numbers that say what
+    would work: the noise per bin against the rows, and where to see it at another ε."""
     if np.isnan(bound).any():
         raise PrivacyBudgetError(
-            f"{label}: too few rows for a private estimate of the {what} at this ε "
-            "(the noisy histogram is all noise); pass --value-bound B (a public bound on |x|), "
-            "or --public-means if the data are centred, or raise --epsilon"
+            f"{label}: too few rows for a private estimate of the {what} at this ε: the noisy histogram's "
+            f"noise is {noise_std:.0f} counts per bin against {n} rows, and a bin is read only above 3 noise stds "
+            f"({3.0 * noise_std:.0f} rows in one bin); `bnsl privacy-budget --method fed-sparse --epsilon E --samples {n} "
+            f"--nodes {d}` shows the value-range multiplier at another ε (noise = multiplier × √(2d) counts); or pass "
+            "--value-bound B (a public bound on |x|), --public-means if the data are centred, or use the --dp "
+            "default method (fed-suffstats), which makes no value-range release"
         )
 
 
@@ -81,7 +86,7 @@ def private_preprocessing(X: np.ndarray, multipliers: dict, value_bound: Optiona
             return np.full(d, float(value_bound))
         b, ev = release_range(values, np.zeros(d), multipliers[kind], rng, quantile=quantile, release=kind)
         events.append(ev)
-        _need_bound(label, b, what)
+        _need_bound(label, b, what, ev.noise_scale, n, d)
         return b
 
     if ReleaseKind.COLUMN_MEANS in multipliers:

@@ -10,12 +10,15 @@ the sensitivities):
 1. ``scale-histogram`` — per column two histograms on fixed, data-independent log-spaced bins:
    of the row values (signed, quarter-octave bins) and of the absolute differences of consecutive
    row pairs (half-octave bins; pairs by row position, so no centre is needed). Replace-one changes
-   one count in two bins of each histogram per column: L2 sensitivity ``2√d``. The coordinator
-   zeroes the summed bins below ``3`` noise stds and takes medians: a centre ``m̃_j`` and a scale
-   ``s̃_j = median|x − x'| / (√2·0.6745)`` (the standard deviation for Gaussian data); the centre
-   is the midpoint of the values' quartiles. Nothing here
-   can fail for lack of rows: a column without a bin above the noise keeps the public defaults
-   ``m̃ = 0``, ``s̃ = 1`` and the report says so.
+   one count in two bins of each histogram per column: L2 sensitivity ``2√d``. The coordinator fits
+   Gaussian shapes (public counts, all bins, least squares): a scale ``s̃_j`` from the pairs and a
+   coarse interval for the centre from the values (:func:`coarse_bins`); columns that no fit reads
+   fall back to merged quartile bins and are named in the report.
+1b. ``centre-histogram`` — per column :data:`CENTRE_BINS` linear bins placed by step 1 (public:
+   post-processing) over the coarse interval ± ``CENTRE_MARGIN·s̃``; replace-one moves one count per
+   column: L2 sensitivity ``√(2d)``. A fitted normal shape gives the centre ``m̃_j`` to a fraction of a
+   standard deviation and the scale (:func:`refine_centre`) — log bins alone are ≈ 19 % of ``|x|``
+   wide, so a centre read from them is off by many standard deviations when ``|m| ≫ s``.
 2. ``whitened-moments``, ``STAGES`` times — the coordinator broadcasts ``m̃``, ``s̃`` and a lower
    triangular ``L`` (public: post-processing of earlier releases; ``L = I`` first); each site
    releases ``Σ a aᵀ`` over its rows, ``a = [1; L⁻¹ (x − m̃)/s̃]`` clipped to ℓ₂ norm
@@ -25,7 +28,9 @@ the sensitivities):
    stage's ``L``: the Cholesky factor of the model covariance ``(I − B)⁻ᵀ diag(R) (I − B)⁻¹``.
    Isotropic noise in a whitened basis enters the moments as ``L N Lᵀ``, nearly proportional to
    the covariance, like sampling noise; its small eigen-directions are no longer swamped. The
-   next stage's centre is moved to the released weighted mean.
+   next stage's centre is moved to the released weighted mean. A stage whose clipped weight is
+   within 3 noise stds is skipped (the next one uses the last basis that worked, or the same); if
+   all are, the run stops with the ε and rows per site that would work (:func:`usable_at`).
 
 The graph of the last stage is the result (``W[i, j]`` is the edge ``i → j``, raw units).
 
@@ -46,10 +51,10 @@ from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
 from bnsl_cli.federated.outcome import Outcome
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
-from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
+from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
-from bnsl_cli.privacy.release_plan import fed_suffstats_releases
+from bnsl_cli.privacy.release_plan import fed_suffstats_releases, spend_of
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 from bnsl_cli.solvers.suffstats import learn_suffstats
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, upper_triangle
@@ -79,9 +84,10 @@ __all__ = [
     "model_whitening",
 ]
 
-#: Share of ρ* spent on the scale histograms and the shares of the rest for the whitened-moment
-#: stages (their calibration: :func:`bnsl_cli.privacy.release_plan.fed_suffstats_releases`).
+#: Shares of ρ* spent on the scale and the centre histograms and the shares of the rest for the
+#: whitened-moment stages (their calibration: :func:`bnsl_cli.privacy.release_plan.fed_suffstats_releases`).
 HIST_SHARE = SUFFSTATS_HIST_SHARE
+CENTRE_SHARE = SUFFSTATS_CENTRE_SHARE
 STAGE_SHARES = SUFFSTATS_STAGE_SHARES
 STAGES = len(STAGE_SHARES)
 #: Row clip of the moment releases: ``‖a‖ ≤ CLIP·√(d + 1)`` (about the median norm of a whitened row).
@@ -475,7 +481,7 @@ def release_builder(**_):
 
 #: The report's ``privacy.mechanism``.
 MECHANISM = (
-    f"Gaussian releases of summed statistics: the scale histograms, then the clipped second moments in {STAGES} "
+    f"Gaussian releases of summed statistics: the scale and the centre histograms, then the clipped second moments in {STAGES} "
     "whitened stages; a noise-aware score search on them (post-processing)"
 )
 
@@ -697,8 +703,6 @@ def usable_at(plan, d: int) -> tuple[float, int]:
     the last (largest) whitened-moment stage's clipped weight of whitened rows
     (:func:`clipped_weight_fraction`) 3 noise stds above its pooled noise — from the same calibration as
     ``privacy-budget --method fed-suffstats`` (the noise multipliers scale as ``1/√ρ*``)."""
-    from bnsl_cli.privacy.release_plan import spend_of
-
     pv = plan.privacy
     n, P = float(plan.n_total), plan.P
     last = _stage_releases(pv)[-1]

@@ -49,6 +49,17 @@ def reaches(children: list, src: int, dst: int) -> bool:
                 stack.append(v)
     return False
 
+
+def can_reverse(children: list, i: int, j: int) -> bool:
+    """Does reversing the edge ``i → j`` keep the graph given by its ``children`` sets acyclic, i.e.
+    is there no other path ``i → … → j``? (``children`` is left as it was.)"""
+    children[i].discard(j)
+    try:
+        return not reaches(children, i, j)
+    finally:
+        children[i].add(j)
+
+
 def find_cycle_edges(W: np.ndarray) -> np.ndarray:
     """Boolean mask of the edges that lie on some directed cycle (both ends in one strongly
     connected component of size > 1, or a self-loop)."""

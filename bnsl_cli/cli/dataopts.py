@@ -2,12 +2,14 @@
 the text is read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``),
 the separator and ``--files-from``; and the help-panel names the commands group their options by.
 
-Each ``*_option()`` returns a fresh ``typer.Option`` for a command's signature; :func:`read_options`
+Each ``*_option()`` returns a fresh ``typer.Option`` for a command's signature;
+:func:`with_read_options` gives a command the six reading options at once; :func:`read_options`
 turns the values into the library's :class:`~bnsl_cli.io.data.ReadOptions`.
 """
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from contextlib import contextmanager
 from typing import Optional
@@ -20,11 +22,6 @@ METHOD = "Method"
 PRIVACY = "Privacy"
 OUTPUT = "Output"
 NETWORK = "Network"
-SITE_LIMITS = "What this site accepts"
-
-#: The parameter names of the options below (serve classifies learn's parameters by name).
-COLUMN_PARAMS = ("columns", "drop", "index_col")
-TEXT_PARAMS = ("na", "header", "encoding")
 
 
 def columns_option(panel: Optional[str] = INPUT):
@@ -79,6 +76,33 @@ def sep_option(panel: Optional[str] = INPUT, what: str = "the data files", extra
         None, "--sep", envvar="BNSL_SEP", show_default=False, rich_help_panel=panel,
         help=f"Field separator of {what}: one character, or 'tab' \\[default: tab for .tsv, else ','].{extra}",
     )
+
+
+def with_read_options(after: str, panel: Optional[str] = INPUT):
+    """Decorator: the command's ``**read`` becomes the six options that say how the data files are
+    read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``), listed
+    in ``--help`` after the parameter ``after``. The command passes ``read`` to :func:`read_options`."""
+
+    def decorate(command):
+        sig = inspect.signature(command)
+        params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        at = [p.name for p in params].index(after) + 1
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        block = [
+            inspect.Parameter(name, kind, default=make(panel), annotation=annotation)
+            for name, make, annotation in (
+                ("columns", columns_option, Optional[str]),
+                ("drop", drop_option, Optional[str]),
+                ("index_col", index_col_option, Optional[str]),
+                ("na", na_option, str),
+                ("header", header_option, str),
+                ("encoding", encoding_option, str),
+            )
+        ]
+        command.__signature__ = sig.replace(parameters=params[:at] + block + params[at:])
+        return command
+
+    return decorate
 
 
 def files_from_option(panel: Optional[str] = INPUT):

@@ -13,6 +13,7 @@ import typer
 from bnsl_cli.cli import common, dataopts
 
 
+@dataopts.with_read_options(after="sep", panel=None)
 def command(
     coordinator: str = typer.Argument(..., metavar="HOST:PORT", help="The coordinator's address (bnsl serve --listen)."),
     csv: Path = typer.Argument(..., metavar="SITE.csv", help="This site's rows (header row, numeric values)."),
@@ -60,12 +61,6 @@ def command(
         "sums of the summable replies, never this site's own.",
     ),
     sep: Optional[str] = dataopts.sep_option(None, "SITE.csv", " As bnsl learn --sep."),
-    columns: Optional[str] = dataopts.columns_option(None),
-    drop: Optional[str] = dataopts.drop_option(None),
-    index_col: Optional[str] = dataopts.index_col_option(None),
-    na: str = dataopts.na_option(None),
-    header: str = dataopts.header_option(None),
-    encoding: str = dataopts.encoding_option(None),
     site_id: Optional[str] = typer.Option(
         None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
     ),
@@ -79,6 +74,7 @@ def command(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for the coordinator's next message."),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
+    **read,
 ) -> None:
     """Join a networked run as one site (the coordinator runs bnsl serve).
 
@@ -107,7 +103,7 @@ def command(
     creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
     from bnsl_cli.io.data import read_table, sample_warnings
 
-    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
+    read_opts = dataopts.read_options(**read)
     table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: accepted()
     sample_warnings([table], read_opts, whole=False)
     name = site_id or csv.name

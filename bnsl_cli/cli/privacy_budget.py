@@ -191,17 +191,21 @@ def command(
             spec, gumbel_multiplier, sigma_multiplier, moment_multiplier, mean_multiplier, rounds, steps,
             nodes, delta_value, conv, public_means, fail, polish_multiplier, value_bound is not None, accountant,
         )
-    elif spec.distributed_noise and not max_rho:
-        result = _calibrate_suffstats(spec, epsilon, delta_value, conv, nodes, sites, collusion_tolerance, fail, accountant)
-    elif max_rho or (not spec.one_matrix and rounds is None and steps is None and nodes is None):
+    elif max_rho or (
+        not spec.distributed_noise and not spec.one_matrix and rounds is None and steps is None and nodes is None
+    ):
         result = _max_rho(epsilon, delta_value, conv)
-    elif spec.one_matrix:
-        result = _calibrate(spec, epsilon, delta_value, None, None, "", nodes, selection_share, moment_share,
-                            mean_share, public_means, conv, value_bound, 0.0, accountant)
     else:
-        k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
-        result = _calibrate(spec, epsilon, delta_value, k, t, t_source, nodes, selection_share, moment_share,
-                            mean_share, public_means, conv, value_bound, polish_share, accountant)
+        from bnsl_cli.plan.options import DPConfig
+
+        # the privacy options exactly as `learn --dp` passes them to the plan
+        dp = DPConfig(
+            epsilon=epsilon, delta=delta_value, selection_share=selection_share, conversion=conv,
+            public_means=public_means, value_bound=value_bound, polish_share=polish_share, accountant=accountant,
+            collusion_tolerance=collusion_tolerance,
+        )
+        result = _calibrate(spec, dp, rounds=rounds, steps=steps, nodes=nodes, mean_share=mean_share,
+                            moment_share=moment_share, sites=sites, fail=fail)
     result["assumptions"]["delta"] = delta_source
 
     if json_out:
@@ -349,21 +353,37 @@ def _accountants(releases, delta, conv, acc) -> tuple[list, dict]:
     return rows, {"accountant": acc, "epsilon_pld": eps["pld"], "epsilon_zcdp": eps["zcdp"]}
 
 
-def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, public_means, conv, value_bound, s_pol,
-               acc="pld") -> dict:
-    """Calibrate mode: exactly the privacy plan `learn --dp` resolves (the same function)."""
-    from bnsl_cli.plan.options import DPConfig
+def _calibrate(spec, dp, *, rounds, steps, nodes, mean_share, moment_share, sites, fail) -> dict:
+    """Calibrate mode: the privacy plan `learn --dp` resolves for these options, from the same
+    function (:func:`~bnsl_cli.plan.privacy_plan.resolve_privacy`, which builds and calibrates the
+    release list with the method's release builder), then its table.
+
+    The release list of DP-PGCD (fed-sparse) depends on the rounds K and steps T (learn --dp's
+    defaults: K = DP_ROUNDS, T from the number of variables) and, as a what-if that learn does not
+    offer, on the mean and second-moment shares; the one-matrix methods and fed-suffstats use
+    learn's shares and make no per-step release."""
     from bnsl_cli.plan.privacy_plan import resolve_privacy
 
-    meth = spec.name
-
-    dp = DPConfig(epsilon=epsilon, delta=delta, selection_share=a, conversion=conv, public_means=public_means,
-                  value_bound=value_bound, polish_share=s_pol, accountant=acc)
-    if spec.one_matrix:
-        pv = resolve_privacy(meth, dp, delta=delta, rounds=1, steps=1, polish=False, d=nodes)
+    if spec.distributed_noise:
+        _check_sites(sites, dp.collusion_tolerance, fail)
+    if spec.one_matrix or spec.distributed_noise:
+        k = t = None
+        t_source = ""
+        pv = resolve_privacy(spec.name, dp, delta=dp.delta, rounds=1, steps=1, polish=False, d=nodes)
     else:
-        pv = resolve_privacy(meth, dp, delta=delta, rounds=k, steps=t, polish=s_pol > 0, d=nodes,
-                             mean_share=0.0 if public_means else s_mean, moment_share=s_m)
+        k, t, t_source = _rounds_steps(rounds, steps, nodes, fail)
+        pv = resolve_privacy(spec.name, dp, delta=dp.delta, rounds=k, steps=t, polish=dp.polish_share > 0, d=nodes,
+                             mean_share=0.0 if dp.public_means else mean_share, moment_share=moment_share)
+    if spec.distributed_noise:
+        return _suffstats_table(spec, pv, nodes=nodes, sites=sites, tolerance=dp.collusion_tolerance)
+    return _calibration_table(spec, pv, k=k, t=t, t_source=t_source, nodes=nodes)
+
+
+def _calibration_table(spec, pv, *, k, t, t_source, nodes) -> dict:
+    """The table and JSON of a DP-PGCD or one-matrix privacy plan ``pv``."""
+    meth = spec.name
+    delta, conv, acc, a = pv.delta, pv.conversion, pv.accountant, pv.selection_share
+    public_means, value_bound = pv.public_means, pv.value_bound
     summary = pv.summary()
     data = {"mode": "calibrate", "method": meth, **summary}
     data.update(
@@ -428,26 +448,28 @@ def _calibrate(spec, epsilon, delta, k, t, t_source, nodes, a, s_m, s_mean, publ
     return {"title": title, "assumptions": assumptions, "rows": rows, "json": data}
 
 
-def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fail, acc="pld") -> dict:
-    """fed-suffstats: the releases `learn --dp --method fed-suffstats` plans, and the noise each
-    site adds and the pooled sum carries under per-site and under distributed noise."""
-    from bnsl_cli.plan.options import DPConfig
-    from bnsl_cli.plan.privacy_plan import resolve_privacy
-    from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE as CENTRE_SHARE
-    from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE as HIST_SHARE
-    from bnsl_cli.privacy.defaults import SUFFSTATS_STAGE_SHARES as STAGE_SHARES
-
-    CLIP = spec.clip_multiplier
-
+def _check_sites(sites, tolerance, fail) -> None:
     if sites is not None and sites < 1:
         raise fail("--sites must be >= 1", 2)
     if tolerance < 0 or (sites is not None and tolerance >= max(sites, 1) and tolerance > 0):
         raise fail("--collusion-tolerance must be >= 0 and below --sites", 2)
-    pv = resolve_privacy(spec.name, DPConfig(epsilon=epsilon, delta=delta, conversion=conv, accountant=acc), delta=delta,
-                         rounds=1, steps=1, polish=False, d=nodes)
+
+
+def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
+    """fed-suffstats: the releases of the privacy plan ``pv`` (what `learn --dp --method
+    fed-suffstats` plans), and the noise each site adds and the pooled sum carries under per-site
+    and under distributed noise (the split `learn --noise distributed` gives its releases)."""
+    from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE as CENTRE_SHARE
+    from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE as HIST_SHARE
+    from bnsl_cli.privacy.defaults import SUFFSTATS_STAGE_SHARES as STAGE_SHARES
+    from bnsl_cli.privacy.split_noise import distribute_noise
+
+    CLIP = spec.clip_multiplier
+    delta, conv = pv.delta, pv.conversion
     summary = pv.summary()
     P = sites
-    share = None if P is None else P - tolerance
+    # the distributed calibration: each release's split as learn --noise distributed plans it
+    distributed = pv.releases if P is None else distribute_noise(pv, spec.name, spec.distributed_noise, P, "distributed", tolerance).releases
     rows = [
         ("epsilon", pv.epsilon, "target"),
         ("delta", pv.delta, ""),
@@ -458,7 +480,7 @@ def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fa
 
     calib = []
     stage = 0
-    for r in pv.releases:
+    for r, shared in zip(pv.releases, distributed):
         name = r.kind.value
         if r.kind == ReleaseKind.WHITENED_MOMENTS:
             stage += 1
@@ -475,6 +497,7 @@ def _calibrate_suffstats(spec, epsilon, delta, conv, nodes, sites, tolerance, fa
         entry = {"release": r.kind.value, "noise_multiplier": r.multiplier, "sensitivity": sens, "sigma": sigma}
         if P is not None:
             k = 1.0 if sigma is None else sigma
+            share = shared.split
             entry["per_site"] = {"each_site_std": k, "pooled_sum_std": k * math.sqrt(P)}
             entry["distributed"] = {"each_site_std": k / math.sqrt(share), "pooled_sum_std": k * math.sqrt(P / share),
                                     "collusion_tolerance": tolerance}
@@ -561,31 +584,19 @@ def _spend_list(path: Path, delta, samples, conv, fail, acc="pld") -> dict:
 
 
 def _spend_releases(spec, g, s, m, mean, pol, k, t, value_bound_given):
-    """The release list `learn --dp` makes with these multipliers: without a public value bound,
-    each one-off release is preceded by its value-range release, which spends the same share of
-    that release's budget as in learn (RANGE_FRACTION)."""
-    import math
+    """The release list `learn --dp` makes with these multipliers (built by the function the
+    calibration builds its lists with): without a public value bound, each one-off release is
+    preceded by its value-range release, which spends the same share of that release's budget as in
+    learn."""
+    from bnsl_cli.privacy.release_plan import range_multiplier, release_list
 
-    from bnsl_cli.privacy.release_plan import RANGE_FRACTION
-    from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind as K
-
-    out = []
-    # rho_range / rho_release = f / (1 - f): multiplier_range = multiplier · sqrt((1 - f) / f)
-    ratio = math.sqrt((1.0 - RANGE_FRACTION) / RANGE_FRACTION)
-    for before, kind, mult in ((K.RANGE_RAW, K.COLUMN_MEANS, mean), (K.RANGE_CENTRED, K.SECOND_MOMENTS, m)):
-        if mult is None:
-            continue
-        if not value_bound_given:
-            out.append(PlannedRelease(before, GAUSSIAN, mult * ratio, 1))
-        out.append(PlannedRelease(kind, GAUSSIAN, mult, 1))
+    one_offs = {
+        key: (None if value_bound_given else range_multiplier(mult), mult)
+        for key, mult in (("means", mean), ("moments", m)) if mult is not None
+    }
     if spec.one_matrix:
-        out.append(PlannedRelease(spec.matrix_release, GAUSSIAN, s, 1))
-    else:
-        out.append(PlannedRelease(K.SELECTION, EXPONENTIAL, g, k * t))
-        out.append(PlannedRelease(K.UPDATE, GAUSSIAN, s, k * t))
-        if pol is not None:
-            out.append(PlannedRelease(K.POLISH, GAUSSIAN, pol, 1))
-    return out
+        return release_list(**one_offs, matrix=(spec.matrix_release, s))
+    return release_list(**one_offs, iterations=(g, s, k * t), polish=pol)
 
 
 def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means, fail, pol=None,
@@ -602,6 +613,12 @@ def _spend(spec, g, s, m, mean, rounds, steps, nodes, delta, conv, public_means,
     validate_delta(delta)
     assumptions = _base_assumptions(conv)
     meth = spec.name
+    if spec.distributed_noise:
+        raise fail(
+            f"spend mode by noise multipliers covers DP-PGCD and one-matrix releases; {meth}'s releases are "
+            "histograms and stages: give their list with --releases FILE (a report.json or privacy-budget --json output)",
+            2,
+        )
     if spec.one_matrix:
         if g is not None:
             raise fail(f"{meth} makes no coordinate selections; drop --gumbel-multiplier", 2)

@@ -90,6 +90,7 @@ def _render(rows: list[dict]) -> None:
     common.err_console.print(table)
 
 
+@dataopts.with_read_options(after="sep", panel=None)
 def command(
     estimate: Path = typer.Argument(
         ...,
@@ -103,12 +104,6 @@ def command(
     ),
     files_from: Optional[Path] = dataopts.files_from_option(None),
     sep: Optional[str] = dataopts.sep_option(None),
-    columns: Optional[str] = dataopts.columns_option(None),
-    drop: Optional[str] = dataopts.drop_option(None),
-    index_col: Optional[str] = dataopts.index_col_option(None),
-    na: str = dataopts.na_option(None),
-    header: str = dataopts.header_option(None),
-    encoding: str = dataopts.encoding_option(None),
     out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Output directory."),
     ridge: float = typer.Option(
         0.0, "--ridge", envvar="BNSL_RIDGE", help="Ridge R ≥ 0: solves (S_pa,pa + R·I) w = S_pa,j with S = XᵀX/n_p of the centred rows (0: plain least squares)."
@@ -123,6 +118,7 @@ def command(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object per participant (a list) on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write."),
+    **read,
 ) -> None:
     """Refit the edge weights of a learned DAG on each participant's own rows (personalisation).
 
@@ -145,7 +141,7 @@ def command(
 
     if not math.isfinite(ridge) or ridge < 0:
         raise common.fail(f"--ridge must be a finite number ≥ 0 (got {ridge:g})", 2)
-    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
+    read_opts = dataopts.read_options(**read)
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)

@@ -119,7 +119,6 @@ class Coordinator:
         self.server_s = 0.0
         self.lbfgs_evals = 0  # evaluations of the W-step objective (= evaluations of h)
         self.link = SupportState()  # encoder state of the broadcast channel (same for every participant)
-        self.last_blocks: list[int] = []  # sizes of the cyclic blocks of the last W-step's support
         #: prior knowledge (d × d bool masks, or None): forbidden entries of W are fixed at 0,
         #: required ones are always in the W-step, never snapped and carry no ℓ₁ penalty
         self.forbidden: np.ndarray | None = None
@@ -252,7 +251,6 @@ class Coordinator:
         alpha, rho1, rho2 = self.alpha, self.rho1, self.rho2
         # h and ∇h only involve the strongly connected components of the support graph
         h_of = BlockAcyclicity(d, idx, self.acyclicity, self.logdet_s)
-        self.last_blocks = h_of.blocks
 
         def fun(w):
             h, gh = h_of(w)

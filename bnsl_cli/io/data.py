@@ -157,10 +157,6 @@ class ReadOptions:
         return replace(self, encoding="utf-8" if enc in ("utf-8", "utf-8-sig") else enc,
                        columns=None if self.columns is None else tuple(self.columns), drop=tuple(self.drop))
 
-    @property
-    def selects(self) -> bool:
-        return self.columns is not None or bool(self.drop) or self.index_col is not None
-
     def to_dict(self) -> dict:
         return {"columns": None if self.columns is None else list(self.columns), "drop": list(self.drop),
                 "index_col": self.index_col, "na": self.na, "header": self.header, "encoding": self.encoding}

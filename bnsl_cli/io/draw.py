@@ -34,7 +34,7 @@ import numpy as np
 from bnsl_cli.errors import BnslError
 from bnsl_cli.io.layout import layered_layout
 
-__all__ = ["need_matplotlib", "edge_status", "graph_figure", "figure_bytes", "line_chart", "bar_chart",
+__all__ = ["need_matplotlib", "edge_status", "graph_figure", "figure_bytes", "line_chart",
            "stacked_bars", "POSITIVE", "NEGATIVE", "STATUS_COLOURS"]
 
 POSITIVE = "#1f5fbf"
@@ -243,23 +243,6 @@ def line_chart(x, series: dict, xlabel: str, ylabel: str, logy: bool = False, ti
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    if len(series) > 1:
-        ax.legend(fontsize=8, frameon=False)
-    return fig
-
-
-def bar_chart(labels: Sequence[str], series: dict, ylabel: str, title: Optional[str] = None):
-    """Grouped vertical bars: one group per label, one bar per series."""
-    fig, ax = _chart()
-    n = max(len(series), 1)
-    x = np.arange(len(labels))
-    for k, (name, vals) in enumerate(series.items()):
-        ax.bar(x + (k - (n - 1) / 2) * 0.8 / n, vals, width=0.8 / n, label=name)
-    ax.set_xticks(x, labels, rotation=0 if len(labels) < 10 else 90, fontsize=8)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3, axis="y")
     if len(series) > 1:
         ax.legend(fontsize=8, frameon=False)
     return fig

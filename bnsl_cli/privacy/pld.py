@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import fft as _fft

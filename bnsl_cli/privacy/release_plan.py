@@ -37,7 +37,8 @@ from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, Rel
 __all__ = [
     "RANGE_FRACTION",
     "CALIBRATION_ATTEMPTS",
-    "one_off_releases",
+    "release_list",
+    "range_multiplier",
     "dp_pgcd_releases",
     "dp_fed_bnsl_releases",
     "ledger_of",
@@ -76,30 +77,57 @@ def covariance_sensitivity(clip_norm: float) -> float:
     return math.sqrt(2.0) * float(clip_norm) ** 2
 
 
-def one_off_releases(rho_means: float, rho_moments: float, value_bound_given: bool = False) -> list[tuple[ReleaseKind, float]]:
-    """``[(kind, rho), ...]`` of the one-off releases, in the order a participant makes them.
+def release_list(*, means=None, moments=None, matrix=None, iterations=None, polish=None) -> list[PlannedRelease]:
+    """The releases of one participant, in the order it makes them, from each release's noise
+    multiplier — the one place that says which releases a plan holds and in what order (the
+    calibration below and ``privacy-budget``'s spend mode both build their lists here).
 
-    Without a public value bound, ``RANGE_FRACTION`` of each budget pays for the noisy range
-    histogram that sets the clipping bound of the release that follows: raw range then column means
-    (skipped when ``rho_means = 0``: public means), centred range then second moments."""
-    out: list[tuple[ReleaseKind, float]] = []
-    f = 0.0 if value_bound_given else RANGE_FRACTION
-    if rho_means > 0:
-        if f:
-            out.append((ReleaseKind.RANGE_RAW, f * rho_means))
-        out.append((ReleaseKind.COLUMN_MEANS, (1 - f) * rho_means))
-    if rho_moments > 0:
-        if f:
-            out.append((ReleaseKind.RANGE_CENTRED, f * rho_moments))
-        out.append((ReleaseKind.SECOND_MOMENTS, (1 - f) * rho_moments))
+    ``means``, ``moments``: ``(range multiplier, multiplier)`` of a one-off release, the range
+    multiplier ``None`` when a public value bound makes the noisy value-range histogram that sets its
+    clipping bound unnecessary; the raw range and the column means come first, then the centred
+    range and the second moments. ``matrix``: ``(kind, multiplier)`` of a one-matrix method's release.
+    ``iterations``: ``(selection multiplier, update multiplier, count)`` of the DP-PGCD steps.
+    ``polish``: the multiplier of the polish's second moments. ``None``: no such release."""
+    out: list[PlannedRelease] = []
+    for (before, kind), pair in (
+        ((ReleaseKind.RANGE_RAW, ReleaseKind.COLUMN_MEANS), means),
+        ((ReleaseKind.RANGE_CENTRED, ReleaseKind.SECOND_MOMENTS), moments),
+    ):
+        if pair is None:
+            continue
+        range_mult, mult = pair
+        if range_mult is not None:
+            out.append(PlannedRelease(before, GAUSSIAN, range_mult, 1))
+        out.append(PlannedRelease(kind, GAUSSIAN, mult, 1))
+    if matrix is not None:
+        out.append(PlannedRelease(matrix[0], GAUSSIAN, matrix[1], 1))
+    if iterations is not None:
+        selection, update, count = iterations
+        out.append(PlannedRelease(ReleaseKind.SELECTION, EXPONENTIAL, selection, count))
+        out.append(PlannedRelease(ReleaseKind.UPDATE, GAUSSIAN, update, count))
+    if polish is not None:
+        out.append(PlannedRelease(ReleaseKind.POLISH, GAUSSIAN, polish, 1))
     return out
 
 
-def _one_offs(rho_star, mean_share, moment_share, value_bound_given) -> list[PlannedRelease]:
-    return [
-        PlannedRelease(kind, GAUSSIAN, _multiplier(rho), 1)
-        for kind, rho in one_off_releases(mean_share * rho_star, moment_share * rho_star, value_bound_given)
-    ]
+def range_multiplier(multiplier: float) -> float:
+    """The multiplier of the value-range release before a one-off release with ``multiplier``: it
+    spends ``RANGE_FRACTION`` of the pair's budget, the release the rest
+    (``ρ_range / ρ_release = f / (1 − f)``)."""
+    return multiplier * math.sqrt((1.0 - RANGE_FRACTION) / RANGE_FRACTION)
+
+
+def _one_offs(rho_star, mean_share, moment_share, value_bound_given) -> dict:
+    """``release_list``'s ``means``/``moments`` for shares of ``rho_star``: without a public value
+    bound, ``RANGE_FRACTION`` of each budget pays for the value-range histogram (none for a share of 0:
+    public means)."""
+    f = 0.0 if value_bound_given else RANGE_FRACTION
+    out = {}
+    for key, share in (("means", mean_share), ("moments", moment_share)):
+        rho = share * rho_star
+        if rho > 0:
+            out[key] = (_multiplier(f * rho) if f else None, _multiplier((1 - f) * rho))
+    return out
 
 
 def dp_pgcd_releases(
@@ -120,13 +148,11 @@ def dp_pgcd_releases(
             f"the one-off releases take the whole budget (second-moment share {moment_share:g} + mean share "
             f"{mean_share:g} + polish share {polish_share:g} >= 1); lower the shares"
         )
-    out = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
+    one_offs = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
     rho_step = left * rho_star / (rounds * steps)
-    out.append(PlannedRelease(ReleaseKind.SELECTION, EXPONENTIAL, _multiplier(selection_share * rho_step), rounds * steps))
-    out.append(PlannedRelease(ReleaseKind.UPDATE, GAUSSIAN, _multiplier((1.0 - selection_share) * rho_step), rounds * steps))
-    if polish_share > 0:
-        out.append(PlannedRelease(ReleaseKind.POLISH, GAUSSIAN, _multiplier(polish_share * rho_star), 1))
-    return out
+    iterations = (_multiplier(selection_share * rho_step), _multiplier((1.0 - selection_share) * rho_step), rounds * steps)
+    polish = _multiplier(polish_share * rho_star) if polish_share > 0 else None
+    return release_list(**one_offs, iterations=iterations, polish=polish)
 
 
 def dp_fed_bnsl_releases(
@@ -136,9 +162,8 @@ def dp_fed_bnsl_releases(
     left = 1.0 - mean_share - moment_share
     if not left > 0:
         raise PrivacyBudgetError("the one-off releases take the whole budget; lower the shares")
-    out = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
-    out.append(PlannedRelease(ReleaseKind.COVARIANCE, GAUSSIAN, _multiplier(left * rho_star), 1))
-    return out
+    one_offs = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
+    return release_list(**one_offs, matrix=(ReleaseKind.COVARIANCE, _multiplier(left * rho_star)))
 
 
 def fed_suffstats_releases(rho_star: float, hist_share: Optional[float] = None, stage_shares=None,

@@ -35,7 +35,6 @@ class ReleaseKind(str, Enum):
     UPDATE = "coordinate-update"
     COVARIANCE = "covariance"
     POLISH = "polish-second-moments"
-    STANDARDIZE_STATS = "standardize-statistics"
     MOMENT_MATRIX = "moment-matrix"
     SCALE_HISTOGRAM = "scale-histogram"
     WHITENED_MOMENTS = "whitened-moments"

@@ -44,8 +44,6 @@ def distribute_noise(privacy, method: str, distributable: bool, sites: int, nois
     gets ``split = sites − t``: each site adds ``N(0, σ²/(sites − t))``, so the shares of any
     ``sites − t`` sites alone already carry ``σ²`` (the sum of all carries ``σ²·sites/(sites − t)``).
     The cost per release is that of ``σ`` either way; what changes is who must be trusted."""
-    from dataclasses import replace as _replace
-
     if noise not in NOISE_MODES:
         raise OptionError(f"--noise: unknown value {noise!r}; use {', '.join(NOISE_MODES)}")
     t = tolerance
@@ -66,8 +64,8 @@ def distribute_noise(privacy, method: str, distributable: bool, sites: int, nois
         return privacy
     if t >= sites:
         raise OptionError(f"--collusion-tolerance {t}: must be below the number of sites ({sites})")
-    releases = tuple(_replace(r, split=sites - t) if r.kind in SPLITTABLE else r for r in privacy.releases)
-    return _replace(privacy, releases=releases)
+    releases = tuple(replace(r, split=sites - t) if r.kind in SPLITTABLE else r for r in privacy.releases)
+    return replace(privacy, releases=releases)
 
 
 def trust_statement(split: int, sites: int) -> str:

@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import reaches
+from bnsl_cli.dag import can_reverse
 
 __all__ = [
     "POLISH_CANDIDATES",
@@ -246,10 +246,7 @@ def score_search(
             flat = np.flatnonzero(g_rev < limit)
             for k in flat[np.argsort(g_rev[flat], kind="stable")]:
                 i, j = int(ei[k]), int(ej[k])
-                ch[i].discard(j)
-                legal = not reaches(ch, i, j)
-                ch[i].add(j)
-                if legal:
+                if can_reverse(ch, i, j):
                     best = (float(g_rev[k]), "reverse", i, j)
                     break
             if best is None:

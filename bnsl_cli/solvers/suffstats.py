@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import reaches, threshold_to_dag
+from bnsl_cli.dag import can_reverse, reaches, threshold_to_dag
 
 __all__ = [
     "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
@@ -242,10 +242,7 @@ def noise_aware_search(
             limit = 0.0 if best is None else best[0]
             for k in np.flatnonzero(g < limit)[np.argsort(g[g < limit], kind="stable")]:
                 i, j = int(ei[k]), int(ej[k])
-                ch[i].discard(j)
-                legal = not reaches(ch, i, j)
-                ch[i].add(j)
-                if legal:
+                if can_reverse(ch, i, j):
                     best = (float(g[k]), "reverse", i, j)
                     break
         if best is None:

@@ -439,3 +439,90 @@ def test_method_without_a_private_variant_is_a_one_line_usage_error(method, what
     assert res.exit_code == 2 and len(lines) == 1 and what in lines[0], res.stderr
     assert all(name in lines[0] for name in PRIVATE_METHODS)
     assert res.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# every private method: the plan learn --dp resolves (no data needed: the plan reads shapes only)
+# ---------------------------------------------------------------------------------------------
+
+
+def _learn_plan(method, rows, d, sites=1, **dp):
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
+
+    shapes = Shapes(tuple(f"x{j}" for j in range(d)), tuple(ParticipantShape(f"p{i}", rows) for i in range(sites)))
+    return RunPlan.resolve(LearnConfig(method=method, dp=DPConfig(**dp)), shapes)
+
+
+@pytest.mark.parametrize("extra", [(), ("--public-means",), ("--value-bound", 3.0), ("--accountant", "zcdp")])
+def test_every_private_method_plans_what_learn_plans(extra):
+    """For every method it offers, privacy-budget prints the privacy plan learn --dp resolves for the
+    same options and data shape: the same release list and every summary field."""
+    from bnsl_cli.federated.methods import PRIVATE_METHODS
+
+    options = dict(zip(extra[::2], extra[1::2])) if len(extra) > 1 else {}
+    dp = {"epsilon": 3.0, "public_means": "--public-means" in extra,
+          "value_bound": options.get("--value-bound"), "accountant": options.get("--accountant", "pld")}
+    for method in PRIVATE_METHODS:
+        out = run_json("--method", method, "--epsilon", 3, "--samples", 500, "--nodes", 12, *extra)
+        summary = _learn_plan(method, 500, 12, **dp).privacy.summary()
+        assert out["releases"] == summary["releases"], method
+        for key, value in summary.items():
+            assert out[key] == value, (method, key)
+
+
+def test_fed_suffstats_distributed_calibration_is_learns_split():
+    """--sites P --collusion-tolerance T: each site's share is σ/√(split) with the split learn
+    --noise distributed plans for P sites tolerating T colluders."""
+    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+    from bnsl_cli.privacy.split_noise import distribute_noise
+
+    (method,) = [m for m in PRIVATE_METHODS if method_spec(m).distributed_noise]
+    out = run_json("--method", method, "--epsilon", 3, "--samples", 500, "--nodes", 12, "--sites", 8,
+                   "--collusion-tolerance", 3)
+    plan = _learn_plan(method, 500, 12, sites=8, epsilon=3.0, noise="distributed", collusion_tolerance=3)
+    assert [r.split for r in plan.privacy.releases] == [5] * len(out["calibrations"])
+    unsplit = distribute_noise(plan.privacy, method, True, 8, "per-site").releases
+    assert [r.multiplier for r in unsplit] == [c["noise_multiplier"] for c in out["calibrations"]]
+    for c, r in zip(out["calibrations"], plan.privacy.releases):
+        assert c["distributed"]["each_site_std"] == pytest.approx(c["sigma"] / math.sqrt(r.split), rel=1e-15)
+        assert c["per_site"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(8), rel=1e-15)
+
+
+def test_spend_mode_by_multipliers_refuses_a_method_without_such_releases():
+    """fed-suffstats makes no coordinate selections or updates: spend mode by multipliers is a usage
+    error naming --releases, not a DP-PGCD table under its name."""
+    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+
+    for method in PRIVATE_METHODS:
+        if method_spec(method).distributed_noise:
+            res = run("--method", method, "--gumbel-multiplier", 3, "--sigma-multiplier", 2, "--steps", 20,
+                      "--delta", 1e-6)
+            assert res.exit_code == 2 and "--releases" in res.stderr and res.stdout == "", res.output
+
+
+@pytest.mark.parametrize("bound", [(), ("--value-bound", 3)])
+def test_spend_mode_rebuilds_the_calibrated_release_list(bound):
+    """Fed the multipliers of a calibrated plan, spend mode makes the same release list (kinds,
+    mechanisms, counts and order; the value-range multipliers derived from the releases' own), for
+    DP-PGCD and the one-matrix methods."""
+    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+
+    for method in PRIVATE_METHODS:
+        spec = method_spec(method)
+        if spec.distributed_noise:
+            continue
+        plan = run_json("--method", method, "--epsilon", 2, "--delta", 1e-7, "--rounds", 6, "--steps", 9, *bound)
+        args = ["--method", method, "--sigma-multiplier", repr(plan["sigma_multiplier"]),
+                "--moment-multiplier", repr(plan["moment_multiplier"]), "--mean-multiplier", repr(plan["mean_multiplier"]),
+                "--rounds", 6, "--steps", 9, "--delta", 1e-7, *bound]
+        if not spec.one_matrix:
+            args += ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
+                     "--polish-multiplier", repr(plan["polish_multiplier"])]
+        spent = run_json(*args)
+        shape = [(r["release"], r["mechanism"], r["count"]) for r in plan["releases"]]
+        assert [(r["release"], r["mechanism"], r["count"]) for r in spent["releases"]] == shape, method
+        for mine, planned in zip(spent["releases"], plan["releases"]):
+            assert mine["noise_multiplier"] == pytest.approx(planned["noise_multiplier"], rel=1e-12), (method, mine["release"])
+        assert spent["epsilon"] == pytest.approx(2.0, rel=1e-7)

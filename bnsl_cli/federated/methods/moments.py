@@ -53,6 +53,7 @@ from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, 
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
 from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
@@ -120,7 +121,7 @@ def private_moment_matrix(Z: np.ndarray, clip: float, multiplier: float, rng, sp
     return Zs.T @ Zs + noise, PrivacyEvent(ReleaseKind.MOMENT_MATRIX, "gaussian", sens, std, 1, int(split))
 
 
-class MomentSite:
+class MomentSite(ShareSite):
     """A fed-moments participant: answers one :class:`MomentRequest` with its share of the column
     means and then one :class:`CentreBroadcast` with its share of the centred second moments about
     the broadcast pooled mean (each once). ``n_total`` is the public total row count (defaults to
@@ -132,12 +133,11 @@ class MomentSite:
     :class:`StandardizeBroadcast` brings the pooled ``σ̄``, and the release is made on ``(x − ĉ)/σ̄``
     with ``1/P`` of the noise variance (:mod:`bnsl_cli.privacy.split_noise`)."""
 
-    report_B = False
-
     def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None,
                  n_total: Optional[int] = None):
         t0 = time.perf_counter()
         self.pid = int(pid)
+        self.who = f"participant {self.pid + 1}"
         X = np.asarray(X, dtype=float)
         self.n_rows, self.d = int(X.shape[0]), int(X.shape[1])
         self.n_total = int(self.n_rows if n_total is None else n_total)
@@ -186,11 +186,6 @@ class MomentSite:
         M, ev = private_moment_matrix(Z, clip, mult, rng, self._split)
         self.ledger.record(self.pid, ev)
         self._M = M * np.outer(s, s)
-
-    def _once(self, what: str) -> None:
-        if what in self.answered:
-            raise PrivacyBudgetError(f"participant {self.pid + 1}: its {what} share was already sent once")
-        self.answered.add(what)
 
     def handle(self, data: bytes) -> Optional[bytes]:
         t0 = time.perf_counter()
@@ -241,16 +236,6 @@ class MomentSite:
             raise ValueError(f"participant {self.pid + 1}: fed-moments answers only a moment request and a centre broadcast")
         self.compute_s += time.perf_counter() - t0
         return ShareReply(req.round, self.pid, self.d, values).encode()
-
-    def summary(self) -> dict:
-        return {
-            "participant": self.pid + 1,
-            "rows": self.n_rows,
-            "B": None,
-            "compute_s": self.compute_s,
-            "events": [ev.to_dict() for ev in self.ledger.events(self.pid)],
-            "notes": dict(self.notes),
-        }
 
 
 def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:

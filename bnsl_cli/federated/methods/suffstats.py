@@ -50,6 +50,7 @@ from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
 from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -543,12 +544,10 @@ def centre_histogram_release(X: np.ndarray, lo: np.ndarray, width: np.ndarray, m
     return flat, PrivacyEvent(ReleaseKind.CENTRE_HISTOGRAM, GAUSSIAN, sens, std, 1, split)
 
 
-class SuffstatsSite:
+class SuffstatsSite(ShareSite):
     """A fed-suffstats participant. Answers a :class:`FirstRequest` (private: its share of the
     scale histograms; non-private: of the column means) and then every :class:`BasisBroadcast` with
     its share of the augmented second moments in that basis, each stage once."""
-
-    report_B = False
 
     def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None,
                  n_total: Optional[int] = None):
@@ -556,12 +555,13 @@ class SuffstatsSite:
         self._X = np.asarray(X, dtype=float)
         self.n_rows, self.d = self._X.shape
         self.n_total = int(self.n_rows if n_total is None else n_total)
-        self.label = label or f"participant {pid + 1}"
+        self.label = self.who = label or f"participant {pid + 1}"
         self.ledger = PrivacyLedger()
         self.ledger.add_participant(self.pid)
         self.privacy = privacy
         self.rng = rng
         self.compute_s = 0.0
+        self.notes: dict = {}
         self.answered: set = set()
         if privacy is not None:
             if rng is None:
@@ -569,11 +569,6 @@ class SuffstatsSite:
             if (len(_stage_releases(privacy)) != STAGES or privacy.multiplier(ReleaseKind.SCALE_HISTOGRAM) is None
                     or privacy.multiplier(ReleaseKind.CENTRE_HISTOGRAM) is None):
                 raise PrivacyBudgetError(f"{self.label}: the plan does not calibrate fed-suffstats' releases")
-
-    def _once(self, what: str) -> None:
-        if what in self.answered:
-            raise PrivacyBudgetError(f"{self.label}: its {what} share was already sent once")
-        self.answered.add(what)
 
     def _split(self, rel) -> int:
         return int(rel.split)
@@ -633,16 +628,6 @@ class SuffstatsSite:
             raise ValueError(f"{self.label}: fed-suffstats answers only a first request and basis broadcasts")
         self.compute_s += time.perf_counter() - t0
         return ShareReply(req.round, self.pid, self.d, values).encode()
-
-    def summary(self) -> dict:
-        return {
-            "participant": self.pid + 1,
-            "rows": self.n_rows,
-            "B": None,
-            "compute_s": self.compute_s,
-            "events": [ev.to_dict() for ev in self.ledger.events(self.pid)],
-            "notes": {},
-        }
 
 
 def make_suffstats_site(plan, pid: int, X: np.ndarray, rng) -> SuffstatsSite:

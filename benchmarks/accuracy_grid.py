@@ -129,6 +129,7 @@ PRIVATE_SLICES = (
                                 ("fed-suffstats", 10.0)]),
     ("ER2", 50, "uneq", 5, 5000, [("fed-sparse", None), ("fed-suffstats", 5.0), ("fed-sparse", 5.0)]),
     ("SF2", 50, "uneq", 5, 5000, [("fed-sparse", None), ("fed-suffstats", 5.0), ("fed-sparse", 5.0)]),
+    ("ER2", 100, "uneq", 5, 5000, [("fed-sparse", None), ("fed-suffstats", 5.0), ("fed-sparse", 5.0)]),
 )
 
 

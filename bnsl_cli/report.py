@@ -1,9 +1,12 @@
 """The report builder: the run plan, the method's outcome and the run's own records become
 ``report.json`` (one dict, written in one place, in the order the keys appear in the file).
 
-:func:`base_report` starts it before the rounds (the pre-round stage adds its record), the driver's
-fields and the stage's bytes join it after them (:func:`bnsl_cli.run.run`), and
-:func:`complete_report` adds the graphs, the privacy account and the run's warnings.
+:func:`base_report` starts it before the rounds; :func:`method_report` adds the pre-round stage's
+record and the driver's typed outcome (:mod:`bnsl_cli.federated.outcome`) after them, with every
+byte count of the report — ``communication``, the stage's and each round's bytes — read from the
+fleet's meter (:mod:`bnsl_cli.federated.traffic`), the one place bytes are counted; and
+:func:`complete_report` adds the graphs, the privacy account and the run's warnings
+(:func:`bnsl_cli.run.run` calls them in turn).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import scipy
 from bnsl_cli import __version__
 from bnsl_cli.dag import unfitted_required
 from bnsl_cli.errors import ConvergenceWarning, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning, warn
+from bnsl_cli.federated.method_spec import Rounds
+from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.standardize import ColumnStats
+from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -29,6 +36,8 @@ __all__ = [
     "PUBLIC_QUANTITIES",
     "WEAK_N_DELTA",
     "base_report",
+    "method_report",
+    "communication_report",
     "complete_report",
     "weak_participants",
     "privacy_report",
@@ -98,9 +107,74 @@ def base_report(plan: RunPlan) -> dict:
     }
 
 
+def method_report(report: dict, spec, stats: Optional[ColumnStats], outcome: Outcome, traffic: Traffic) -> None:
+    """After the rounds: the pre-round stage's record (``standardize``, with its bytes), then the
+    driver's outcome in its report order, ``communication`` built from the fleet's meter, and each
+    ADMM round's record with the bytes of its exchange."""
+    if stats is not None:
+        report["standardize"] = {
+            "applied": stats.applied,
+            "source": stats.source,
+            **traffic.totals([STANDARDIZE]),
+            "per_participant_up": [u for u, _ in traffic.per_participant([STANDARDIZE])],
+            "per_participant_down": [d for _, d in traffic.per_participant([STANDARDIZE])],
+            "mean": stats.mean,
+            "sd": stats.sd,
+        }
+    for key, value in outcome.report_entries():
+        if key == "communication":
+            report[key] = communication_report(spec, outcome, traffic, stats is not None)
+        elif key == "history" and spec.rounds is Rounds.ADMM:
+            # the round loop names round r's exchange r (1, 2, …)
+            report[key] = [_with_bytes(h, traffic.totals([r])) for r, h in enumerate(value, start=1)]
+        else:
+            report[key] = value
+
+
+def _with_bytes(record: dict, totals: dict) -> dict:
+    """A round's record with the bytes of its exchange, before its timings (where the round loop
+    wrote them before the fleet counted them)."""
+    out = {}
+    for key, value in record.items():
+        if key == "local_s":
+            out.update(totals)
+        out[key] = value
+    out.update({k: v for k, v in totals.items() if k not in out})
+    return out
+
+
+def communication_report(spec, outcome: Outcome, traffic: Traffic, stage: bool) -> dict:
+    """The report's ``communication``: the bytes of every message sent to a participant and of every
+    reply, as the fleet counted them (:class:`~bnsl_cli.federated.traffic.Traffic`), in total; for
+    the ADMM methods also per participant, per round and for the polish; the pre-round stage's
+    (``stage``) as its own entry (also in the totals); and what the messages carried."""
+    comm = traffic.totals()
+    comm["bytes_total"] = comm["bytes_up"] + comm["bytes_down"]
+    if spec.rounds is Rounds.ADMM:
+        rounds = [s for s in traffic.stages() if isinstance(s, int)]
+        polish = traffic.totals([POLISH])
+        comm["polish"] = polish
+        comm["per_participant"] = [
+            {"participant": k + 1, "bytes_up": up, "bytes_down": down}
+            for k, (up, down) in enumerate(traffic.per_participant())
+        ]
+        comm["per_round"] = (
+            [{"round": r, **traffic.totals([r])} for r in rounds]
+            + ([{"round": POLISH, **polish}] if polish["bytes_down"] else [])
+            + [{"round": FINAL, **traffic.totals([FINAL])}]
+        )
+        comm["encoding"] = outcome.messages
+    else:
+        if spec.federated:
+            comm["exchanges"] = traffic.exchanges() - traffic.exchanges([STANDARDIZE])
+        comm["note"] = outcome.messages
+    if stage:
+        comm["standardize"] = traffic.totals([STANDARDIZE])
+    return comm
+
+
 def complete_report(report: dict, spec, plan: RunPlan, outcome, *, workers: int, weak: tuple) -> None:
-    """After the rounds (the driver's fields and the stage's bytes already in ``report``): the
-    worker count, the prior knowledge used (when given), the graph (or each participant's), the
+    """After the rounds (:func:`method_report` already applied): the worker count, the prior knowledge used (when given), the graph (or each participant's), the
     privacy account with the weak-participant warning, and — without ``trace`` — the per-round
     records summarised."""
     report["timing"]["workers"] = workers

@@ -36,6 +36,7 @@ from bnsl_cli.report import (  # noqa: F401 - the report's constants, importable
     SCHEMA_VERSION,
     base_report,
     complete_report,
+    method_report,
     weak_participants,
 )
 
@@ -69,17 +70,18 @@ def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None)
     weak = weak_participants(plan)  # warned before the rounds, reported after
     report = base_report(plan)
 
+    mark = len(fleet.traffic.crossings)  # this run's exchanges (a fleet may have carried others before)
     with single_blas_thread(), floating_point_trap() as fp:
-        pre = standardize_stage(spec, plan, fleet, report)
+        pre = standardize_stage(spec, plan, fleet)
         outcome = spec.drive(spec, plan, fleet, progress)
-    report.update(outcome.report)
-    report.setdefault("warnings", [])
+    # the stage's record, the driver's outcome and every byte count (from the fleet's meter)
+    method_report(report, spec, pre, outcome, fleet.traffic.since(mark))
     # the count includes in-process participants' arithmetic on their rows: a private run neither
     # reports it nor lets it decide anything (it is not an accounted release)
     fp_seen = 0 if plan.private else fp["count"]
     if fp_seen:
         report["numerics"] = {"floating_point_events": fp_seen, "kinds": sorted(fp["kinds"])}
-    # original units, the scale warning (or error), the stage's bytes
+    # original units, the scale warning (or error)
     after_rounds(spec, plan, outcome, report, pre, fp_seen)
     complete_report(report, spec, plan, outcome, workers=int(fleet.workers), weak=weak)
     personal = None

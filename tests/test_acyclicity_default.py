@@ -22,13 +22,13 @@ SHAPES = Shapes(("a", "b", "c"), tuple(ParticipantShape(f"p{k}", 500) for k in r
 def test_auto_is_the_default_and_resolves_per_method_and_mode():
     assert LearnConfig().acyclicity == "auto"
     assert RunPlan.resolve(LearnConfig(), SHAPES).acyclicity == "logdet"
-    assert RunPlan.resolve(LearnConfig(dp=DPConfig(epsilon=10)), SHAPES).acyclicity == "expm"
+    assert RunPlan.resolve(LearnConfig(method="fed-sparse", dp=DPConfig(epsilon=10)), SHAPES).acyclicity == "expm"
     for method in ("fed-bnsl", "fed-moments", "notears", "local-notears"):
         plan = RunPlan.resolve(LearnConfig(method=method), SHAPES)
         assert plan.acyclicity == "expm" and plan.options_dict()["acyclicity"] == "expm"
     # an explicit choice is kept as given
     assert RunPlan.resolve(LearnConfig(acyclicity="expm"), SHAPES).acyclicity == "expm"
-    assert RunPlan.resolve(LearnConfig(acyclicity="logdet", dp=DPConfig(epsilon=10)), SHAPES).acyclicity == "logdet"
+    assert RunPlan.resolve(LearnConfig(method="fed-sparse", acyclicity="logdet", dp=DPConfig(epsilon=10)), SHAPES).acyclicity == "logdet"
     assert default_acyclicity("fed-sparse", False) == "logdet" and default_acyclicity("fed-sparse", True) == "expm"
     # the plan round-trips with the resolved value
     plan = RunPlan.resolve(LearnConfig(), SHAPES)
@@ -39,7 +39,7 @@ def test_auto_is_the_default_and_resolves_per_method_and_mode():
 
 @pytest.mark.parametrize(
     "extra, expected",
-    [([], "logdet"), (["--dp", "--epsilon", "20", "--delta", "1e-6"], "expm"), (["--method", "fed-bnsl"], "expm"),
+    [([], "logdet"), (["-m", "fed-sparse", "--dp", "--epsilon", "20", "--delta", "1e-6"], "expm"), (["--method", "fed-bnsl"], "expm"),
      (["--acyclicity", "expm"], "expm")],
 )
 def test_the_cli_default_never_refuses_and_reports_the_resolved_function(tmp_path, extra, expected):

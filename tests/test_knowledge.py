@@ -178,7 +178,12 @@ METHOD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("method, eps", METHOD_CASES, ids=[m + ("-dp" if e else "") for m, e in METHOD_CASES])
+# the private cases are heavy end-to-end private runs (slow); the same method's non-private case is fast
+@pytest.mark.parametrize(
+    "method, eps",
+    [pytest.param(m, e, marks=pytest.mark.slow) if e else (m, e) for m, e in METHOD_CASES],
+    ids=[m + ("-dp" if e else "") for m, e in METHOD_CASES],
+)
 def test_every_method_honours_forbidden_required_and_tiers(case, method, eps):
     sim, tables, src, forbidden, required, t = case
     assert sim.W[forbidden] != 0 and sim.W[required] == 0 and (sim.W[:, t] != 0).any()

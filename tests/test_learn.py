@@ -142,7 +142,6 @@ def test_failed_solver_results_become_report_warnings(monkeypatch):
     """Issue 12.6: L-BFGS-B results were never checked."""
     import scipy.optimize
 
-    from bnsl_cli.solvers import notears
     from bnsl_cli.errors import ConvergenceWarning
 
     real = scipy.optimize.minimize
@@ -152,7 +151,8 @@ def test_failed_solver_results_become_report_warnings(monkeypatch):
         res.success, res.status, res.message = False, 2, "ABNORMAL (simulated)"
         return res
 
-    monkeypatch.setattr(notears.scipy.optimize, "minimize", failing)
+    # NOTEARS imports scipy.optimize where it runs and calls scipy.optimize.minimize through the module
+    monkeypatch.setattr(scipy.optimize, "minimize", failing)
     _, tables = simulated_tables(4, 2, 300, seed=0)
     with pytest.warns(ConvergenceWarning, match="L-BFGS-B"):
         rep = learn(tables, LearnConfig(method="notears")).report
@@ -175,7 +175,7 @@ def test_coordinator_solver_issues_and_unconverged_dp_runs_warn(monkeypatch):
     monkeypatch.setattr(Coordinator, "step", step)
     _, tables = simulated_tables(4, 2, 300, seed=0)
     with pytest.warns(ConvergenceWarning) as rec:
-        rep = learn(tables, LearnConfig(rounds=2, seed=1, dp=DPConfig(epsilon=5.0))).report
+        rep = learn(tables, LearnConfig(method="fed-sparse", rounds=2, seed=1, dp=DPConfig(epsilon=5.0))).report
     texts = [str(w.message) for w in rec]
     # the unconverged private run, with advice that fits a fixed budget (not "raise --rounds")
     assert any("did not converge in 2 rounds" in t and "--epsilon" in t for t in texts)
@@ -213,7 +213,7 @@ def test_private_report_leaves_out_the_input_hashes():
               for k, t in enumerate(tables)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = learn(hashed, LearnConfig(rounds=2, steps=5, seed=1, dp=DPConfig(epsilon=5.0))).report
+        rep = learn(hashed, LearnConfig(method="fed-sparse", rounds=2, steps=5, seed=1, dp=DPConfig(epsilon=5.0))).report
     parts = rep["data"]["participants"]
     assert [p["file"] for p in parts] == ["site0.csv", "site1.csv"]
     assert all("sha256" not in p for p in parts)

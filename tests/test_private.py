@@ -10,7 +10,7 @@ from bnsl_cli.federated.dp_participant import DPSparseParticipant
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import ConsensusBroadcast, SparseUpdate
 from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.federated.methods import make_participant
+from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.learn import DPConfig, LearnConfig, RunPlan, Shapes, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.plan.shapes import ParticipantShape
@@ -132,7 +132,7 @@ def test_dp_pgcd_is_a_plain_function_with_explicit_releases():
 
 def _plan(X, eps=5.0, rounds=10, steps=8, P=3, polish=False, **dp):
     shapes = Shapes(tuple(f"x{i}" for i in range(X.shape[1])), tuple(ParticipantShape(f"p{k}", X.shape[0]) for k in range(P)))
-    return RunPlan.resolve(LearnConfig(rounds=rounds, steps=steps, polish=polish, dp=DPConfig(epsilon=eps, delta=1e-6, **dp)), shapes)
+    return RunPlan.resolve(LearnConfig(method="fed-sparse", rounds=rounds, steps=steps, polish=polish, dp=DPConfig(epsilon=eps, delta=1e-6, **dp)), shapes)
 
 
 def test_noise_has_the_planned_scale_and_is_recorded():
@@ -178,7 +178,7 @@ def test_plan_round_trips_and_refuses_dp_where_the_method_cannot_honour_it():
         with pytest.raises(OptionError, match="--dp"):
             RunPlan.resolve(LearnConfig(method=method, dp=DPConfig(epsilon=1.0)), shapes)
     with pytest.raises(PrivacyBudgetError):
-        RunPlan.resolve(LearnConfig(dp=DPConfig(epsilon=1.0, clip=0.0)), shapes)
+        RunPlan.resolve(LearnConfig(method="fed-sparse", dp=DPConfig(epsilon=1.0, clip=0.0)), shapes)
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +190,7 @@ def test_dp_fed_sparse_learns_at_large_epsilon_and_reports_the_ledger(shards):
     sim, tables = shards
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = learn(tables, LearnConfig(seed=1, dp=DPConfig(epsilon=50.0)))
+        res = learn(tables, LearnConfig(method="fed-sparse", seed=1, dp=DPConfig(epsilon=50.0)))
     m = structure_metrics(res.W, sim.W)
     assert m["shd"] <= 4, m
     pv = res.report["privacy"]
@@ -216,7 +216,7 @@ def test_public_means_skip_the_mean_release(shards):
     _, tables = shards
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = learn(tables, LearnConfig(seed=1, rounds=3, dp=DPConfig(epsilon=5.0, public_means=True)))
+        res = learn(tables, LearnConfig(method="fed-sparse", seed=1, rounds=3, dp=DPConfig(epsilon=5.0, public_means=True)))
     pv = res.report["privacy"]
     assert "column-means" not in pv["released_values"]
     assert "declared public" in pv["centring"]
@@ -224,14 +224,14 @@ def test_public_means_skip_the_mean_release(shards):
 
 def test_unseeded_runs_differ_and_bad_budgets_fail(shards):
     _, tables = shards
-    a = learn(tables, LearnConfig(rounds=2, dp=DPConfig(epsilon=5.0)))
-    b = learn(tables, LearnConfig(rounds=2, dp=DPConfig(epsilon=5.0)))
+    a = learn(tables, LearnConfig(method="fed-sparse", rounds=2, dp=DPConfig(epsilon=5.0)))
+    b = learn(tables, LearnConfig(method="fed-sparse", rounds=2, dp=DPConfig(epsilon=5.0)))
     assert a.report["privacy"]["seeded"] is False
     assert not np.array_equal(a.W_raw, b.W_raw)
     with pytest.raises(PrivacyBudgetError):
-        learn(tables, LearnConfig(rounds=2, dp=DPConfig(epsilon=-1.0)))
+        learn(tables, LearnConfig(method="fed-sparse", rounds=2, dp=DPConfig(epsilon=-1.0)))
     with pytest.raises(PrivacyBudgetError):
-        learn(tables, LearnConfig(rounds=2, dp=DPConfig(epsilon=1.0, delta=1.5)))
+        learn(tables, LearnConfig(method="fed-sparse", rounds=2, dp=DPConfig(epsilon=1.0, delta=1.5)))
 
 
 def test_a_participant_with_few_rows_is_warned_about_by_file():
@@ -243,7 +243,7 @@ def test_a_participant_with_few_rows_is_warned_about_by_file():
     tables = [Table(sim.shards[0], tuple(sim.names), "big.csv"), Table(sim.shards[1][:10], tuple(sim.names), "tiny.csv")]
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        res = learn(tables, LearnConfig(rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0)))
+        res = learn(tables, LearnConfig(method="fed-sparse", rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0)))
     weak = [str(w.message) for w in rec if issubclass(w.category, PrivacyWarning)]
     # one line; the default δ = 1/10² was set by tiny.csv, and weakens big.csv's guarantee too
     assert len(weak) == 1 and "smallest participant, tiny.csv (participant 2, 10 rows)" in weak[0]
@@ -256,7 +256,7 @@ def test_a_participant_with_few_rows_is_warned_about_by_file():
     # a small enough δ removes the warning
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        learn(tables, LearnConfig(rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0, delta=1e-6)))
+        learn(tables, LearnConfig(method="fed-sparse", rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0, delta=1e-6)))
     assert not [w for w in rec if issubclass(w.category, PrivacyWarning)]
 
 
@@ -269,7 +269,7 @@ def test_report_summarises_per_round_records_unless_trace():
     for trace in (False, True):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs[trace] = learn(tables, LearnConfig(seed=2, rounds=8, trace=trace, dp=DPConfig(epsilon=5.0))).report
+            runs[trace] = learn(tables, LearnConfig(method="fed-sparse", seed=2, rounds=8, trace=trace, dp=DPConfig(epsilon=5.0))).report
     small, full = (len(json.dumps(runs[t], default=str)) for t in (False, True))
     assert small < full / 3, (small, full)
     for s_part, f_part in zip(runs[False]["privacy"]["participants"], runs[True]["privacy"]["participants"]):
@@ -300,7 +300,8 @@ def test_the_reported_epsilon_never_exceeds_the_target(method):
     for eps in (2.0, 5.0, 8.0, 13.0):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rep = learn(tables, LearnConfig(method=method, seed=0, rounds=2, polish=False,
+            off = {"polish": False} if "--polish" in method_spec(method).options else {}  # fed-bnsl has no polish
+            rep = learn(tables, LearnConfig(method=method, seed=0, rounds=2, **off,
                                             dp=DPConfig(epsilon=eps))).report
         assert rep["privacy"]["epsilon"] <= eps, (eps, rep["privacy"]["epsilon"])
 

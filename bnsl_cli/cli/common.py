@@ -164,19 +164,24 @@ def from_env(ctx: "typer.Context", name: str) -> bool:
     return src is not None and getattr(src, "name", "") == "ENVIRONMENT"
 
 
-def read_progress(quiet: bool):
+#: the input size (bytes) from which reading it shows progress
+LARGE_READ_BYTES = 32 << 20
+
+
+def read_progress(quiet: bool, console: Optional[Console] = None):
     """A ``progress(bytes_read, total)`` callback for the data reader, or None.
 
-    On a terminal: a transient bar once the input is large (≥ 32 MB). Elsewhere: one line when a
-    large read starts and one when it ends. ``--quiet``: nothing. Call ``.close()`` after reading.
+    On a terminal: a transient bar once the input is large (≥ :data:`LARGE_READ_BYTES`). Elsewhere:
+    one line when a large read starts and one when it ends. ``--quiet``: nothing. Call ``.close()``
+    after reading. ``console``: where it writes (default: standard error).
     """
     if quiet:
         return None
-    return _ReadProgress(err_console)
+    return _ReadProgress(err_console if console is None else console)
 
 
 class _ReadProgress:
-    LARGE = 32 << 20
+    LARGE = LARGE_READ_BYTES
 
     def __init__(self, console: Console):
         import time

@@ -11,12 +11,19 @@ import typer
 from bnsl_cli.cli import common, dataopts
 from bnsl_cli.privacy.defaults import POLISH_SHARE
 
+#: The defaults named here are the registry's (``default_method``; a test keeps them in step; the
+#: registry is not imported for the help text, it would cost every start-up its numerical imports).
 METHOD_HELP = (
-    "fed-sparse (Fed-Sparse-BNSL, default) | fed-bnsl (Ng & Zhang 2022 baseline) | "
+    "fed-sparse (Fed-Sparse-BNSL) | fed-bnsl (Ng & Zhang 2022 baseline) | "
     "fed-moments (pooled second moments in two sum-shaped exchanges, NOTEARS on them) | "
     "fed-suffstats (private sufficient statistics: whitened second moments in stages, a noise-aware score search) | "
-    "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone)"
+    "notears (all rows pooled: the accuracy ceiling) | local-notears (each participant alone) "
+    "\\[default: fed-sparse; fed-suffstats with --dp]"
 )
+#: learn parameters with a ``BNSL_*`` variable that only some methods take: a value from the
+#: environment is left out when the run's method does not take it (one typed on the command line is
+#: refused), as BNSL_EPSILON is for a non-private run
+ENV_METHOD_OPTIONS = {"lam": "--lambda", "rounds": "--rounds", "steps": "--steps", "acyclicity": "--acyclicity"}
 
 
 def command(
@@ -33,8 +40,8 @@ def command(
     na: str = dataopts.na_option(),
     header: str = dataopts.header_option(),
     encoding: str = dataopts.encoding_option(),
-    method: str = typer.Option(
-        "fed-sparse", "--method", "-m", envvar="BNSL_METHOD", metavar="METHOD",
+    method: Optional[str] = typer.Option(
+        None, "--method", "-m", envvar="BNSL_METHOD", metavar="METHOD", show_default=False,
         help=METHOD_HELP,
         rich_help_panel=dataopts.METHOD,
     ),
@@ -121,7 +128,10 @@ def command(
         rich_help_panel=dataopts.OUTPUT,
     ),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write.", rich_help_panel=dataopts.OUTPUT),
-    dp: bool = typer.Option(False, "--dp", help="Differentially private run (DP-Fed-Sparse-BNSL / DP-Fed-BNSL).", rich_help_panel=dataopts.PRIVACY),
+    dp: bool = typer.Option(
+        False, "--dp", help="Differentially private run (default method fed-suffstats; -m fed-sparse: DP-Fed-Sparse-BNSL, "
+        "-m fed-bnsl: DP-Fed-BNSL, -m fed-moments).", rich_help_panel=dataopts.PRIVACY,
+    ),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp).", rich_help_panel=dataopts.PRIVACY),
     delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant).", rich_help_panel=dataopts.PRIVACY),
     clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0.", rich_help_panel=dataopts.PRIVACY),
@@ -186,7 +196,7 @@ def command(
 
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
-    from bnsl_cli.federated.methods import method_spec
+    from bnsl_cli.federated.methods import default_method, method_spec
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan.options import DPConfig, LearnConfig
@@ -199,6 +209,13 @@ def command(
         raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
     if not dp and epsilon is not None:
         raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
+    if method is None:  # the one place a learn run's method is chosen when not given
+        method = default_method(dp)
+    takes = method_spec(method).options
+    env = {name for name, flag in ENV_METHOD_OPTIONS.items() if flag not in takes and common.from_env(ctx, name)}
+    lam, rounds, steps = (None if n in env else v for n, v in (("lam", lam), ("rounds", rounds), ("steps", steps)))
+    if "acyclicity" in env:
+        acyclicity = "auto"
     dp_cfg = None
     if dp:
         dp_cfg = DPConfig(

@@ -28,6 +28,7 @@ _DELTA_HELP = (
 
 
 def command(
+    ctx: typer.Context,
     epsilon: Optional[float] = typer.Option(
         None, "--epsilon", envvar="BNSL_EPSILON", show_default=False,
         help="Target epsilon (> 0): calibrate the noise, or with --max-rho give the largest zCDP rho.",
@@ -108,10 +109,11 @@ def command(
         help="How a release list's spend is read (calibration and spend modes): privacy-loss distributions or "
         "zCDP; the table shows both.",
     ),
-    method: str = typer.Option(
-        "fed-sparse", "--method", metavar="METHOD",
-        help="A method with a private variant. fed-sparse: DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
-        "fed-moments: one Gaussian release of the (scaled) moment matrix.",
+    method: Optional[str] = typer.Option(
+        None, "--method", metavar="METHOD", show_default=False,
+        help="A method with a private variant. fed-suffstats: scale histograms + staged whitened moments; fed-sparse: "
+        "DP-PGCD selection + update noise; fed-bnsl: one Gaussian release of X^T X; "
+        "fed-moments: one Gaussian release of the (scaled) moment matrix \\[default: fed-suffstats, learn --dp's].",
     ),
     sites: Optional[int] = typer.Option(
         None, "--sites", show_default=False,
@@ -149,12 +151,17 @@ def command(
 
     conv = conversion.value
     meth = method
+    if meth is None:  # learn --dp's default method
+        from bnsl_cli.federated.methods import default_method
+
+        meth = default_method(True)
     if accountant not in ("pld", "zcdp"):
         raise fail(f"--accountant: unknown accountant {accountant!r}; use pld or zcdp", 2)
     if meth not in PRIVATE_METHODS:
         what = "has no private variant" if meth in METHODS else "is not a method"
         raise fail(f"--method: {meth!r} {what}; choose one of {', '.join(PRIVATE_METHODS)}", 2)
     spec = method_spec(meth)
+    _check_method_options(ctx, meth)
     spend_mode = gumbel_multiplier is not None or sigma_multiplier is not None
     if releases_file is not None:
         if spend_mode or rho is not None or max_rho or epsilon is not None:
@@ -219,6 +226,21 @@ def command(
 # ------------------------------------------------------------------------------------------------
 # resolving options
 # ------------------------------------------------------------------------------------------------
+
+
+def _check_method_options(ctx, meth: str) -> None:
+    """Refuse an option typed on the command line that ``meth`` does not take (the registry's
+    ``budget_options``); a value from a ``BNSL_*`` variable, or the default typed out, is not refused
+    (as in learn)."""
+    from bnsl_cli.federated.method_options import BUDGET_OPTIONS
+    from bnsl_cli.federated.methods import check_budget_options
+
+    defaults = {p.name: p.default for p in ctx.command.params}
+    typed = {}
+    for flag, opt in BUDGET_OPTIONS.items():
+        src = ctx.get_parameter_source(opt.attr)
+        typed[flag] = src is not None and src.name == "COMMANDLINE" and ctx.params.get(opt.attr) != defaults.get(opt.attr)
+    check_budget_options(meth, typed)
 
 
 def _resolve_delta(delta, samples, fail):

@@ -69,7 +69,7 @@ def _private_source(est_path: Path) -> Optional[dict]:
     return None
 
 
-def _eps_text(eps) -> str:
+def epsilon_text(eps) -> str:
     """ε as a person reads it: 4.999999999994976 → 5.00 (two decimals; two significant digits below 0.1)."""
     try:
         e = float(eps)
@@ -170,7 +170,7 @@ def command(
         from bnsl_cli.errors import PrivacyWarning
 
         warnings.warn(
-            f"{est_path} comes from a differentially private run (ε = {_eps_text(private.get('epsilon'))}): the structure is "
+            f"{est_path} comes from a differentially private run (ε = {epsilon_text(private.get('epsilon'))}): the structure is "
             "private, but the refitted weights use each participant's rows exactly and are NOT differentially "
             "private; keep each participant's weights with that participant",
             PrivacyWarning,

@@ -41,7 +41,7 @@ COLUMN_OPTIONS = frozenset({"columns", "drop"})
 #: separator (bnsl join --sep), the worker processes that host participants (each site is one)
 NOT_HERE = frozenset({"shards", "files_from", "sep", "workers", "index_col", "na", "header", "encoding"})
 #: learn's click context: serve has its own (``ctx`` below), used the same way
-_CONTEXT = frozenset({"ctx"})
+CONTEXT_PARAMETERS = frozenset({"ctx"})
 
 
 def _serve(
@@ -154,7 +154,7 @@ def _serve(
         raise common.fail(f"--split-noise: only --method {able} --dp has a release that can be split", 2)
     if cfg.dp is not None and cfg.dp.noise == "distributed" and not secure_sum:
         raise common.fail("--noise distributed needs --secure-sum (a site's share alone is not private)", 2)
-    if cfg.dp is not None and cfg.dp.noise == "auto" and not secure_sum:
+    if cfg.dp is not None and cfg.dp.noise == "auto" and not secure_sum and spec.distributed_noise:
         cfg.dp.noise = "per-site"  # without a secure sum the coordinator would see every share
     if secure_sum and cfg.personal:
         raise common.fail(
@@ -273,6 +273,15 @@ def _config(opts: dict, ctx=None):
         for name in ("epsilon", "delta"):
             if common.from_env(ctx, name):
                 opts[name] = None
+    from bnsl_cli.cli.learn import ENV_METHOD_OPTIONS
+    from bnsl_cli.federated.methods import default_method, method_spec
+
+    if opts.get("method") is None:  # the one place a networked run's method is chosen when not given
+        opts["method"] = default_method(bool(opts.get("dp")))
+    takes = method_spec(opts["method"]).options
+    for name, flag in ENV_METHOD_OPTIONS.items():  # from BNSL_*, not taken by the method: left out, as in learn
+        if ctx is not None and flag not in takes and name in opts and common.from_env(ctx, name):
+            opts.pop(name)
     dp = None
     if opts.get("dp"):
         if opts.get("epsilon") is None:
@@ -353,7 +362,7 @@ def _build():
     extra = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=learn_hints.get(name, p.annotation))
         for name, p in inspect.signature(_learn.command).parameters.items()
-        if name not in NOT_HERE | _CONTEXT and name not in names
+        if name not in NOT_HERE | CONTEXT_PARAMETERS and name not in names
     ]
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + extra
 

@@ -1,5 +1,5 @@
-"""The two contracts of a run, as :class:`typing.Protocol` classes (a leaf module: it imports nothing
-of bnsl).
+"""The two contracts of a run, as :class:`typing.Protocol` classes (a leaf module: it imports only
+the byte meter's type, itself a leaf).
 
 - :class:`Participant` — the site side: it holds its rows and answers the coordinator's encoded
   messages (``handle``), and at the end hands back a JSON-able ``summary()``. Everything it needs
@@ -8,14 +8,19 @@ of bnsl).
   participant, their validated replies in participant order (``exchange``), their summaries
   (``finish``), and ``close``. ``workers`` is how many processes host participants (the report's
   ``timing.workers``), ``secure_sum`` whether summable replies arrive securely aggregated (split
-  noise is only allowed then). Every fleet sets all of these in its constructor:
+  noise is only allowed then), ``traffic`` the :class:`~bnsl_cli.federated.traffic.Traffic` meter
+  that counts the bytes of every message it carries down and every reply it brings up (a driver
+  only names the exchange it is in; the report reads the meter). Every fleet sets all of these in
+  its constructor:
   :class:`~bnsl_cli.federated.fleet.LocalFleet`, :class:`~bnsl_cli.federated.fleet.ProcessFleet`,
-  :class:`~bnsl_cli.net.fleet.NetworkFleet`.
+  :class:`~bnsl_cli.federated.secure_local.SecureLocalFleet`, :class:`~bnsl_cli.net.fleet.NetworkFleet`.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Protocol, runtime_checkable
+
+from bnsl_cli.federated.traffic import Traffic
 
 __all__ = ["Participant", "Fleet"]
 
@@ -39,6 +44,7 @@ class Fleet(Protocol):
 
     workers: int
     secure_sum: bool
+    traffic: Traffic
 
     def __len__(self) -> int:
         """The number of participants."""

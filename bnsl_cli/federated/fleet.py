@@ -5,6 +5,9 @@ participant order. Only bytes cross between the coordinator and a worker process
 a network transport would carry. At the end, :meth:`finish` brings back each participant's
 JSON-able summary (:meth:`Participant.summary`: its ``B_p`` when asked for, timings, and the
 privacy-ledger events it recorded, as dicts) — what a network transport would carry too.
+
+Every fleet counts the bytes it carries in its :class:`~bnsl_cli.federated.traffic.Traffic` meter
+(``fleet.traffic``): the message once per participant it reaches, every reply as it came back.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError, InvalidReplyError
 from bnsl_cli.federated.messages import validate_reply
+from bnsl_cli.federated.traffic import Traffic
 
 __all__ = ["LocalFleet", "ProcessFleet", "make_fleet", "default_workers", "checked_replies"]
 
@@ -46,12 +50,15 @@ class LocalFleet:
         self.workers = 1
         self.secure_sum = False  # every reply arrives in the clear
         self._send = [p if callable(p) and not hasattr(p, "handle") else p.handle for p in self.participants]
+        self.traffic = Traffic(len(self._send))
 
     def __len__(self) -> int:
         return len(self._send)
 
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
-        return checked_replies(msg, [send(msg) for send in self._send])
+        replies = [send(msg) for send in self._send]
+        self.traffic.count(msg, replies)
+        return checked_replies(msg, replies)
 
     def finish(self) -> list[dict]:
         """Every participant's JSON-able summary, in participant order."""
@@ -121,6 +128,7 @@ class ProcessFleet:
         self.workers = len(self.groups)
         self.secure_sum = False
         self.participants = list(participants)
+        self.traffic = Traffic(self.n)
         self.conns, self.procs = [], []
         for idx in self.groups:
             parent, child = ctx.Pipe(duplex=True)
@@ -140,6 +148,8 @@ class ProcessFleet:
         for idx, conn in zip(self.groups, self.conns):
             for i, reply in zip(idx, _received(conn)):
                 out[i] = reply
+        # a worker gets the message once for its participants; each of them is counted as reached
+        self.traffic.count(msg, out)
         return checked_replies(msg, out)
 
     def finish(self) -> list[dict]:

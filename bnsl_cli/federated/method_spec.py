@@ -91,6 +91,15 @@ class MethodSpec:
     #: the report's ``privacy.clip`` when the method fixes it (not ``--clip``)
     clip_multiplier: Optional[float] = None
     clip_text: Optional[str] = None
+    #: the method of ``--dp`` when none is given (exactly one private method has it; the
+    #: non-private default is the registry's first entry)
+    dp_default: bool = False
+    #: the method-specific options of ``learn`` / ``serve`` it takes (names from
+    #: :data:`bnsl_cli.federated.method_options.LEARN_OPTIONS`); any other of them given is refused
+    options: frozenset = frozenset()
+    #: the method-specific options of ``privacy-budget`` it takes
+    #: (:data:`bnsl_cli.federated.method_options.BUDGET_OPTIONS`)
+    budget_options: frozenset = frozenset()
 
     @property
     def split_noise(self) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 
 from bnsl_cli.federated.messages import with_sender
 from bnsl_cli.federated.secure_sum import ALL_SITES, SCALE_BITS, SecureSum, generate_keypair, summable_span, unmask_sum
+from bnsl_cli.federated.traffic import Traffic
 
 __all__ = ["SecureLocalFleet"]
 
@@ -29,7 +30,10 @@ class SecureLocalFleet:
 
     def __init__(self, inner, n_sites: int, scale_bits: Optional[int] = None):
         self.inner = inner
-        self.workers = getattr(inner, "workers", 1)
+        self.workers = inner.workers
+        # this fleet's own meter: the message to every site and each site's reply as it crosses,
+        # masked when summable (the inner fleet's meter is not read)
+        self.traffic = Traffic(len(inner))
         self.scale_bits = SCALE_BITS if scale_bits is None else int(scale_bits)
         keys = [generate_keypair() for _ in range(n_sites)]
         run_id = os.urandom(16)
@@ -45,11 +49,14 @@ class SecureLocalFleet:
         if not out or any(s is None for s in spans):
             if any(s is not None for s in spans):
                 raise ValueError("secure sum: some replies are summable and some are not")
+            self.traffic.count(msg, out)
             return out
         self._count += 1
         tag = b"exchange|%d" % self._count
         start = spans[0][0]
         masked = [self._sites[k].mask(np.frombuffer(r, "<f8", offset=start), tag) for k, r in enumerate(out)]
+        # what each site sends: its clear prefix and its masked values
+        self.traffic.count(msg, [r[:start] + np.asarray(m).astype("<u8").tobytes() for r, m in zip(out, masked)])
         total = unmask_sum(masked, self.scale_bits)
         first = out[0]
         prefix = with_sender(first[:start], ALL_SITES)
@@ -60,7 +67,5 @@ class SecureLocalFleet:
         return self.inner.finish()
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+        self.inner.close()
 

@@ -33,6 +33,7 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
@@ -47,6 +48,7 @@ from bnsl_cli.federated.messages import (
     message_kind,
 )
 from bnsl_cli.federated.method_spec import Statistics
+from bnsl_cli.federated.traffic import STANDARDIZE
 from bnsl_cli.privacy.bounding import clamp_rows
 from bnsl_cli.stats import (
     check_scales,
@@ -59,6 +61,7 @@ from bnsl_cli.stats import (
 )
 
 __all__ = [
+    "ColumnStats",
     "StatsSite",
     "with_stats",
     "standardize_stage",
@@ -171,42 +174,41 @@ def with_stats(build: Callable) -> Callable:
 # ----------------------------------------------------------------------------------------------
 
 
-def standardize_stage(spec, plan, fleet, report: dict) -> dict:
+@dataclass
+class ColumnStats:
+    """The record of the column-statistics exchange: whether ``--standardize`` applied them, where
+    they came from, the pooled means and standard deviations. (Its bytes are the fleet's, under the
+    stage :data:`~bnsl_cli.federated.traffic.STANDARDIZE`; the report builder adds them.)"""
+
+    applied: bool
+    source: str
+    mean: list
+    sd: list
+
+
+def standardize_stage(spec, plan, fleet) -> Optional[ColumnStats]:
     """Before the rounds (methods whose participants answer the exchange): collect the statistics,
     pool them, broadcast them with ``--standardize``, else check the scales. Returns the stage's
-    record (also ``report["standardize"]``)."""
+    record (``None`` for a method without the exchange)."""
     if spec.statistics is not Statistics.EXCHANGE:
-        return {}
-    req = StatsRequest(0, plan.d).encode()
-    raw = fleet.exchange(req)
-    mean = sum_shares(ShareReply.decode(r).values for r in raw)
-    centre = CentreBroadcast(1, plan.d, mean, full=False).encode()
-    raw2 = fleet.exchange(centre)
+        return None
+    fleet.traffic.enter(STANDARDIZE)
+    mean = sum_shares(ShareReply.decode(r).values for r in fleet.exchange(StatsRequest(0, plan.d).encode()))
+    raw2 = fleet.exchange(CentreBroadcast(1, plan.d, mean, full=False).encode())
     var = sum_shares(ShareReply.decode(r).values for r in raw2)
     sd = np.sqrt(np.maximum(var, 0.0))
-    per_up = [len(a) + len(b) for a, b in zip(raw, raw2)]
-    per_down = [len(req) + len(centre)] * len(raw)
-    up, down = sum(per_up), sum(per_down)
-    rec = {
-        "applied": bool(plan.standardize),
-        "source": (
+    rec = ColumnStats(
+        applied=bool(plan.standardize),
+        source=(
             "post-processing of the released column means and second moments (no extra privacy cost)"
             if plan.private else "exact pooled column statistics"
         ),
-        "bytes_up": up,
-        "bytes_down": down,
-        "per_participant_up": per_up,
-        "per_participant_down": per_down,
-        "mean": mean.tolist(),
-        "sd": sd.tolist(),
-    }
+        mean=mean.tolist(),
+        sd=sd.tolist(),
+    )
     if plan.standardize:
         check_scales(mean, sd, plan.names)
-        msg = StandardizeBroadcast(0, plan.d, mean, sd).encode()
-        fleet.exchange(msg)
-        rec["bytes_down"] += len(msg) * len(raw)
-        rec["per_participant_down"] = [b + len(msg) for b in per_down]
-    report["standardize"] = rec
+        fleet.exchange(StandardizeBroadcast(0, plan.d, mean, sd).encode())
     return rec
 
 
@@ -225,22 +227,12 @@ def floating_point_trap():
         yield rec
 
 
-def after_rounds(spec, plan, outcome, report: dict, rec: dict, fp_events: int = 0) -> None:
+def after_rounds(spec, plan, outcome, report: dict, rec: Optional[ColumnStats], fp_events: int = 0) -> None:
     """After the driver: weights back in original units (with ``--standardize``), the scale warning
-    (without), the stage's bytes in the communication totals. ``rec`` is the stage's record (empty
-    for methods without the exchange; ``notears``/``local-notears`` sites and ``fed-moments`` put
-    their own ``sd`` in their summaries / report)."""
+    (without). ``rec`` is the stage's record (``None`` for methods without the exchange;
+    ``notears``/``local-notears`` sites and ``fed-moments`` put their own ``sd`` in their summaries
+    / report)."""
     sds = _sources(spec, outcome, report, rec)
-    if rec:
-        comm = report.setdefault("communication", {})
-        comm["standardize"] = {"bytes_up": rec["bytes_up"], "bytes_down": rec["bytes_down"]}
-        for key in ("bytes_up", "bytes_down"):
-            comm[key] = int(comm.get(key, 0)) + rec[key]
-        comm["bytes_total"] = int(comm.get("bytes_up", 0)) + int(comm.get("bytes_down", 0))
-        for entry in comm.get("per_participant") or []:
-            k = entry["participant"] - 1
-            entry["bytes_up"] = int(entry["bytes_up"]) + rec["per_participant_up"][k]
-            entry["bytes_down"] = int(entry["bytes_down"]) + rec["per_participant_down"][k]
     if not sds:
         return
     if plan.standardize:
@@ -281,9 +273,9 @@ def after_rounds(spec, plan, outcome, report: dict, rec: dict, fp_events: int = 
         warn(msgs[:1], ScaleWarning, report.setdefault("warnings", []), stacklevel=3)
 
 
-def _sources(spec, outcome, report, rec) -> list:
-    if rec.get("sd") is not None:
-        return [np.asarray(rec["sd"], float)]
+def _sources(spec, outcome, report, rec: Optional[ColumnStats]) -> list:
+    if rec is not None:
+        return [np.asarray(rec.sd, float)]
     if spec.statistics is Statistics.POOLED_MOMENTS:
         sd = (report.get("standardize") or {}).get("sd")
         return [] if sd is None else [np.asarray(sd, float)]

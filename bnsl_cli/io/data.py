@@ -17,7 +17,7 @@ How a file is read (one pass over its bytes, memory about one float64 copy of th
   and rows with extra fields); only a file that fails — or whose bytes hold a token the fast path
   cannot judge (``_``, ``true``/``false`` words) — is read again by the slow, strict checker, which
   names the line and column of the first bad cell;
-- a small input (at most ``_SMALL_INPUT`` bytes over all files of one call, uncompressed, no text
+- a small input (at most ``SMALL_INPUT_BYTES`` bytes over all files of one call, uncompressed, no text
   columns) is parsed by numpy's C ``loadtxt`` instead: slower per byte than pandas' parser, but
   importing pandas costs more than parsing that much text. It only takes a file whose every byte
   is ASCII and every value finite, with the header's number of fields on every row; anything else
@@ -70,6 +70,9 @@ __all__ = [
     "check_columns",
     "resolve_sep",
     "STDIN",
+    "SMALL_INPUT_BYTES",
+    "CHUNK_BYTES",
+    "parse_small",
 ]
 
 #: The path that stands for standard input.
@@ -81,8 +84,9 @@ ReadProgress = Callable[[int, Optional[int]], None]
 
 _BLOCK = 1 << 20  # bytes per read of the underlying file
 #: Inputs up to this size (all files of one call) are parsed by numpy (see the module docstring).
-_SMALL_INPUT = 32 << 20
-_CHUNK_BYTES = 8 << 20  # about this much text per parsed chunk of rows
+SMALL_INPUT_BYTES = 32 << 20
+#: About this much text per parsed chunk of rows (larger inputs, pandas path).
+CHUNK_BYTES = 8 << 20
 #: Bytes that never occur in a valid number but do in words some pandas versions read as numbers
 #: (``1_000``; ``True``/``False``): a file holding one is judged by the strict checker. Single
 #: bytes, so each test is one ``memchr`` over the block.
@@ -572,7 +576,7 @@ def _estimate_rows(src: _Source, rest: bytes) -> tuple[int, int]:
     """(estimated data rows, rows per parsed chunk) from the bytes after the header."""
     lines = rest.count(b"\n")
     per_line = (len(rest) / lines) if lines else max(len(rest), 16)
-    chunk = int(min(max(_CHUNK_BYTES / max(per_line, 1.0), 1024), 1 << 20))
+    chunk = int(min(max(CHUNK_BYTES / max(per_line, 1.0), 1024), 1 << 20))
     if src.size is None or src.gzipped:
         return chunk, chunk
     remaining = max(src.size - src.raw_read + len(rest), 0)
@@ -636,7 +640,7 @@ def _read_table(path, sep, keep, min_rows, check_constant, columns, progress, da
     if progress is not None:
         size_known[0] = src.size
     size = src.size if total is None else total
-    small = size is not None and size <= _SMALL_INPUT and not src.gzipped and not keep
+    small = size is not None and size <= SMALL_INPUT_BYTES and not src.gzipped and not keep
     try:
         table = _read(src, path, sep, list(keep or []), min_rows, check_constant, columns, small, opts, min_columns)
     finally:
@@ -670,7 +674,7 @@ def _transcode(path: Path, data: Optional[bytes], encoding: str) -> tuple[bytes,
     return text.encode("utf-8"), sha
 
 
-def _parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
+def parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
     """The ``n × d`` float64 values of ``body`` (the text after the header) parsed by numpy, or
     ``None`` when numpy's parse cannot stand for the pandas path's: bytes outside ASCII, a row of
     another length, a cell numpy rejects, a non-finite value, a line of spaces, no data rows."""
@@ -802,7 +806,7 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     feed = src
     if small and not ignored:
         body = src.read()  # the rest of the file: hashed and reported to progress as it is read
-        parsed = None if src.suspect else _parse_small(body, sep, d_all)
+        parsed = None if src.suspect else parse_small(body, sep, d_all)
         if parsed is not None:
             rows.X, rows.n = (parsed if identity else parsed[:, num_idx]), parsed.shape[0]
             if not rows.X.flags.owndata or not rows.X.flags.c_contiguous:

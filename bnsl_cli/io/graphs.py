@@ -69,6 +69,9 @@ __all__ = [
     "graph_to_json",
     "read_graph",
     "read_graphs",
+    "DotUnsupported",
+    "parse_dot_flat",
+    "parse_dot_pydot",
 ]
 
 ORIENTATION = "W[i, j] is the weight of the edge i -> j (rows are parents, columns are children)"
@@ -510,8 +513,9 @@ def _dot_unquote(s: str) -> str:
     return s
 
 
-class _DotUnsupported(Exception):
-    """The fast DOT parser met something it does not handle; pydot decides."""
+class DotUnsupported(Exception):
+    """:func:`parse_dot_flat` met something it does not handle; :func:`parse_dot_pydot` decides
+    (never leaves :func:`read_graph`)."""
 
 
 _DOT_TOKEN = re.compile(
@@ -534,7 +538,7 @@ def _dot_tokens(text: str) -> list[tuple[str, str]]:
     while pos < n:
         m = _DOT_TOKEN.match(text, pos)
         if m is None:
-            raise _DotUnsupported(f"unexpected character at offset {pos}")
+            raise DotUnsupported(f"unexpected character at offset {pos}")
         pos = m.end()
         kind = m.lastgroup
         if kind == "skip":
@@ -547,10 +551,10 @@ def _dot_tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _parse_dot_fast(text: str) -> _DotParse:
+def parse_dot_flat(text: str) -> _DotParse:
     """A small recursive-descent parser for flat DOT graphs (node, edge and attribute statements,
     edge chains, ports, comments). Subgraphs, HTML strings and other rarities raise
-    :class:`_DotUnsupported` so that pydot handles them."""
+    :class:`DotUnsupported` so that pydot handles them."""
     toks = _dot_tokens(text)
     k = 0
 
@@ -561,14 +565,14 @@ def _parse_dot_fast(text: str) -> _DotParse:
         nonlocal k
         t = peek()
         if (kind and t[0] != kind) or (value and t[1] != value):
-            raise _DotUnsupported(f"expected {value or kind}, found {t[1]!r}")
+            raise DotUnsupported(f"expected {value or kind}, found {t[1]!r}")
         k += 1
         return t
 
     def ident() -> str:
         t = peek()
         if t[0] not in ("id", "str"):
-            raise _DotUnsupported(f"expected an id, found {t[1]!r}")
+            raise DotUnsupported(f"expected an id, found {t[1]!r}")
         take()
         return _dot_unquote(t[1]) if t[0] == "str" else t[1]
 
@@ -597,7 +601,7 @@ def _parse_dot_fast(text: str) -> _DotParse:
         take()
     kind = take("kw")[1]
     if kind not in ("graph", "digraph"):
-        raise _DotUnsupported("not a graph")
+        raise DotUnsupported("not a graph")
     if peek()[0] in ("id", "str"):
         ident()
     take(value="{")
@@ -610,7 +614,7 @@ def _parse_dot_fast(text: str) -> _DotParse:
             continue
         if t[0] == "kw":
             if t[1] == "subgraph":
-                raise _DotUnsupported("subgraph")
+                raise DotUnsupported("subgraph")
             take()
             attr_lists()  # default attributes: ignored
         elif peek(1)[1] == "=":
@@ -620,7 +624,7 @@ def _parse_dot_fast(text: str) -> _DotParse:
             while peek()[1] in ("->", "--"):
                 take()
                 if peek()[1] == "{":
-                    raise _DotUnsupported("edge to a subgraph")
+                    raise DotUnsupported("edge to a subgraph")
                 chain.append(node_id())
             attrs = attr_lists()
             if len(chain) == 1:
@@ -629,11 +633,14 @@ def _parse_dot_fast(text: str) -> _DotParse:
                 edges.extend((u, v, attrs) for u, v in zip(chain, chain[1:]))
     take(value="}")
     if peek()[0] != "eof":
-        raise _DotUnsupported("text after the graph")
+        raise DotUnsupported("text after the graph")
     return kind, nodes, edges
 
 
-def _parse_dot_pydot(path: Path, text: str) -> _DotParse:
+def parse_dot_pydot(path: Path, text: str) -> _DotParse:
+    """Any DOT graph, by pydot (slow; the fallback of :func:`parse_dot_flat`), as the same
+    ``(kind, nodes, edges)`` triple. Text pydot cannot parse, or edges to subgraphs, raise
+    :class:`~bnsl_cli.errors.InputDataError` naming ``path``."""
     try:
         with warnings.catch_warnings():  # pyparsing deprecation chatter from pydot's grammar
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -672,9 +679,9 @@ def _read_dot_graph(path: Path, text: str) -> Graph:
     """DOT: node statements give names (``label=`` if present, else the id); an edge's weight is
     its ``weight_value``, else ``weight``, else a numeric ``label``, else 1."""
     try:
-        kind, nodes, edges = _parse_dot_fast(text)
-    except _DotUnsupported:
-        kind, nodes, edges = _parse_dot_pydot(path, text)
+        kind, nodes, edges = parse_dot_flat(text)
+    except DotUnsupported:
+        kind, nodes, edges = parse_dot_pydot(path, text)
     if kind != "digraph":
         raise InputDataError(f"{path}: DOT graph is undirected ('graph'); a 'digraph' is needed")
 

@@ -35,6 +35,7 @@ from bnsl_cli.federated.messages import (
     with_sender,
 )
 from bnsl_cli.federated.secure_sum import ALL_SITES, unmask_sum
+from bnsl_cli.federated.traffic import Traffic
 from bnsl_cli.net import frames as F
 from bnsl_cli.net.common import (
     METHOD,
@@ -48,7 +49,7 @@ from bnsl_cli.net.common import (
 )
 from bnsl_cli.net.identity import CLIENT, SERVER, identity_of, peer_identity
 
-__all__ = ["NetworkFleet", "SiteInfo"]
+__all__ = ["NetworkFleet", "SiteInfo", "unmask_replies"]
 
 #: Under secure aggregation the sites send their summable replies (:func:`~bnsl_cli.federated.messages.summable_span`
 #: says which bytes) masked, and the fleet hands the coordinator the sum as site 1's reply and zeros for
@@ -147,6 +148,9 @@ class NetworkFleet:
 
             self.identity = identity_of(credentials.cert)
         self.workers = self.n
+        #: the bytes of every message sent to a site and of every reply (masked or not) it sent,
+        #: as they crossed: the encoded messages the DATA frames carry
+        self.traffic = Traffic(self.n)
         self.secure_sum = bool(secure_sum)
         self.scale_bits = int(scale_bits)
         self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
@@ -420,6 +424,13 @@ class NetworkFleet:
     def __len__(self) -> int:
         return len(self.sites)
 
+    @property
+    def connections(self) -> int:
+        """How many connections have reached the handler so far (joined, waiting for their HELLO or
+        refused)."""
+        with self._lock:
+            return len(self._links)
+
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
         self._stopped = is_stop(msg)
         raw = F.data(msg)
@@ -447,9 +458,10 @@ class NetworkFleet:
             out.append(reply)
             if frame.kind == F.MASKED:
                 masked.append(reply)
+        self.traffic.count(msg, out)
         if masked:
             try:
-                out = _unmask(out, self.scale_bits)
+                out = unmask_replies(out, self.scale_bits)
             except ValueError as exc:
                 raise self._fail(None, f"the sites' masked replies do not add up ({exc})") from None
         return out
@@ -514,7 +526,7 @@ def _summable(reply: Optional[bytes]) -> bool:
     return reply is not None and summable_span(reply) is not None
 
 
-def _unmask(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
+def unmask_replies(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:
     """Masked summable replies (the same clear prefix up to the sender) → the sum as the first
     site's reply and zeros for the others, every sender field :data:`ALL_SITES`: the coordinator
     sums them to the same total and never holds one site's values."""

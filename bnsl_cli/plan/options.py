@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.federated.methods import DEFAULT_METHOD, METHODS, PRIVATE_METHODS, method_spec
+from bnsl_cli.federated.methods import METHODS, PRIVATE_METHODS, check_method_options, default_method, method_spec
 from bnsl_cli.knowledge import KnowledgeSource
 from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
 from bnsl_cli.privacy.defaults import POLISH_SHARE
@@ -46,7 +46,9 @@ class DPConfig:
 class LearnConfig:
     """Options of a learning run (``None`` means the method's default)."""
 
-    method: str = DEFAULT_METHOD
+    #: ``None``: the registry's default (:func:`~bnsl_cli.federated.methods.default_method`), filled
+    #: in by :meth:`check` once: fed-sparse, or with ``dp`` the ``--dp`` default (fed-suffstats)
+    method: Optional[str] = None
     lam: Optional[float] = None
     #: ``None``: :data:`DEFAULT_THRESHOLD` for the consensus, and the polish's score alone decides
     #: the final edges of a non-private fed-sparse run; a value given is applied after the polish too
@@ -89,7 +91,10 @@ class LearnConfig:
 
     def check(self) -> None:
         """The checks that need no data (the CLI calls this before reading the shards;
-        :meth:`RunPlan.resolve` calls it too)."""
+        :meth:`RunPlan.resolve` calls it too). Resolves ``method`` when ``None``; refuses an option
+        the method does not take (:func:`~bnsl_cli.federated.methods.check_method_options`)."""
+        if self.method is None:
+            self.method = default_method(self.dp is not None)
         spec = method_spec(self.method)
         _whole("--rounds", self.rounds, allow_none=True)
         _whole("--steps", self.steps, allow_none=True)
@@ -125,6 +130,7 @@ class LearnConfig:
             _check_dp(self.dp)
             if spec.polishable and self.polish and self.dp.polish_share == 0.0:
                 raise PrivacyBudgetError("--polish-share 0 leaves the polish no budget; use --no-polish to skip it")
+        check_method_options(self)
 
 
 def _whole(name, v, *, allow_none=False, low=1):

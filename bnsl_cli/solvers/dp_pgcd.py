@@ -20,7 +20,7 @@ from bnsl_cli.solvers.pgcd import soft_threshold
 __all__ = ["clip_levels", "ClippedGradients", "dp_pgcd"]
 
 #: bytes of products per block of :meth:`ClippedGradients.column` (well inside a 1–2 MB L2 cache)
-_BLOCK_BYTES = 1 << 19
+BLOCK_BYTES = 1 << 19
 
 
 def clip_levels(v_hat: np.ndarray, m_hat: np.ndarray, rho2: float, clip: float, mode: str) -> np.ndarray:
@@ -41,9 +41,13 @@ class ClippedGradients:
     The products and the clipping are done in ``precision`` (single by default: half the memory
     traffic; several times faster at d = 200); each column's sum is accumulated in float64.
     Single-precision levels are rounded towards zero, so every clipped term is at most ``C_i`` in
-    absolute value exactly."""
+    absolute value exactly.
 
-    def __init__(self, Xc: np.ndarray, precision: str = "single"):
+    ``block_bytes``: the size of one block of products in :meth:`column` (default
+    :data:`BLOCK_BYTES`); ``block`` is the resulting number of parents per block (at least one). The
+    sums do not depend on it."""
+
+    def __init__(self, Xc: np.ndarray, precision: str = "single", block_bytes: int = BLOCK_BYTES):
         if precision not in ("single", "double"):
             raise ValueError(f"precision must be 'single' or 'double', got {precision!r}")
         self.dtype = np.float32 if precision == "single" else np.float64
@@ -56,8 +60,8 @@ class ClippedGradients:
         # parents per block of :meth:`column`: a block's products stay in the L2 cache between the
         # multiply, the clip and the sum (X_c is read once per step; the products no longer make
         # round trips through memory)
-        self._block = max(1, min(d, _BLOCK_BYTES // (max(n, 1) * self._XTc.itemsize)))
-        self._buf = np.empty((self._block, n), dtype=self.dtype)
+        self.block = max(1, min(d, int(block_bytes) // (max(n, 1) * self._XTc.itemsize)))
+        self._buf = np.empty((self.block, n), dtype=self.dtype)
         self._r = np.empty(n, dtype=self.dtype)  # one residual row in the working precision
         self.levels: Optional[np.ndarray] = None  # clip levels C_i (float64)
         self.hi = self.lo = None  # ±C_i in the working precision, rounded towards zero (column vectors)
@@ -96,7 +100,7 @@ class ClippedGradients:
         """``Σ_rows clip(x_i r_j, C_i)`` for every parent ``i`` of child ``j`` (O(n_p d)), a block of
         parents at a time; each term is ``clip(x_i r_j, ±C_i)`` in the working precision and each sum is
         accumulated in float64, as one whole-matrix pass would."""
-        d, k = self.d, self._block
+        d, k = self.d, self.block
         X, lo, hi = self._XTc, self.lo, self.hi
         r = self._r
         if self.dtype == np.float32:

@@ -39,7 +39,7 @@ from bnsl_cli.dag import can_reverse, reaches, threshold_to_dag
 
 __all__ = [
     "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
-    "least_squares", "learn_suffstats",
+    "least_squares", "learn_suffstats", "family_statistics",
 ]
 
 SCORES = ("equal", "node", "auto")
@@ -58,7 +58,7 @@ def _metric(d: int, u: Optional[np.ndarray], H: Optional[np.ndarray]) -> np.ndar
     return np.diag(np.ones(d) if u is None else np.asarray(u, float) ** 2)
 
 
-def _family(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: Optional[np.ndarray] = None):
+def family_statistics(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: Optional[np.ndarray] = None):
     """Node ``j`` with parents ``S``: ``(R, add, t2_add, t2_par)``: the residual variance ``R``;
     for every ``i`` the residual variance with ``i`` added and the test statistic of that addition
     (0 where not applicable); for every parent ``S_k`` the statistic of keeping it.
@@ -168,12 +168,12 @@ def noise_aware_search(
 
     def refresh(j: int) -> None:
         S = np.flatnonzero(E[:, j])
-        R[j], ADD[:, j], T2[:, j], tp = _family(G, j, S, n, tau2, H)
+        R[j], ADD[:, j], T2[:, j], tp = family_statistics(G, j, S, n, tau2, H)
         KEEP[:, j] = np.inf
         KEEP[S, j] = tp
         DEL[:, j] = np.nan
         for k, s in enumerate(S):
-            DEL[s, j] = _family(G, j, np.delete(S, k), n, 0.0)[0]
+            DEL[s, j] = family_statistics(G, j, np.delete(S, k), n, 0.0)[0]
 
     for j in range(d):
         refresh(j)
@@ -226,7 +226,7 @@ def noise_aware_search(
                 # the edge must also pass the test it will be kept by (exact, given the new family);
                 # otherwise the addition and the removal below would undo each other
                 S1 = np.flatnonzero(E[:, j] | (np.arange(d) == i))
-                if _family(G, j, S1, n, tau2, H)[3][int(np.searchsorted(S1, i))] > kap:
+                if family_statistics(G, j, S1, n, tau2, H)[3][int(np.searchsorted(S1, i))] > kap:
                     best = (float(g[k]), "add", i, j)
                     break
         # 3. reversals i → j to j → i that improve the likelihood, the reversed edge passing the test
@@ -297,7 +297,7 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
         pre[list(order[:pos])] = True
         S: list = []
         for _ in range(pos):
-            _, _, t2, _ = _family(G, j, np.asarray(sorted(S), dtype=int), n, tau2, H)
+            _, _, t2, _ = family_statistics(G, j, np.asarray(sorted(S), dtype=int), n, tau2, H)
             t2 = np.where(pre, t2, 0.0)
             k = int(np.argmax(t2))
             if not t2[k] > kap:
@@ -306,7 +306,7 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
             pre[k] = False
         while S:
             Sa = np.asarray(sorted(S), dtype=int)
-            tp = _family(G, j, Sa, n, tau2, H)[3]
+            tp = family_statistics(G, j, Sa, n, tau2, H)[3]
             k = int(np.argmin(tp))
             if tp[k] > kap:
                 break
@@ -328,7 +328,7 @@ def least_squares(G: np.ndarray, E: np.ndarray) -> np.ndarray:
 
 def _bic(G: np.ndarray, n: float, E: np.ndarray, score: str) -> float:
     d = G.shape[0]
-    R = np.array([max(_family(G, j, np.flatnonzero(E[:, j]), n, 0.0)[0], 1e-300) for j in range(d)])
+    R = np.array([max(family_statistics(G, j, np.flatnonzero(E[:, j]), n, 0.0)[0], 1e-300) for j in range(d)])
     k = float(E.sum())
     pen = edge_threshold(n, d) / 2.0
     if score == "equal":

@@ -72,12 +72,13 @@ def test_help_shows_types_as_words_and_the_choices():
 
 def test_method_choices_are_the_library_methods():
     """The --method help of learn names every method of the registry, privacy-budget's every private
-    one, and both options default to the registry's default method."""
+    one, and both options leave the default to the registry (``default_method``: learn's help names
+    both defaults, privacy-budget's the --dp one)."""
     import inspect
 
     from bnsl_cli.cli import learn as cli_learn
     from bnsl_cli.cli import privacy_budget as cli_pb
-    from bnsl_cli.federated.methods import DEFAULT_METHOD, METHODS, PRIVATE_METHODS
+    from bnsl_cli.federated.methods import METHODS, PRIVATE_METHODS, default_method
 
     for name in METHODS:
         assert name in cli_learn.METHOD_HELP, name
@@ -86,7 +87,9 @@ def test_method_choices_are_the_library_methods():
         assert name in " ".join(pb_help.split()).replace("│", ""), name
     for module in (cli_learn, cli_pb):
         default = inspect.signature(module.command).parameters["method"].default
-        assert getattr(default, "default", default) == DEFAULT_METHOD, module.__name__
+        assert getattr(default, "default", default) is None, module.__name__
+    assert f"[default: {default_method(False)}; {default_method(True)} with --dp]" in cli_learn.METHOD_HELP.replace("\\[", "[")
+    assert f"default: {default_method(True)}, learn --dp's" in " ".join(pb_help.split()).replace("│ ", "").replace(" │", "")
 
 
 def test_every_subcommand_is_registered_and_has_quiet():
@@ -123,13 +126,13 @@ def test_read_progress_lines_for_large_inputs_only():
     from bnsl_cli.cli import common
 
     buf = io.StringIO()
-    small = common._ReadProgress(Console(file=buf, width=10_000))
+    small = common.read_progress(quiet=False, console=Console(file=buf, width=10_000))
     for done in range(0, 1 << 20, 1 << 16):
         small(done, 1 << 20)
     small.close()
     assert buf.getvalue() == ""  # a small input reads silently
-    big = common._ReadProgress(Console(file=buf, width=10_000))
-    total = 3 * common._ReadProgress.LARGE
+    big = common.read_progress(quiet=False, console=Console(file=buf, width=10_000))
+    total = 3 * common.LARGE_READ_BYTES
     for done in range(0, total + 1, 1 << 22):
         big(done, total)
     big.close()

@@ -23,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
+from tests._shards import write_small_shards
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "examples" / "tiny"
@@ -66,6 +67,12 @@ def shards(tmp_path) -> Path:
     dst = tmp_path / "shards"
     shutil.copytree(TINY / "shards", dst)
     return dst
+
+
+@pytest.fixture()
+def small_shards(tmp_path) -> Path:
+    """Four small shards (3 columns, 30 rows each): local-notears learns from them at once."""
+    return write_small_shards(tmp_path / "small")
 
 
 def shard_texts(shards: Path) -> list[str]:
@@ -203,7 +210,8 @@ def test_unwritable_out_fails_before_computing(tmp_path, shards):
             ro.chmod(0o755)
 
 
-def test_stale_per_participant_files_of_an_earlier_run_are_removed(tmp_path, shards):
+def test_stale_per_participant_files_of_an_earlier_run_are_removed(tmp_path, small_shards):
+    shards = small_shards
     out = tmp_path / "run"
     assert run("learn", shards, "--method", "local-notears", "--out", out, "-q").exit_code == 0
     assert sorted(p.name for p in out.glob("participant-*")) == [f"participant-0{k}" for k in (1, 2, 3, 4)]
@@ -234,12 +242,14 @@ def test_a_second_run_into_a_locked_folder_is_refused(tmp_path, shards):
 # 13. a column constant in one shard
 
 
-def test_column_constant_in_one_shard_is_allowed_and_named(tmp_path, shards):
+def test_column_constant_in_one_shard_is_allowed_and_named(tmp_path):
+    # three columns: every method learns from them at once; 300 rows a shard: enough for the private run
+    shards = write_small_shards(tmp_path / "small", rows=300)
     p = sorted(shards.glob("*.csv"))[1]
     rows = [ln.split(",") for ln in p.read_text().splitlines()]
-    col = rows[0][3]
+    col = rows[0][1]
     for r in rows[1:]:
-        r[3] = "0.25"
+        r[1] = "0.25"
     p.write_text("\n".join(",".join(r) for r in rows) + "\n")
     for method in ("fed-sparse", "fed-bnsl", "notears", "local-notears"):
         out = tmp_path / f"run-{method}"
@@ -248,7 +258,7 @@ def test_column_constant_in_one_shard_is_allowed_and_named(tmp_path, shards):
         warning = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "constant" in ln]
         assert len(warning) == 1 and p.name in warning[0] and repr(col) in warning[0], res.stderr
         assert json.loads((out / "report.json").read_text())
-    res = run("learn", "--dp", "--epsilon", 5, shards, "-q", "--rounds", 5, "--seed", 1)
+    res = run("learn", "-m", "fed-sparse", "--dp", "--epsilon", 5, shards, "-q", "--rounds", 5, "--seed", 1)
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith("source,target,weight")
 
@@ -330,7 +340,8 @@ def test_files_from_paths_are_relative_to_the_current_directory(tmp_path, shards
 # 15. local-notears without --out
 
 
-def test_local_notears_without_out_prints_every_participant(shards):
+def test_local_notears_without_out_prints_every_participant(small_shards):
+    shards = small_shards
     res = run("learn", shards, "--method", "local-notears", "-q")
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()

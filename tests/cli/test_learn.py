@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
+from tests._shards import write_small_shards
 
 TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
 
@@ -50,7 +51,8 @@ def test_without_out_the_edge_list_goes_to_stdout(shards):
     assert res.stderr == ""
 
 
-def test_files_from_and_duplicates(tmp_path, shards):
+def test_files_from_and_duplicates(tmp_path):
+    shards = write_small_shards(tmp_path / "small")  # the file list is under test, not the learning
     lst = tmp_path / "list.txt"
     files = sorted(shards.glob("*.csv"))
     lst.write_text("\n".join(str(p) for p in files + files[:1]) + "\n")
@@ -105,9 +107,9 @@ def test_refuses_to_overwrite_foreign_files(tmp_path, shards):
         (["--dp", "--epsilon", "5", "--method", "notears"], 2),
         (["--method", "nope"], 2),
         (["--snap", "-0.1"], 2),
-        (["--dp", "--epsilon", "5", "--polish-share", "0"], 5),
-        (["--dp", "--epsilon", "5", "--polish-share", "1"], 5),
-        (["--dp", "--epsilon", "5", "--polish-share", "-0.1", "--no-polish"], 5),
+        (["-m", "fed-sparse", "--dp", "--epsilon", "5", "--polish-share", "0"], 5),
+        (["-m", "fed-sparse", "--dp", "--epsilon", "5", "--polish-share", "1"], 5),
+        (["-m", "fed-sparse", "--dp", "--epsilon", "5", "--polish-share", "-0.1", "--no-polish"], 5),
     ],
 )
 def test_option_errors(shards, args, code):
@@ -118,7 +120,7 @@ def test_option_errors(shards, args, code):
 
 def test_dp_run_reports_privacy_and_warns_about_the_seed(tmp_path, shards):
     out = tmp_path / "dp"
-    res = run("learn", shards, "--dp", "--epsilon", 8, "--seed", 3, "--rounds", 5, "--out", out)
+    res = run("learn", shards, "-m", "fed-sparse", "--dp", "--epsilon", 8, "--seed", 3, "--rounds", 5, "--out", out)
     assert res.exit_code == 0, res.output
     assert "warning" in res.stderr and "seed" in res.stderr
     pv = json.loads((out / "report.json").read_text())["privacy"]
@@ -136,9 +138,14 @@ def test_no_polish_is_recorded_in_the_report(shards):
     assert rep["polish"]["applied"] and rep["communication"]["polish"]["bytes_up"] > 0
 
 
-def test_local_notears_writes_one_graph_per_participant(tmp_path, shards):
+def test_local_notears_writes_one_graph_per_participant(tmp_path):
+    shards = write_small_shards(tmp_path / "small")  # local-notears on examples/tiny takes seconds
     out = tmp_path / "local"
     res = run("learn", shards, "--method", "local-notears", "--out", out, "-q")
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.glob("participant-*")) == [f"participant-0{k}" for k in range(1, 5)]
     assert (out / "participant-02" / "adjacency.csv").is_file()
+    for k in range(1, 5):  # the same files for every participant, and no pooled graph
+        assert sorted(p.name for p in (out / f"participant-0{k}").iterdir()) == [
+            "adjacency.csv", "cpdag.csv", "edges.csv", "graph.dot"]
+    assert (out / "report.json").is_file() and not (out / "adjacency.csv").exists()

@@ -16,6 +16,10 @@ runner = CliRunner()
 
 
 def run(*args, env=None):
+    """privacy-budget with ``args``; the noise plans here are DP-Fed-Sparse-BNSL's, so ``--method fed-sparse``
+    unless a method is given (the default, fed-suffstats, is tested in tests/test_method_options.py)."""
+    if "--method" not in args:
+        args = ("--method", "fed-sparse", *args)
     return runner.invoke(app, ["privacy-budget", *map(str, args)], env=env)
 
 
@@ -148,7 +152,7 @@ def test_fed_sparse_plan_matches_learn_dp(polish):
     _, tables = simulated_tables(6, 2, 1000, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = learn(tables, LearnConfig(seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report
+        rep = learn(tables, LearnConfig(method="fed-sparse", seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report
     used = rep["privacy"]["plan"]
     out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6,
                    *(() if polish else ("--polish-share", 0)))
@@ -351,7 +355,7 @@ def test_other_usage_errors_exit_2(args):
 
 def test_subprocess_json_on_stdout_nothing_on_stderr():
     proc = subprocess.run(
-        [sys.executable, "-m", "bnsl_cli", "privacy-budget", "--epsilon", "1", "--delta", "1e-8",
+        [sys.executable, "-m", "bnsl_cli", "privacy-budget", "--method", "fed-sparse", "--epsilon", "1", "--delta", "1e-8",
          "--nodes", "20", "--json"],
         capture_output=True, text=True, timeout=60,
     )
@@ -380,7 +384,7 @@ def test_spend_of_a_runs_release_list(tmp_path):
     _, tables = simulated_tables(5, 2, 1000, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = learn(tables, LearnConfig(seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
+        rep = learn(tables, LearnConfig(method="fed-sparse", seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
     path = tmp_path / "report.json"
     path.write_text(json.dumps(rep, default=str))
     out = run_json("--releases", path)
@@ -464,7 +468,15 @@ def test_every_private_method_plans_what_learn_plans(extra):
     options = dict(zip(extra[::2], extra[1::2])) if len(extra) > 1 else {}
     dp = {"epsilon": 3.0, "public_means": "--public-means" in extra,
           "value_bound": options.get("--value-bound"), "accountant": options.get("--accountant", "pld")}
+    from bnsl_cli.federated.method_options import BUDGET_OPTIONS
+    from bnsl_cli.federated.methods import method_spec
+
     for method in PRIVATE_METHODS:
+        if any(f in BUDGET_OPTIONS and f not in method_spec(method).budget_options for f in extra):
+            # an option of another method's releases is refused, as learn --dp refuses it
+            res = run("--method", method, "--epsilon", 3, "--samples", 500, "--nodes", 12, *extra)
+            assert res.exit_code == 2 and f"does not apply to --method {method}" in res.stderr, res.output
+            continue
         out = run_json("--method", method, "--epsilon", 3, "--samples", 500, "--nodes", 12, *extra)
         summary = _learn_plan(method, 500, 12, **dp).privacy.summary()
         assert out["releases"] == summary["releases"], method
@@ -513,10 +525,11 @@ def test_spend_mode_rebuilds_the_calibrated_release_list(bound):
         spec = method_spec(method)
         if spec.distributed_noise:
             continue
-        plan = run_json("--method", method, "--epsilon", 2, "--delta", 1e-7, "--rounds", 6, "--steps", 9, *bound)
+        kt = ["--rounds", 6, "--steps", 9] if "--rounds" in spec.budget_options else []  # DP-PGCD's K × T
+        plan = run_json("--method", method, "--epsilon", 2, "--delta", 1e-7, *kt, *bound)
         args = ["--method", method, "--sigma-multiplier", repr(plan["sigma_multiplier"]),
                 "--moment-multiplier", repr(plan["moment_multiplier"]), "--mean-multiplier", repr(plan["mean_multiplier"]),
-                "--rounds", 6, "--steps", 9, "--delta", 1e-7, *bound]
+                *kt, "--delta", 1e-7, *bound]
         if not spec.one_matrix:
             args += ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
                      "--polish-multiplier", repr(plan["polish_multiplier"])]

@@ -195,10 +195,10 @@ def test_split_never_makes_a_shard_learn_would_refuse(tmp_path):
 
 
 def test_refit_prints_epsilon_rounded(tmp_path):
-    from bnsl_cli.cli.refit import _eps_text
+    from bnsl_cli.cli.refit import epsilon_text
     from bnsl_cli.io.graphs import adjacency_csv_text
 
-    assert _eps_text(4.999999999994976) == "5.00" and _eps_text(0.05) == "0.05" and _eps_text(None) == "None"
+    assert epsilon_text(4.999999999994976) == "5.00" and epsilon_text(0.05) == "0.05" and epsilon_text(None) == "None"
     names = (TINY / "shards" / "participant-01.csv").read_text().splitlines()[0].split(",")
     est = tmp_path / "est"
     est.mkdir()
@@ -278,7 +278,7 @@ def test_scale_warning_under_dp_comes_from_the_exact_rows_not_the_noisy_statisti
     assert exact_scale_warning([Table(X / [400.0, 1, 1], ("a", "b", "c"), "x")], ("a", "b", "c")) is None
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        learn(tables, LearnConfig(rounds=3, polish=False, dp=DPConfig(epsilon=5)))
+        learn(tables, LearnConfig(method="fed-sparse", rounds=3, polish=False, dp=DPConfig(epsilon=5)))
     assert not [w for w in rec if issubclass(w.category, ScaleWarning)]  # none from noisy statistics
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
@@ -286,7 +286,7 @@ def test_scale_warning_under_dp_comes_from_the_exact_rows_not_the_noisy_statisti
     assert [w for w in rec if issubclass(w.category, ScaleWarning)]  # without --dp: the exact statistics
     for k, x in enumerate(parts):
         np.savetxt(tmp_path / f"p{k}.csv", x, delimiter=",", header="a,b,c", comments="", fmt="%.6f")
-    res = run("learn", tmp_path / "p0.csv", tmp_path / "p1.csv", "--dp", "--epsilon", 5, "--rounds", 3,
+    res = run("learn", tmp_path / "p0.csv", tmp_path / "p1.csv", "-m", "fed-sparse", "--dp", "--epsilon", 5, "--rounds", 3,
               "--no-polish", "-q")
     assert res.exit_code == 0, res.output
     assert "checked on the rows here; the private run's own statistics are noisy" in res.stderr

@@ -150,7 +150,8 @@ def test_refit_on_a_private_structure_says_its_weights_are_not_private(tmp_path,
     """Issue 12.9: refit on a DP structure wrote non-private weights without a word."""
     sim, shards, _, _ = hetero
     run_dir = tmp_path / "dprun"
-    res = runner.invoke(app, ["learn", str(shards), "--dp", "--epsilon", "20", "--rounds", "3", "-q", "--out", str(run_dir)])
+    res = runner.invoke(app, ["learn", str(shards), "-m", "fed-sparse", "--dp", "--epsilon", "20", "--rounds", "3", "-q",
+                              "--out", str(run_dir)])
     assert res.exit_code == 0, res.output
     out = tmp_path / "refit"
     res = run(run_dir / "adjacency.csv", shards, "--out", out, "-q")

@@ -38,7 +38,7 @@ def _one_line_error(res, code):
 @pytest.fixture(scope="module")
 def dp_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("show") / "run"
-    res = run("learn", TINY / "shards", "--out", out, "--dp", "--epsilon", 5, "--seed", 1, "--rounds", 20, "-q")
+    res = run("learn", TINY / "shards", "--out", out, "-m", "fed-sparse", "--dp", "--epsilon", 5, "--seed", 1, "--rounds", 20, "-q")
     assert res.exit_code == 0, res.output
     return out
 

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from tests._shards import write_small_shards
 from tests.cli.test_bad_input import bnsl_cmd, no_leftovers, run, subprocess_env
 
 
@@ -55,15 +56,16 @@ def test_sigterm_mid_learn_is_one_line_exit_143_and_leaves_nothing(tmp_path, big
 def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(tmp_path, big, existing):
     out = tmp_path / "run"
     home = tmp_path
+    small = write_small_shards(tmp_path / "small")  # the runs that are not killed: any learn into --out
     if existing:  # staging and lock inside the folder
-        assert run("learn", big, "--out", out, "--rounds", 2, "-q").exit_code == 0
+        assert run("learn", small, "--out", out, "--rounds", 2, "-q").exit_code == 0
         home = out
     proc = _learn_mid_run(big, out)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     stale = [p.name for p in home.iterdir() if ".bnsl-tmp-" in p.name]
     assert len(stale) == 1  # SIGKILL cannot be handled: the staging folder is left
-    res = run("learn", big, "--out", out, "--rounds", 2, "-q")
+    res = run("learn", small, "--out", out, "--rounds", 2, "-q")
     assert res.exit_code == 0, res.stderr
     assert not [p.name for p in home.iterdir() if ".bnsl-tmp-" in p.name or p.name.endswith(".lock")]
     assert (out / "report.json").exists()

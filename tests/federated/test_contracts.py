@@ -19,11 +19,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::bnsl_cli.errors.ConvergenceWarn
 CONFIGS = {
     "fed-sparse": LearnConfig(rounds=4, personal=True),
     "fed-sparse-standardize": LearnConfig(rounds=4, standardize=True),
-    "fed-sparse-dp": LearnConfig(rounds=3, steps=10, dp=DPConfig(epsilon=8, value_bound=10.0)),
+    "fed-sparse-dp": LearnConfig(method="fed-sparse", rounds=3, steps=10, dp=DPConfig(epsilon=8, value_bound=10.0)),
     "fed-bnsl": LearnConfig(method="fed-bnsl", rounds=4, personal=True),
     "fed-bnsl-dp": LearnConfig(method="fed-bnsl", rounds=4, dp=DPConfig(epsilon=8, value_bound=10.0)),
-    "fed-moments": LearnConfig(method="fed-moments", rounds=20),
-    "fed-moments-dp": LearnConfig(method="fed-moments", rounds=20, dp=DPConfig(epsilon=8, value_bound=10.0)),
+    "fed-moments": LearnConfig(method="fed-moments"),
+    "fed-moments-dp": LearnConfig(method="fed-moments", dp=DPConfig(epsilon=8, value_bound=10.0)),
 }
 
 

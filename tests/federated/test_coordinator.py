@@ -1,5 +1,7 @@
 """The coordinator's W-step: both acyclicity functions, the screen, solver issues."""
 
+import copy
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -25,6 +27,16 @@ def _coordinator(d=6, P=3, seed=0, **kw):
     return c
 
 
+def _w_step(c: Coordinator) -> np.ndarray:
+    """The W-step's solution, through the public round: with ``snap = 0`` and no forbidden entries,
+    :meth:`Coordinator.step` keeps the W-step's answer as ``c.W``. The round counter is set so that
+    the step solves at the tolerance of the coordinator's current round."""
+    assert c.snap == 0 and c.forbidden is None
+    c.round = max(c.round - 1, 0)
+    c.step()
+    return c.W
+
+
 def _objective(c: Coordinator, W: np.ndarray) -> float:
     h = acyclicity_of(c.acyclicity, c.logdet_s)(W)[0]
     diff = c.B - W[None]
@@ -36,7 +48,9 @@ def _objective(c: Coordinator, W: np.ndarray) -> float:
 def test_w_step_reaches_the_minimum_a_reference_solver_finds(kind, seed):
     c = _coordinator(seed=seed, acyclicity=kind, ftol=1e-12, ftol_start=0.0, screen=0)
     d = c.d
-    W = c._w_step_support()
+    ref = copy.deepcopy(c)  # the W-step's problem, before the step updates the duals and penalties
+    W = _w_step(c)
+    c = ref
     assert np.isfinite(_objective(c, W))
     off = ~np.eye(d, dtype=bool)
 
@@ -62,7 +76,7 @@ def test_logdet_w_step_stays_inside_its_domain_when_the_target_is_outside():
     c.B = np.stack([target, target])
     c.alpha, c.rho1, c.rho2 = 0.1, 0.1, 1.0
     assert acyclicity_of("logdet")(target)[0] == float("inf")
-    W = c._w_step_support()
+    W = _w_step(c)
     h = acyclicity_of("logdet")(W)[0]
     assert np.isfinite(h) and h > 0
     assert W[0, 1] * W[1, 0] > 0.5  # moved towards the target, stopped before the barrier
@@ -86,15 +100,17 @@ def test_the_screen_holds_small_targets_at_zero():
     B[0, 1], B[1, 2] = 0.8, 0.005  # the second is below the screen
     c.B = np.stack([B, B])
     c.alpha, c.rho1, c.rho2 = 0.1, 0.1, 1.0
-    W = c._w_step_support()
+    W = _w_step(c)
     assert W[0, 1] == pytest.approx(0.8, abs=1e-3) and W[1, 2] == 0.0 and c.screened == 1
     open_ = Coordinator(d, 2, screen=0)
     open_.B, open_.alpha, open_.rho1, open_.rho2 = c.B, 0.1, 0.1, 1.0
-    assert open_._w_step_support()[1, 2] == pytest.approx(0.005, abs=1e-4)
+    assert _w_step(open_)[1, 2] == pytest.approx(0.005, abs=1e-4)
     # an entry already non-zero in W is never screened out
+    c = Coordinator(d, 2, screen=0.01)
+    c.B, c.alpha, c.rho1, c.rho2 = open_.B, 0.1, 0.1, 1.0
     c.W = np.zeros((d, d))
     c.W[1, 2] = 0.3
-    assert c._w_step_support()[1, 2] != 0.0
+    assert _w_step(c)[1, 2] != 0.0 and c.screened == 0
     # default: snap / 5
     assert Coordinator(d, 2, snap=0.05).screen == pytest.approx(0.01)
 
@@ -173,12 +189,15 @@ def test_the_screen_rises_to_the_snap_only_when_a_cyclic_block_is_wide():
     B[0, 5] = 0.8
 
     def run(**kw):
-        c = Coordinator(d, P, snap=0.05, acyclicity="logdet", **kw)
+        # snap 0.05's screens (screen = snap / 5, wide screen = snap) with the snap itself left out,
+        # so that the W-step's answer is seen before snapping
+        c = Coordinator(d, P, snap=0.0, screen=0.01, wide_screen=0.05, acyclicity="logdet", **kw)
+        assert Coordinator(d, P, snap=0.05).screen == c.screen and Coordinator(d, P, snap=0.05).wide_screen == c.wide_screen
         c.B = np.stack([B, B])
         c.alpha, c.rho1, c.rho2 = 0.1, 1.0, 1.0
         before = c.screened
         c.round = 1
-        W = c._w_step_support()
+        W = _w_step(c)
         return c, W, c.screened - before
 
     wide, W_wide, held_wide = run(wide_block=10)
@@ -199,7 +218,7 @@ def test_a_screen_turned_off_stays_off_on_wide_blocks():
     c.B = np.stack([B, B])
     c.alpha, c.rho1, c.rho2 = 0.1, 1.0, 1.0
     c.round = 1
-    c._w_step_support()
+    c.step()
     assert c.wide_rounds == 0 and c.screened == 0
 
 
@@ -216,7 +235,7 @@ def test_private_fed_sparse_coordinator_has_no_screen_and_no_tolerance_schedule(
     _, tables = simulated_tables(6, 2, 500, seed=0)
     shapes = Shapes.of_tables(tables)
     spec = method_spec("fed-sparse")
-    private = coordinator_for(spec, RunPlan.resolve(LearnConfig(seed=0, dp=DPConfig(epsilon=5.0)), shapes))
+    private = coordinator_for(spec, RunPlan.resolve(LearnConfig(method="fed-sparse", seed=0, dp=DPConfig(epsilon=5.0)), shapes))
     plain = coordinator_for(spec, RunPlan.resolve(LearnConfig(seed=0), shapes))
     assert private.screen == 0.0 and private.round_ftol() == private.ftol
     assert plain.screen > 0.0 and plain.round_ftol() > plain.ftol

@@ -3,14 +3,13 @@
 The reference recomputes every per-sample gradient ``x_i (xᵀB_{:,j} − x_j)`` from scratch in float64,
 clips it at ``±C_i`` and sums over the rows; the reference DP-PGCD redoes that, the full gradient and
 the full score matrix at every step. The fast code keeps residuals and sums up to date one column at
-a time, a block of parents at a time (``_BLOCK_BYTES`` is shrunk here so that several blocks — and
+a time, a block of parents at a time (``block_bytes`` is shrunk here so that several blocks — and
 single-parent blocks — are exercised on small problems).
 """
 
 import numpy as np
 import pytest
 
-import bnsl_cli.solvers.dp_pgcd as dpp
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, dp_pgcd
 from bnsl_cli.solvers.pgcd import soft_threshold
 from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise
@@ -49,17 +48,16 @@ LEVEL_CASES = {
 
 @pytest.mark.parametrize("block_bytes", [1 << 19, 4096, 1])
 @pytest.mark.parametrize("case", sorted(LEVEL_CASES))
-def test_fast_sums_equal_the_reference_through_moves(case, block_bytes, monkeypatch):
-    monkeypatch.setattr(dpp, "_BLOCK_BYTES", block_bytes)
+def test_fast_sums_equal_the_reference_through_moves(case, block_bytes):
     n, d = 257, 9  # n not a multiple of anything in particular; several blocks of parents
     rng, X, B = _problem(n, d, seed=3)
     C = LEVEL_CASES[case](d, rng)
-    exact, fast = ClippedGradients(X, "double"), ClippedGradients(X, "single")
+    exact, fast = ClippedGradients(X, "double", block_bytes), ClippedGradients(X, "single", block_bytes)
     for g in (exact, fast):
         g.set_B(B)
         g.set_levels(C)
     if block_bytes < n * 8:
-        assert exact._block < d  # the blocks really split the parents
+        assert exact.block < d and fast.block < d  # the blocks really split the parents
     np.testing.assert_allclose(exact.sums, _reference_sums(X, B, C), rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(fast.sums, exact.sums, rtol=1e-5, atol=1e-5 * max(np.abs(exact.sums).max(), 1e-300))
     assert np.all(fast.sums[:, 2] == fast.sums[:, 2])  # no NaN in a parentless column
@@ -106,8 +104,7 @@ def _reference_dp_pgcd(X, C, B, beta, W, rho2, lam, m_hat, steps, n_total, gumbe
 
 @pytest.mark.parametrize("clip_scale", [0.05, 0.5, 1e6])  # nearly all clipped, mixed, none clipped
 @pytest.mark.parametrize("block_bytes", [1 << 19, 2048])
-def test_dp_pgcd_follows_the_reference_step_by_step(clip_scale, block_bytes, monkeypatch):
-    monkeypatch.setattr(dpp, "_BLOCK_BYTES", block_bytes)
+def test_dp_pgcd_follows_the_reference_step_by_step(clip_scale, block_bytes):
     n, d = 200, 8
     rng, X, B0 = _problem(n, d, seed=11)
     v = (X * X).mean(axis=0) + 1e-3
@@ -118,7 +115,7 @@ def test_dp_pgcd_follows_the_reference_step_by_step(clip_scale, block_bytes, mon
     np.fill_diagonal(beta, 0.0)
     np.fill_diagonal(W, 0.0)
     args = (C, B0, beta, W, 0.05, 0.01, m_hat, 60, 2 * n)
-    grads = ClippedGradients(X, "double")
+    grads = ClippedGradients(X, "double", block_bytes)
     grads.set_B(B0)
     B_fast, events = dp_pgcd(grads, *args, 2.0, 0.5, np.random.default_rng(5))
     B_ref, rows = _reference_dp_pgcd(X, *args, 2.0, 0.5, np.random.default_rng(5))

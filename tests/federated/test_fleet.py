@@ -31,8 +31,8 @@ def test_dp_ledger_comes_back_from_the_workers():
     tables = _tables()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = learn(tables, LearnConfig(rounds=4, workers=1, seed=5, dp=DPConfig(epsilon=20.0, delta=1e-5)))
-        b = learn(tables, LearnConfig(rounds=4, workers=3, seed=5, dp=DPConfig(epsilon=20.0, delta=1e-5)))
+        a = learn(tables, LearnConfig(method="fed-sparse", rounds=4, workers=1, seed=5, dp=DPConfig(epsilon=20.0, delta=1e-5)))
+        b = learn(tables, LearnConfig(method="fed-sparse", rounds=4, workers=3, seed=5, dp=DPConfig(epsilon=20.0, delta=1e-5)))
     assert a.report["privacy"] == b.report["privacy"]
     assert np.array_equal(a.W_raw, b.W_raw)
     steps = a.report["options"]["steps"]
@@ -60,7 +60,7 @@ def test_finish_hands_back_json_summaries(workers):
     from bnsl_cli.run import local_fleet
 
     tables = _tables()
-    plan = RunPlan.resolve(LearnConfig(rounds=2, workers=workers, personal=True, seed=1,
+    plan = RunPlan.resolve(LearnConfig(method="fed-sparse", rounds=2, workers=workers, personal=True, seed=1,
                                        dp=DPConfig(epsilon=20.0, delta=1e-5)), Shapes.of_tables(tables))
     fleet = local_fleet(plan, tables)
     try:

@@ -81,6 +81,6 @@ def test_default_lambda_keeps_the_total_l1_fixed_over_the_number_of_sites():
     assert plan(8).lam == pytest.approx(0.005)
     assert plan(200).lam * 200 == pytest.approx(plan(8).lam * 8)
     assert plan(3, lam=0.02).lam == 0.02  # a given λ is used as given
-    assert plan(200, dp=DPConfig(epsilon=5.0)).lam == pytest.approx(0.01)  # private runs keep theirs
+    assert plan(200, method="fed-sparse", dp=DPConfig(epsilon=5.0)).lam == pytest.approx(0.01)  # private runs keep theirs
     assert plan(8).threshold == 0.3 and not plan(8).threshold_given
     assert plan(8, threshold=0.3).threshold_given

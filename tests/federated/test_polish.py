@@ -288,7 +288,7 @@ def test_private_polish_is_accounted_and_the_budget_is_exact(shards):
     _, tables = shards
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = learn(tables, LearnConfig(seed=1, rounds=5, dp=DPConfig(epsilon=5.0)))
+        res = learn(tables, LearnConfig(method="fed-sparse", seed=1, rounds=5, dp=DPConfig(epsilon=5.0)))
     priv = res.report["privacy"]
     assert "polish-second-moments" in priv["released_values"]
     assert priv["plan"]["polish_share"] == pytest.approx(POLISH_SHARE)
@@ -296,7 +296,7 @@ def test_private_polish_is_accounted_and_the_budget_is_exact(shards):
     assert res.report["polish"]["applied"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        off = learn(tables, LearnConfig(seed=1, rounds=5, polish=False, dp=DPConfig(epsilon=5.0)))
+        off = learn(tables, LearnConfig(method="fed-sparse", seed=1, rounds=5, polish=False, dp=DPConfig(epsilon=5.0)))
     assert "polish-second-moments" not in off.report["privacy"]["released_values"]
     assert off.report["privacy"]["plan"]["polish_share"] == 0.0
     assert off.report["privacy"]["epsilon"] == pytest.approx(5.0, rel=1e-9)

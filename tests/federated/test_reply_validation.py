@@ -27,7 +27,7 @@ from bnsl_cli.federated.messages import (
     read_header,
     validate_reply,
 )
-from bnsl_cli.federated.methods import make_participant
+from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.io.data import Table
 from bnsl_cli.plan.options import LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
@@ -176,7 +176,8 @@ def _participants(plan, tables, corrupt_at, kind, bad):
 
 @pytest.mark.parametrize("method, kind, bad, says", CASES, ids=[f"{c[0]}-{c[3][:20]}" for c in CASES])
 def test_a_bad_reply_stops_the_run_naming_its_participant(tables, method, kind, bad, says):
-    plan = RunPlan.resolve(LearnConfig(method=method, rounds=6), Shapes.of_tables(tables))
+    rounds = {"rounds": 6} if "--rounds" in method_spec(method).options else {}  # refused where not taken
+    plan = RunPlan.resolve(LearnConfig(method=method, **rounds), Shapes.of_tables(tables))
     fleet = LocalFleet(_participants(plan, tables, 1, kind, bad))
     with pytest.raises(InvalidReplyError) as info:
         run(plan, fleet)

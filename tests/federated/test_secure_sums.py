@@ -66,7 +66,7 @@ def test_fed_bnsl_coordinator_from_the_sum_alone():
 
 def test_unmask_hands_over_sums_only_and_refuses_mismatched_shapes():
     pytest.importorskip("cryptography")
-    from bnsl_cli.net.fleet import _unmask
+    from bnsl_cli.net.fleet import unmask_replies
     from bnsl_cli.federated.secure_sum import SecureSum, generate_keypair
 
     keys = [generate_keypair() for _ in range(P)]
@@ -79,7 +79,7 @@ def test_unmask_hands_over_sums_only_and_refuses_mismatched_shapes():
         start, _ = summable_span(raw)
         y = s.mask(np.frombuffer(raw, "<f8", offset=start), b"kind3/round4")
         masked.append(raw[:start] + y.astype("<u8").tobytes())
-    out = _unmask(masked)
+    out = unmask_replies(masked)
     got = [DenseUpdate.decode(r) for r in out]
     assert all(g.sender == ALL_SITES and g.round == 4 for g in got)
     np.testing.assert_allclose(got[0].B, np.sum(Bs, axis=0), atol=P * 2.0 ** -33)
@@ -87,7 +87,7 @@ def test_unmask_hands_over_sums_only_and_refuses_mismatched_shapes():
     # a site whose reply has another shape (here: an objective the others lack) is refused
     odd = DenseUpdate(4, 2, D, Bs[2], 1.0).encode()
     with pytest.raises(ValueError, match="different shapes"):
-        _unmask(masked[:2] + [odd[:len(masked[0])]])
+        unmask_replies(masked[:2] + [odd[:len(masked[0])]])
 
 
 def test_statistics_site_answers_each_exchange_once_in_order():

@@ -297,7 +297,7 @@ def test_read_shards_progress_is_cumulative(tmp_path):
 def test_many_chunks_and_a_growing_buffer_give_the_exact_table(tmp_path, monkeypatch):
     import bnsl_cli.io.data as data
 
-    monkeypatch.setattr(data, "_CHUNK_BYTES", 4096)  # 1024-row chunks
+    monkeypatch.setattr(data, "CHUNK_BYTES", 4096)  # 1024-row chunks
     rng = np.random.default_rng(1)
     X = rng.normal(size=(5_000, 3))
     text = "a,b,c\n" + "".join(",".join(map(repr, r)) + "\n" for r in X.tolist())

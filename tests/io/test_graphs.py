@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.graphs import (
     Graph,
-    _DotUnsupported,
-    _parse_dot_fast,
-    _parse_dot_pydot,
+    DotUnsupported,
+    parse_dot_flat,
+    parse_dot_pydot,
     adjacency_csv_text,
     dot_text,
     edges_csv_text,
@@ -100,7 +100,7 @@ def test_dot_round_trip_keeps_odd_names_and_exact_weights(tmp_path, g):
 @given(g=graphs())
 def test_fast_dot_parser_agrees_with_pydot(g):
     text = dot_text(g.W, g.names)
-    assert _parse_dot_fast(text) == _parse_dot_pydot(Path("x.dot"), text)
+    assert parse_dot_flat(text) == parse_dot_pydot(Path("x.dot"), text)
 
 
 FOREIGN_DOT = """/* written by hand */
@@ -123,14 +123,14 @@ def test_foreign_dot_features_fast_and_pydot_agree(tmp_path):
     g = read_graph(p)
     assert g.names == ("A node", "b", "c d", "e")
     assert g.W[0, 1] == 2.5 and g.W[1, 2] == 2.5 and g.W[1, 3] == 1.0 and g.W[3, 0] == -0.5
-    assert _parse_dot_fast(FOREIGN_DOT) == _parse_dot_pydot(p, FOREIGN_DOT)
+    assert parse_dot_flat(FOREIGN_DOT) == parse_dot_pydot(p, FOREIGN_DOT)
 
 
 def test_dot_with_subgraph_falls_back_to_pydot(tmp_path):
     p = tmp_path / "s.dot"
     p.write_text("digraph { subgraph cluster_0 { x; y; } x -> y; y -> z [weight_value=\"3\"]; }")
-    with pytest.raises(_DotUnsupported):
-        _parse_dot_fast(p.read_text())
+    with pytest.raises(DotUnsupported):
+        parse_dot_flat(p.read_text())
     g = read_graph(p)
     assert set(g.names) == {"x", "y", "z"}
     g = g.reorder(["x", "y", "z"])

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from bnsl_cli.cli.app import app
 from bnsl_cli.io.atomic import atomic_write_text
 from bnsl_cli.io.outdir import OutputDir, OutputDirError, abort_pending
+from tests._shards import SMALL_COLUMNS, write_small_shards
 
 TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
 
@@ -98,6 +99,32 @@ def test_preflight_refusals(tmp_path):
     assert leftovers(tmp_path, "out") == []
 
 
+@pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "existing-folder"])
+def test_a_killed_runs_staging_folder_is_removed_by_the_next_prepare(tmp_path, existing):
+    """What a run killed outright (SIGKILL) leaves — its staging folder — is removed once the next
+    run into the same target holds the lock; other names are kept (tests/cli/test_signals.py: the
+    same through a real kill)."""
+    out = tmp_path / "out"
+    if existing:
+        out.mkdir()
+        home, prefix = out, ".bnsl-tmp-"
+    else:
+        home, prefix = tmp_path, ".out.bnsl-tmp-"
+    stale = home / f"{prefix}0123abcd"
+    (stale / "sub").mkdir(parents=True)
+    (stale / "sub" / "half.csv").write_text("half")
+    kept = [home / f"{prefix}not-hex", home / f".other.bnsl-tmp-0123abcd"]
+    for k in kept:
+        k.mkdir()
+    od = OutputDir(out, names=["report.json"], marker="report.json").prepare()
+    assert not stale.exists() and all(k.is_dir() for k in kept)
+    assert od.staging is not None and od.staging.parent == home and od.staging.name.startswith(prefix)
+    od.write_text("report.json", "{}")
+    od.commit()
+    assert (out / "report.json").read_text() == "{}"
+    assert sorted(p.name for p in home.iterdir() if ".bnsl-tmp-" in p.name) == sorted(k.name for k in kept)
+
+
 def test_files_and_folders_honour_the_umask(tmp_path):
     old = os.umask(0o027)
     try:
@@ -130,12 +157,20 @@ def shards(tmp_path) -> Path:
     return dst
 
 
-def test_failed_run_leaves_the_earlier_output_as_it_was(tmp_path, shards):
+@pytest.fixture()
+def small_shards(tmp_path) -> Path:
+    """Four small shards (3 columns, 30 rows each): every method learns from them at once."""
+    return write_small_shards(tmp_path / "small")
+
+
+def test_failed_run_leaves_the_earlier_output_as_it_was(tmp_path, small_shards):
+    shards = small_shards
     out = tmp_path / "run"
-    assert run("learn", shards, "--out", out, "-q", "--rounds", 5, "--method", "local-notears").exit_code == 0
+    assert run("learn", shards, "--out", out, "-q", "--method", "local-notears").exit_code == 0
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert len([p for p in before if p.name == "adjacency.csv"]) == 4  # one graph per participant
     bad = sorted(shards.glob("*.csv"))[2]
-    bad.write_text(bad.read_text() + "1,2,3,4,5,6,7,x\n")
+    bad.write_text(bad.read_text() + ",".join(["1"] * (len(SMALL_COLUMNS) - 1) + ["x"]) + "\n")
     res = run("learn", shards, "--out", out, "-q", "--method", "local-notears")
     assert res.exit_code == 3 and bad.name in res.stderr and "Traceback" not in res.output
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
@@ -156,7 +191,8 @@ def test_refit_and_split_rerun_replace_their_earlier_output(tmp_path, shards):
     assert len(json.loads((out / "summary.json").read_text())["participants"]) == 2
 
 
-def test_a_folder_never_mixes_two_methods_outputs(tmp_path, shards):
+def test_a_folder_never_mixes_two_methods_outputs(tmp_path, small_shards):
+    shards = small_shards
     out = tmp_path / "run"
     assert run("learn", shards, "--out", out, "-q", "--rounds", 3).exit_code == 0
     assert (out / "adjacency.csv").exists()

@@ -56,6 +56,7 @@ def _port_of(path, party):
     raise AssertionError("serve did not start")
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_idle_streams_and_sockets_do_not_keep_sites_out(small_world, tmp_path):
     _, paths = small_world
     out, port_file = tmp_path / "out", tmp_path / "port"

@@ -21,6 +21,7 @@ def _records(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_three_sites_same_bytes_as_learn(world, tmp_path):
     certs, paths = world
     learned = tmp_path / "learned"
@@ -76,10 +77,11 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     assert recs[-1] == {**recs[-1], "event": "end", "status": "ok"}
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_site_refuses_epsilon_and_nobody_writes(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
-    coord, port = serve(certs, out, "--dp", "--epsilon", "8", "--value-bound", "20")
+    coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "8", "--value-bound", "20")
     sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "5" if k == 1 else "10",
                   "--transcript", str(tmp_path / f"t{k + 1}.jsonl")) for k, p in enumerate(paths)]
     results = [s.done() for s in sites]
@@ -100,6 +102,7 @@ def test_site_refuses_epsilon_and_nobody_writes(world, tmp_path):
     assert len(abort) == 1 and abort[0]["body"]["refused"] is True and "--max-epsilon 5" in abort[0]["body"]["reason"]
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_site_requires_secure_sum(world, tmp_path):
     """A join limit other than ε: the same exit codes (5 on the refusing site and the coordinator, 6 elsewhere)."""
     certs, paths = world
@@ -116,6 +119,7 @@ def test_site_requires_secure_sum(world, tmp_path):
     assert no_outputs(out)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_mismatched_columns_and_expired_certificate(world, tmp_path):
     certs, paths = world
     bad = tmp_path / "site3.csv"
@@ -179,6 +183,7 @@ def _slow_site(certs, port, csv, tpath, stall_from, secs):
     raise AssertionError("the slow site never answered two messages")
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_site_killed_mid_run(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
@@ -212,6 +217,7 @@ def _interrupt_the_coordinator(coord, sites, out, says="interrupted"):
     assert no_outputs(out)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_ctrl_c_on_the_coordinator_waiting_for_sites(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
@@ -231,6 +237,7 @@ def _mid_run(world, out, stall_s):
     return coord, site1, site3, slow
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
     out = tmp_path / "out"
     coord, site1, site3, slow = _mid_run(world, out, 3)  # the coordinator waits for site 2, mid-run
@@ -238,6 +245,7 @@ def test_ctrl_c_on_the_coordinator_mid_run(world, tmp_path):
     slow.communicate(timeout=30)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_ctrl_c_on_a_site_mid_run_stops_everyone(world, tmp_path):
     out = tmp_path / "out"
     coord, site1, site3, slow = _mid_run(world, out, 2)
@@ -280,10 +288,11 @@ def test_insecure_only_on_loopback(world):
     assert "plaintext" in r.stderr  # the --insecure warning
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_private_run_with_secure_sum_transcripts_match_the_report(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"
-    coord, port = serve(certs, out, "--dp", "--epsilon", "5", "--value-bound", "20", "--rounds", "4", "--secure-sum",
+    coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "5", "--value-bound", "20", "--rounds", "4", "--secure-sum",
                         "--standardize", "--trace")
     # site 3 keeps its rows ';'-separated: join --sep reads them as learn --sep would
     semi = tmp_path / "site3.csv"

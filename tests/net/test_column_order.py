@@ -19,6 +19,7 @@ def _permuted(src, dst, order):
     np.savetxt(dst, X[:, order], delimiter=",", header=",".join(names[k] for k in order), comments="", fmt="%.10g")
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_reordered_columns_give_the_bytes_of_learn(world, tmp_path):
     certs, paths = world
     d = len(paths[0].read_text().splitlines()[0].split(","))

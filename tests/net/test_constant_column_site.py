@@ -6,6 +6,7 @@ a non-private run still stops with the one-line error naming the file and the co
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.net.conftest import error_lines, join, serve
 
@@ -19,12 +20,14 @@ def _flatten(path, tmp_path):
     return flat, header.split(",")[2]
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_private_run_ignores_a_constant_column_non_private_refuses_it(small_world, tmp_path):
     certs, paths = small_world
     flat, col = _flatten(paths[0], tmp_path)
     sites_csv = [flat, *paths[1:]]
     out = tmp_path / "private"
-    coord, port = serve(certs, out, "--dp", "--epsilon", "10", "--value-bound", "20", "--rounds", "3", "--steps", "5")
+    coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "10", "--value-bound", "20", "--rounds", "3",
+                        "--steps", "5")
     sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "10") for k, p in enumerate(sites_csv)]
     for party in (*sites, coord):
         code, _, err = party.done()

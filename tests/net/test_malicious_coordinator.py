@@ -27,6 +27,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
     StatsRequest,
 )
 from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest  # noqa: E402
+from bnsl_cli.federated.methods import method_spec  # noqa: E402
 from bnsl_cli.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
@@ -41,6 +42,12 @@ ROUNDS, STEPS = 5, 20
 def _plan(tables, **kw):
     opts = dict(method="fed-sparse", rounds=ROUNDS, steps=STEPS, dp=DPConfig(epsilon=5.0, value_bound=10.0))
     opts.update(kw)
+    takes = method_spec(opts["method"]).options  # the defaults above only where the method takes them
+    for attr, flag in (("rounds", "--rounds"), ("steps", "--steps")):
+        if flag not in takes and attr not in kw:
+            opts.pop(attr)
+    if "dp" not in kw and "--value-bound" not in takes:
+        opts["dp"] = DPConfig(epsilon=5.0)
     return RunPlan.resolve(LearnConfig(**opts), Shapes.of_tables(tables))
 
 
@@ -372,6 +379,7 @@ def _site_spend(records):
     return accepted["rho"], spent
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_join_refuses_rounds_beyond_the_plan_over_grpc(world, tmp_path):
     """15 rounds after a 5-round plan: the site answers 5 and refuses the 6th (exit 5), records the
     refusal, and its transcript's spend stays within the plan it accepted."""
@@ -395,6 +403,7 @@ def test_join_refuses_rounds_beyond_the_plan_over_grpc(world, tmp_path):
     assert spent <= rho * (1 + 1e-9)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_join_refuses_a_replayed_round_and_a_second_plan_over_grpc(world, tmp_path):
     _, csvs = world
 
@@ -425,12 +434,12 @@ HONEST = [
     dict(),
     dict(polish=False),
     dict(standardize=True),
-    dict(dp=DPConfig(epsilon=3.0, public_means=True, clip_levels="static", conversion="simple", delta=1e-4)),
-    dict(dp=DPConfig(epsilon=4.0, polish_share=0.3, selection_share=0.3)),
+    dict(method="fed-sparse", dp=DPConfig(epsilon=3.0, public_means=True, clip_levels="static", conversion="simple", delta=1e-4)),
+    dict(method="fed-sparse", dp=DPConfig(epsilon=4.0, polish_share=0.3, selection_share=0.3)),
     dict(method="fed-bnsl", rounds=30),
-    dict(method="fed-moments", rounds=30),
+    dict(method="fed-moments"),
     dict(method="fed-moments", dp=DPConfig(epsilon=5.0)),
-    dict(dp=DPConfig(epsilon=5.0, accountant="zcdp")),
+    dict(method="fed-sparse", dp=DPConfig(epsilon=5.0, accountant="zcdp")),
     dict(method="fed-moments", dp=DPConfig(epsilon=5.0, accountant="zcdp")),
     dict(method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site")),
     dict(method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site", accountant="zcdp")),

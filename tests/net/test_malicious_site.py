@@ -41,6 +41,7 @@ def test_a_bad_reply_over_the_network_names_the_site(tables, method, kind, bad, 
     assert str(got).startswith("site 2 (site1) ") and says in str(got), str(got)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_serve_stops_with_exit_6_naming_the_site_of_a_nan_mean_share(small_world, tmp_path):
     """``bnsl serve`` with one honest ``bnsl join`` and one site (in this process) whose mean share is
     NaN: the coordinator exits 6 naming that site, writes nothing; the honest site exits 6 too."""

@@ -60,7 +60,7 @@ PRIVATE_CHANGES = {
     "public_means": ["--public-means"],
     "value_bound": ["--value-bound", "20"],
     "clip_levels": ["--clip-levels", "static"],
-    "noise": ["--method", "fed-suffstats", "--noise", "per-site"],
+    "noise": ["--method", "fed-suffstats", "--secure-sum", "--noise", "per-site"],
     "collusion_tolerance": ["--method", "fed-suffstats", "--secure-sum", "--collusion-tolerance", "1"],
 }
 
@@ -110,6 +110,11 @@ class LoopbackFleet:
     def __len__(self):
         return len(self.tables)
 
+    @property
+    def traffic(self):
+        """The byte meter of the in-process fleet that carries the messages."""
+        return self.inner.traffic
+
     def exchange(self, msg):
         return self.inner.exchange(msg)
 
@@ -157,7 +162,7 @@ def _learn_parameters() -> list[str]:
 
 
 def test_every_learn_parameter_is_classified_once():
-    groups = [serve_cli.RUN_OPTIONS, serve_cli.OUTPUT_OPTIONS, serve_cli.COLUMN_OPTIONS, serve_cli.NOT_HERE, serve_cli._CONTEXT]
+    groups = [serve_cli.RUN_OPTIONS, serve_cli.OUTPUT_OPTIONS, serve_cli.COLUMN_OPTIONS, serve_cli.NOT_HERE, serve_cli.CONTEXT_PARAMETERS]
     for name in _learn_parameters():
         homes = [g for g in groups if name in g]
         assert len(homes) == 1, f"bnsl learn's {name!r} is classified {len(homes)} times in serve.py (must be once)"
@@ -205,8 +210,12 @@ def test_each_run_option_reaches_the_plan(loopback, name):
 
 @pytest.mark.parametrize("name", sorted(PRIVATE_CHANGES))
 def test_each_private_option_reaches_the_plan(loopback, name):
-    base = _plan_with(loopback, *PRIVATE)
-    changed = _plan_with(loopback, *PRIVATE, *PRIVATE_CHANGES[name])
+    change = PRIVATE_CHANGES[name]
+    # the method whose option it is (fed-sparse's unless the change names one): the same in both plans
+    method = change[change.index("--method") + 1] if "--method" in change else "fed-sparse"
+    secure = ["--secure-sum"] if "--secure-sum" in change else []  # distributed noise needs it: in both plans
+    base = _plan_with(loopback, *PRIVATE, "--method", method, *secure)
+    changed = _plan_with(loopback, *PRIVATE, "--method", method, *change)
     assert changed["privacy"] != base["privacy"], f"serve ignored --{name}"
 
 
@@ -237,9 +246,10 @@ def test_bad_option_values_are_checked_before_anyone_joins(loopback):
 
 
 def test_output_options_are_honoured(loopback, tmp_path):
+    # five rounds: the outputs, not the learning, are under test
     loopback.stop_at_plan = False
     out, adj, edges = tmp_path / "out", tmp_path / "adj.csv", tmp_path / "edges.csv"
-    res = _serve("--seed", "3", "--out", str(out), "--adjacency", str(adj), "--edges", str(edges), "--json", "-q")
+    res = _serve("--seed", "3", "--rounds", "5", "--out", str(out), "--adjacency", str(adj), "--edges", str(edges), "--json", "-q")
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} >= {"adjacency.csv", "edges.csv", "graph.dot", "report.json"}
     assert adj.read_bytes() == (out / "adjacency.csv").read_bytes()
@@ -251,12 +261,12 @@ def test_output_options_are_honoured(loopback, tmp_path):
     other = tmp_path / "busy"
     other.mkdir()
     (other / "edges.csv").write_text("mine\n")
-    res = _serve("--seed", "3", "--out", str(other), "-q")
+    res = _serve("--seed", "3", "--rounds", "5", "--out", str(other), "-q")
     assert res.exit_code == 2 and "--force" in res.output
-    res = _serve("--seed", "3", "--out", str(other), "-q", "--force")
+    res = _serve("--seed", "3", "--rounds", "5", "--out", str(other), "-q", "--force")
     assert res.exit_code == 0 and (other / "report.json").exists()
     # without --quiet the progress lines appear; without --out the edge list goes to stdout
-    res = _serve("--seed", "3")
+    res = _serve("--seed", "3", "--rounds", "5")
     assert res.exit_code == 0 and "round   1:" in res.output and "source,target,weight" in res.output
     W = np.loadtxt(out / "adjacency.csv", delimiter=",", skiprows=1, usecols=range(1, 11))
     assert np.count_nonzero(W) >= 2

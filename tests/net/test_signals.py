@@ -20,6 +20,7 @@ def _one_line(code, err, want_code, *says):
         assert s in err, (s, err)
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_sigterm_to_the_coordinator_mid_run(world, tmp_path):
     out = tmp_path / "out"
     coord, site1, site3, slow = _mid_run(world, out, 3)  # the coordinator waits for site 2, mid-run
@@ -34,6 +35,7 @@ def test_sigterm_to_the_coordinator_mid_run(world, tmp_path):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no staging folder, no lock
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_sigterm_to_a_site_mid_run(world, tmp_path):
     certs, paths = world
     out = tmp_path / "out"

@@ -50,11 +50,11 @@ REFUSALS = [
     (dict(standardize=True), False, dict(refuse_standardize=True), "--refuse-standardize"),
     (dict(), False, dict(require_secure_sum=True), "--require-secure-sum"),
     (dict(), False, dict(allow_non_private=False), "--allow-non-private"),
-    (dict(dp=DPConfig(epsilon=8)), False, dict(max_epsilon=5.0), "more than this site's --max-epsilon 5"),
-    (dict(dp=DPConfig(epsilon=8)), False, dict(max_epsilon=None), "set no --max-epsilon"),
-    (dict(dp=DPConfig(epsilon=5, delta=1e-3)), False, dict(max_delta=1e-6), "exceeds this site's --max-delta"),
-    (dict(dp=DPConfig(epsilon=5)), False, dict(releases=["pgcd-update"]), "not among --releases"),
-    (dict(dp=DPConfig(epsilon=5), seed=3), False, dict(), "--accept-seeded-noise"),
+    (dict(method="fed-sparse", dp=DPConfig(epsilon=8)), False, dict(max_epsilon=5.0), "more than this site's --max-epsilon 5"),
+    (dict(method="fed-sparse", dp=DPConfig(epsilon=8)), False, dict(max_epsilon=None), "set no --max-epsilon"),
+    (dict(method="fed-sparse", dp=DPConfig(epsilon=5, delta=1e-3)), False, dict(max_delta=1e-6), "exceeds this site's --max-delta"),
+    (dict(method="fed-sparse", dp=DPConfig(epsilon=5)), False, dict(releases=["pgcd-update"]), "not among --releases"),
+    (dict(method="fed-sparse", dp=DPConfig(epsilon=5), seed=3), False, dict(), "--accept-seeded-noise"),
 ]
 
 
@@ -70,14 +70,15 @@ def test_the_same_plans_pass_within_the_limits(tables):
     acc = check_plan(_body(tables, LearnConfig(rounds=80), secure=True), tables[0], ok, "site0")
     assert acc.plan.rounds == 80 and acc.index == 0 and np.array_equal(acc.X, tables[0].X) and acc.secure_sum
     check_plan(_body(tables, LearnConfig(standardize=True)), tables[0], _limits(), "site0")
-    check_plan(_body(tables, LearnConfig(dp=DPConfig(epsilon=5), seed=3)), tables[0],
+    check_plan(_body(tables, LearnConfig(method="fed-sparse", dp=DPConfig(epsilon=5), seed=3)), tables[0],
                 _limits(accept_seeded_noise=True), "site0")
 
 
 def test_max_rounds_counts_admm_rounds_only(tables):
-    """fed-moments' --rounds are the coordinator's NOTEARS steps (two exchanges in all): no ADMM rounds."""
-    body = _body(tables, LearnConfig(method="fed-moments", rounds=60))
-    assert body["plan"]["rounds"] == 60
+    """fed-moments has no ADMM rounds (two exchanges in all; it takes no --rounds): a site's
+    --max-rounds does not count its plan's rounds field (80, the default)."""
+    body = _body(tables, LearnConfig(method="fed-moments"))
+    assert body["plan"]["rounds"] == 80
     assert admm_rounds(check_plan(body, tables[0], _limits(max_rounds=1), "site0").plan) == 0
     assert admm_rounds(RunPlan.from_dict(_body(tables, LearnConfig(method="fed-bnsl", rounds=9))["plan"])) == 9
 
@@ -122,6 +123,7 @@ def _recs(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_private_run_transcripts_hold_every_body_and_match_the_ledger(tables, tmp_path):
     """--dp --standardize with secure sums: every control frame's body is in the transcript; the
     releases a site recorded are the report's ledger for it; its SUMMARY carried only public or
@@ -169,6 +171,7 @@ def test_non_private_summary_keeps_the_timings(tables, tmp_path):
     assert "compute_s" in summary and summary["events"] == {"kinds": [], "rows": []}
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_packed_events_round_trip_and_are_compact(tables):
     """The DP-PGCD ledger of one site (adaptive clip levels: one event per round and step kind)
     packs to a fraction of its JSON size and unpacks to the same events."""
@@ -207,7 +210,7 @@ def test_private_statistics_shares_depend_on_the_rows_only_through_the_releases(
         return (*fixed["values"], events, notes)
 
     monkeypatch.setattr(dpp, "private_preprocessing", released_fixed)
-    plan = RunPlan.resolve(LearnConfig(standardize=True, dp=DPConfig(epsilon=5, value_bound=20.0)),
+    plan = RunPlan.resolve(LearnConfig(method="fed-sparse", standardize=True, dp=DPConfig(epsilon=5, value_bound=20.0)),
                            Shapes.of_tables(tables))
     sent = []
     for X in (tables[0].X, np.random.default_rng(1).normal(size=tables[0].X.shape) * 3 + 7):
@@ -262,10 +265,10 @@ def test_close_ends_a_connection_that_never_said_hello():
     th = threading.Thread(target=listen)
     th.start()
     for _ in range(200):
-        if fleet._links:
+        if fleet.connections:
             break
         time.sleep(0.02)
-    assert fleet._links, "the connection never reached the coordinator"
+    assert fleet.connections == 1, "the connection never reached the coordinator"
     # gather takes it in as a connection whose HELLO is due, then gives up on the run (as on Ctrl-C)
     with pytest.raises(FederationError, match="only 0 of 2 sites joined"):
         fleet.gather(0.5)

@@ -34,6 +34,7 @@ def _plan(tables):
     return RunPlan.resolve(cfg, Shapes.of_tables(tables))
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 def test_split_run_records_the_sum_noise_and_the_assumption(tables):
     plan = _plan(tables)
     sp = split_noise_plan(plan)

@@ -7,7 +7,6 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.net.site import _events  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
@@ -16,9 +15,10 @@ from tests.net.conftest import networked  # noqa: E402
 
 
 def _rho(participant) -> float:
-    return sum(float(ev.rho_each) * int(ev.count) for ev in _events(participant))
+    return sum(float(ev.rho_each) * int(ev.count) for ev in participant.events())
 
 
+@pytest.mark.slow  # a heavy end-to-end networked run
 @pytest.mark.parametrize("secure", [False, True])
 def test_release_records_precede_their_frame(tmp_path, tables, secure):
     plan = RunPlan.resolve(LearnConfig(method="fed-sparse", rounds=4, dp=DPConfig(epsilon=8, value_bound=20.0),

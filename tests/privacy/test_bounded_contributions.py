@@ -17,12 +17,20 @@ import pytest
 
 import bnsl_cli.federated.dp_participant as dpp
 from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, clip_levels, dp_pgcd
-from bnsl_cli.federated.messages import StandardizeBroadcast
+from bnsl_cli.federated.messages import (
+    CentreBroadcast,
+    GramReply,
+    GramRequest,
+    MomentRequest,
+    ShareReply,
+    StandardizeBroadcast,
+)
 from bnsl_cli.federated.methods.moments import MomentSite
 from bnsl_cli.solvers.pgcd import soft_threshold
 from bnsl_cli.federated.standardize import StatsSite
 from bnsl_cli.privacy.one_off import range_counts, release_means, release_range, release_second_moments
 from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.stats import from_upper_triangle
 
 PAIRS = 200
 RTOL = 1e-9
@@ -161,7 +169,9 @@ def test_dp_pgcd_scores_and_updates_are_bounded(precision, public_means):
 
 def _polish_sums(p, pairs, v_hat, n_total):
     d = v_hat.size
-    vals = p._second_moments(pairs)
+    reply = GramReply.decode(p.handle(GramRequest(1, d, pairs).encode()))  # the polish's request, as sent
+    assert reply.sender == 0 and reply.values.shape == pairs.shape
+    vals = reply.values
     ev = p.events()[-1]
     assert ev.release == ReleaseKind.POLISH
     scale = np.sqrt(v_hat[pairs // d] * v_hat[pairs % d])
@@ -181,15 +191,22 @@ def test_polish_second_moments_are_bounded(public_means):
         within(np.linalg.norm(a - b), sens, n * sens)
 
 
-def test_fed_bnsl_covariance_is_bounded():
+def test_fed_bnsl_covariance_is_bounded(monkeypatch):
+    released_S = []  # what the participant's covariance release returned (before its ledger event)
+    real = dpp.private_covariance
+    monkeypatch.setattr(dpp, "private_covariance", lambda *a, **k: released_S.append(real(*a, **k)) or released_S[-1])
     for rng, D, Dp, scale in neighbours(7):
         n, d = D.shape
         centre, v_hat = released(rng, D, scale)
         out = []
         for X in (D, Dp):
+            before = len(released_S)
             p = DPDenseParticipant(0, X, n, one_offs={}, value_bound=None, sigma_multiplier=0.0,
                                    rng=np.random.default_rng(0), preprocessed=(centre, v_hat, [], {}))
-            out.append(p._S * n)  # the released matrix, PSD-projected (non-expansive: the bound holds)
+            assert len(released_S) == before + 1  # one covariance release per participant
+            S, ev = released_S[-1]
+            assert p.events()[-1] is ev
+            out.append(S)  # the released matrix, PSD-projected (non-expansive: the bound holds)
             sens = p.events()[-1].sensitivity
         within(np.linalg.norm(out[0] - out[1]), sens, n * sens)
 
@@ -217,11 +234,19 @@ def test_fed_moments_moment_matrix_is_bounded(public_means, split, monkeypatch):
         # the scale of the rows: the site's own √v̂, or (split noise) the pooled σ̄ the coordinator broadcasts
         s = np.sqrt(fixed["v"]) * (1.0 if split == 1 else rng.uniform(0.7, 3.0, D.shape[1]))
         out = []
+        d = D.shape[1]
         for X in (D, Dp):
             site = MomentSite(0, X, privacy=_Privacy(split), rng=np.random.default_rng(0))
+            # the run's messages: the mean request; with split noise the variance request and the
+            # scale broadcast (which triggers the release); then the centre broadcast, here at the
+            # site's own released centre, so that its share is the released matrix itself
+            site.handle(MomentRequest(0, d).encode())
             if split > 1:
-                site._release(site._Xp, s)  # what the scale broadcast triggers
-            out.append(site._M / np.outer(s, s))  # Σ z̄z̄ᵀ (noise 0)
+                site.handle(CentreBroadcast(1, d, fixed["c"], full=False).encode())
+                assert site.handle(StandardizeBroadcast(2, d, fixed["c"], s).encode()) is None
+            reply = ShareReply.decode(site.handle(CentreBroadcast(3, d, fixed["c"], full=True).encode()))
+            M = from_upper_triangle(reply.values * float(X.shape[0]), d)
+            out.append(M / np.outer(s, s))  # Σ z̄z̄ᵀ (noise 0)
             sens = site.ledger.events(0)[-1].sensitivity
         within(np.linalg.norm(out[0] - out[1]), sens, D.shape[0] * sens)
 

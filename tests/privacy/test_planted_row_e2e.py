@@ -16,6 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
+from bnsl_cli.federated.methods import default_method, method_spec
+
+#: heavy end-to-end private runs through the CLI (the bounded contributions of each release are
+#: tested fast, release by release, in test_bounded_contributions.py and test_suffstats_bounded.py)
+pytestmark = pytest.mark.slow
 
 PLANTED = [1e160, -1.7976931348623157e308, 1e39, 5e-324]
 
@@ -69,8 +74,11 @@ def _masked(text):
 
 def _run(base, name, extra):
     out = base / f"out-{name}-{'_'.join(extra) or 'default'}"
+    method = extra[extra.index("-m") + 1] if "-m" in extra else default_method(True)
+    takes = method_spec(method).options  # a short run where the method has rounds and steps
+    short = [*(["--rounds", "3"] if "--rounds" in takes else []), *(["--steps", "5"] if "--steps" in takes else [])]
     res = CliRunner().invoke(
-        app, ["learn", str(base / name), "--dp", "--epsilon", "10", "--seed", "1", "--rounds", "3", "--steps", "5",
+        app, ["learn", str(base / name), "--dp", "--epsilon", "10", "--seed", "1", *short,
               "--out", str(out), "-q", "--force", *extra],
     )
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
@@ -78,10 +86,10 @@ def _run(base, name, extra):
 
 
 CASES = {
-    "fed-sparse": [],
-    "fed-sparse --public-means": ["--public-means"],
-    "fed-sparse --standardize": ["--standardize"],
-    "fed-sparse --value-bound --clip-levels static": ["--value-bound", "10", "--clip-levels", "static"],
+    "fed-sparse": ["-m", "fed-sparse"],
+    "fed-sparse --public-means": ["-m", "fed-sparse", "--public-means"],
+    "fed-sparse --standardize": ["-m", "fed-sparse", "--standardize"],
+    "fed-sparse --value-bound --clip-levels static": ["-m", "fed-sparse", "--value-bound", "10", "--clip-levels", "static"],
     "fed-moments": ["-m", "fed-moments"],
     "fed-moments --public-means --standardize": ["-m", "fed-moments", "--public-means", "--standardize"],
     "fed-bnsl": ["-m", "fed-bnsl"],
@@ -123,7 +131,7 @@ def test_a_private_run_does_not_depend_on_a_constant_column(tmp_path, where):
             if name == "Dprime" and p == 0:
                 Y[5, 3] = 7.0  # the neighbour: one row differs, the column is no longer constant there
             _write(tmp_path / name / f"site{p}.csv", Y)
-    for extra in ([], ["-m", "fed-moments"]):
+    for extra in ([], ["-m", "fed-sparse"], ["-m", "fed-moments"]):  # [] is the --dp default, fed-suffstats
         (r0, rep0), (r1, rep1) = (_run(tmp_path, name, extra) for name in ("D", "Dprime"))
         assert r0.exit_code == r1.exit_code == 0, (r0.stderr, r1.stderr)
         assert "constant" not in r0.stderr + r1.stderr

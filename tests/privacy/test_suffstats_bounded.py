@@ -39,7 +39,7 @@ def _plan(d: int, n: int):
 @pytest.fixture
 def no_noise(monkeypatch):
     monkeypatch.setattr(ss, "gaussian_noise", lambda size, std, rng: np.zeros(size))
-    monkeypatch.setattr(ss, "_symmetric_noise", lambda d, std, rng: np.zeros((d, d)))
+    monkeypatch.setattr(ss, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
 
 
 def _site(plan, X):

@@ -61,7 +61,7 @@ def test_pure_noise_gives_no_edges_when_the_noise_is_known():
 def test_noise_metric_scales_with_the_columns():
     """Noise τ·u_a·u_b on columns in units u: every test statistic (of an addition and of keeping a
     parent) is the one of the unit-scaled matrix with noise τ."""
-    from bnsl_cli.solvers.suffstats import _family
+    from bnsl_cli.solvers.suffstats import family_statistics
 
     d, n, tau = 10, 20_000, 0.02
     W, S = _population(d, 5)
@@ -72,14 +72,14 @@ def test_noise_metric_scales_with_the_columns():
     for j in range(d):
         for parents in ([], [k for k in range(d) if W[k, j] != 0], [k for k in range(d) if k != j][:4]):
             P = np.asarray(sorted(parents), dtype=int)
-            a = _family(G, j, P, n, tau**2)
-            b = _family(Gu, j, P, n, tau**2, H)
+            a = family_statistics(G, j, P, n, tau**2)
+            b = family_statistics(Gu, j, P, n, tau**2, H)
             assert np.allclose(a[2], b[2], rtol=1e-6, atol=1e-9)
             assert np.allclose(a[3], b[3], rtol=1e-6, atol=1e-9)
 
 
 def test_search_terminates_and_every_kept_edge_passes_its_test():
-    from bnsl_cli.solvers.suffstats import _family
+    from bnsl_cli.solvers.suffstats import family_statistics
 
     d, n, tau = 10, 20_000, 0.02
     W, S = _population(d, 5)
@@ -90,7 +90,7 @@ def test_search_terminates_and_every_kept_edge_passes_its_test():
     for j in range(d):
         P = np.flatnonzero(E[:, j])
         if P.size:
-            assert np.all(_family(G, j, P, n, tau**2)[3] > kap)
+            assert np.all(family_statistics(G, j, P, n, tau**2)[3] > kap)
 
 
 def test_edge_threshold_is_the_extended_bic():

@@ -28,6 +28,7 @@ import numpy as np
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
 from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant
+from bnsl_cli.federated import method_options
 from bnsl_cli.federated.method_spec import MethodSpec, Rounds, Statistics
 from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
 from bnsl_cli.federated.participant import DenseParticipant, SparseParticipant
@@ -42,6 +43,10 @@ __all__ = [
     "METHODS",
     "PRIVATE_METHODS",
     "DEFAULT_METHOD",
+    "DP_DEFAULT_METHOD",
+    "default_method",
+    "check_method_options",
+    "check_budget_options",
     "method_spec",
     "make_participant",
 ]
@@ -68,6 +73,16 @@ def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None)
     return DenseParticipant(pid, X, plan.n_total, report_B=plan.personal)
 
 
+#: Method-specific options (:mod:`bnsl_cli.federated.method_options`): the ADMM penalty schedule,
+#: the ℓ₁ weight, the output threshold, the acyclicity function, the standardisation; under --dp the
+#: one-off releases' options (a public value bound, public means, the row clip multiplier).
+_ADMM = frozenset({"--rounds", "--rho1", "--rho2", "--rho1-growth", "--rho2-growth"})
+_GRAPH = frozenset({"--lambda", "--threshold", "--acyclicity", "--standardize"})
+_ONE_OFFS = frozenset({"--clip", "--public-means", "--value-bound"})
+#: privacy-budget: the one-off releases (their multipliers in spend mode, public means, a value bound)
+_BUDGET_ONE_OFFS = frozenset({"--sigma-multiplier", "--moment-multiplier", "--mean-multiplier", "--public-means",
+                              "--value-bound"})
+
 _POLISH_MECHANISM = (
     "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
 )
@@ -92,6 +107,10 @@ _SPECS = (
         polish_mechanism=_POLISH_MECHANISM,
         dp_title="DP-Fed-Sparse-BNSL",
         polishable=True,
+        options=_ADMM | _GRAPH | _ONE_OFFS | {"--steps", "--snap", "--polish", "--personal", "--selection-share",
+                                              "--polish-share", "--clip-levels"},
+        budget_options=_BUDGET_ONE_OFFS | {"--rounds", "--steps", "--selection-share", "--moment-share", "--mean-share",
+                                           "--polish-share", "--gumbel-multiplier", "--polish-multiplier"},
     ),
     MethodSpec(
         "fed-bnsl", "Fed-BNSL (Ng & Zhang 2022)",
@@ -102,6 +121,8 @@ _SPECS = (
         one_matrix=True, matrix_release=ReleaseKind.COVARIANCE,
         mechanism="one Gaussian release of the clipped covariance per participant, then Fed-BNSL (post-processing)",
         dp_title="DP-Fed-BNSL",
+        options=_ADMM | _GRAPH | _ONE_OFFS | {"--personal"},
+        budget_options=_BUDGET_ONE_OFFS,
     ),
     MethodSpec(
         "fed-moments", "NOTEARS on pooled second moments (two sum-shaped exchanges)",
@@ -112,6 +133,8 @@ _SPECS = (
         one_matrix=True, matrix_release=ReleaseKind.MOMENT_MATRIX,
         mechanism="one Gaussian release of the clipped moment matrix per participant, then NOTEARS on the pooled moments (post-processing)",
         dp_title="DP fed-moments",
+        options=_GRAPH | _ONE_OFFS,
+        budget_options=_BUDGET_ONE_OFFS,
     ),
     MethodSpec(
         "fed-suffstats", "private sufficient statistics: whitened second moments in stages, a noise-aware score search",
@@ -124,18 +147,27 @@ _SPECS = (
         distributed_noise=True,
         clip_multiplier=suffstats.CLIP,
         clip_text="row L2 norm of [1, whitened row], C = multiplier·sqrt(d + 1)",
+        # the --dp default: on the private accuracy grid (benchmarks/RESULTS.md, "Private learners
+        # (issue 19)") it beat DP-Fed-Sparse-BNSL on every simulated cell; Sachs is the reported miss
+        dp_default=True,
+        # no ℓ₁ weight, no rounds, no acyclicity function, no polish: a score search on the released
+        # moments; its clip is fixed and its value ranges come from fixed-bin histograms
+        options=frozenset({"--threshold", "--standardize", "--noise", "--collusion-tolerance"}),
+        budget_options=frozenset({"--sites", "--collusion-tolerance"}),
     ),
     MethodSpec(
         "notears", "NOTEARS on all rows pooled (not federated)",
         participant=pooled.pooled_site, drive=pooled.drive_notears,
         rounds=Rounds.SOLVER, statistics=Statistics.SITE,
         default_lambda=0.1, pooled=True, federated=False,
+        options=_GRAPH,
     ),
     MethodSpec(
         "local-notears", "NOTEARS on each participant's rows alone",
         participant=pooled.local_site, drive=pooled.drive_notears,
         rounds=Rounds.SOLVER, statistics=Statistics.SITE,
         default_lambda=0.1, federated=False, per_participant_graphs=True,
+        options=_GRAPH,
     ),
 )
 
@@ -145,8 +177,29 @@ _REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in _SPECS}
 METHODS = tuple(_REGISTRY)
 #: The methods with a private variant (``--dp``).
 PRIVATE_METHODS = tuple(name for name, spec in _REGISTRY.items() if spec.private)
-#: The method of ``learn`` when none is given.
+#: The method of ``learn`` when none is given (non-private runs).
 DEFAULT_METHOD = METHODS[0]
+#: The method of ``learn --dp`` (and of ``privacy-budget``) when none is given: the entry marked
+#: ``dp_default``.
+DP_DEFAULT_METHOD = next(name for name, spec in _REGISTRY.items() if spec.dp_default)
+
+
+def default_method(private: bool) -> str:
+    """The method a run uses when none is given: :data:`DP_DEFAULT_METHOD` for a private run,
+    :data:`DEFAULT_METHOD` otherwise."""
+    return DP_DEFAULT_METHOD if private else DEFAULT_METHOD
+
+
+def check_method_options(config) -> None:
+    """Refuse an option ``config`` (a ``LearnConfig`` whose method is resolved) gives that its method
+    does not take (:func:`bnsl_cli.federated.method_options.check_options`)."""
+    method_options.check_options(config, method_spec(config.method), _SPECS, DP_DEFAULT_METHOD)
+
+
+def check_budget_options(method: str, given: dict) -> None:
+    """``privacy-budget``: refuse an option in ``given`` (flag -> set by the user) that ``method``
+    does not take."""
+    method_options.check_budget_options(given, method_spec(method), _SPECS, DP_DEFAULT_METHOD)
 
 
 def method_spec(method: str) -> MethodSpec:

@@ -14,7 +14,7 @@ import numpy as np
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import ConvergenceWarning, warn
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
-from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.outcome import AdmmOutcome
 from bnsl_cli.federated import polish
 from bnsl_cli.federated.protocol import RunLog, run_admm
 from bnsl_cli.privacy.defaults import POLISH_CLIP
@@ -22,7 +22,7 @@ from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases, dp_pgcd_releases
 from bnsl_cli.privacy.releases import ReleaseKind
 
 __all__ = [
-    "communication_report",
+    "ENCODING",
     "coordinator_for",
     "drive_admm",
     "dp_pgcd_builder",
@@ -52,34 +52,11 @@ def dp_fed_bnsl_builder(*, mean_share, moment_share, value_bound_given, **_):
 # ----------------------------------------------------------------------------------------------
 
 
-def communication_report(log: RunLog) -> dict:
-    """Bytes up/down per participant and per round, from the encoded message lengths."""
-    up, down = log.bytes_up, log.bytes_down
-    P = up.shape[1]
-    pu = log.polish_up if log.polish_up is not None else np.zeros(P, dtype=np.int64)
-    pd = log.polish_down if log.polish_down is not None else np.zeros(P, dtype=np.int64)
-    total_up, total_down = int(up.sum() + pu.sum()), int(down.sum() + pd.sum())
-    return {
-        "bytes_up": total_up,
-        "bytes_down": total_down,
-        "bytes_total": total_up + total_down,
-        "polish": {"bytes_up": int(pu.sum()), "bytes_down": int(pd.sum())},
-        "per_participant": [
-            {
-                "participant": p + 1,
-                "bytes_up": int(up[:, p].sum() + pu[p]),
-                "bytes_down": int(down[:, p].sum() + pd[p]),
-            }
-            for p in range(P)
-        ],
-        "per_round": [
-            {"round": r + 1, "bytes_up": int(up[r].sum()), "bytes_down": int(down[r].sum())}
-            for r in range(up.shape[0])
-        ]
-        + ([{"round": "polish", "bytes_up": int(pu.sum()), "bytes_down": int(pd.sum())}] if pd.sum() else [])
-        + [{"round": "final", "bytes_up": 0, "bytes_down": int(down[-1].sum())}],
-        "encoding": "18-byte header per message; entries as int32 flat index + float64 value; W as the smallest of dense, sparse pairs and support delta",
-    }
+#: What the ADMM methods' messages carry (the report's ``communication.encoding``).
+ENCODING = (
+    "18-byte header per message; entries as int32 flat index + float64 value; "
+    "W as the smallest of dense, sparse pairs and support delta"
+)
 
 
 def _convergence(log: RunLog, plan, label: str) -> tuple[bool, Optional[str]]:
@@ -145,7 +122,7 @@ def coordinator_for(spec, plan) -> Coordinator:
     return coord
 
 
-def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
+def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
     """Coordinator side of fed-sparse / fed-bnsl: the ADMM rounds, the polish exchange (fed-sparse),
     the stop broadcast, then the participants' summaries."""
     coord = coordinator_for(spec, plan)
@@ -170,26 +147,7 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
     warn_list = []
     if warning is not None:
         warn([warning], ConvergenceWarning, warn_list)
-    last = log.history[-1]
-    report = {
-        "rounds": log.rounds,
-        "stopped_early": log.stopped_early,
-        "converged": converged,
-        "final": {"h": last["h"], "gap": last["gap"], "objective": last["objective"]},
-        "history": log.history,
-        "communication": communication_report(log),
-        "timing": {
-            "participants_s": [s["compute_s"] for s in summaries],
-            "server_s": coord.server_s,
-            "server_evaluations": coord.lbfgs_evals,
-            "protocol_s": log.wall_s,
-        },
-        "removed_for_acyclicity": removed,
-        "warnings": warn_list,
-        "polish": polish_info,
-    }
-    issues = list(getattr(coord, "solver_issues", None) or [])
-    report["solver_issues"] = issues
+    issues = list(coord.solver_issues)
     if issues:
         first = issues[0]
         where = ", ".join(f"{k} {first[k]}" for k in ("round", "status", "message") if k in first)
@@ -199,4 +157,23 @@ def drive_admm(spec, plan, fleet, progress=None) -> Outcome:
             + "; the consensus may be inaccurate. Raise --rounds or lower --rho2-growth"
         )
         warn([text], ConvergenceWarning, warn_list)
-    return Outcome(W_raw, W, report, summaries)
+    last = log.history[-1]
+    return AdmmOutcome(
+        W_raw, W, summaries,
+        rounds=log.rounds,
+        converged=converged,
+        timing={
+            "participants_s": [s["compute_s"] for s in summaries],
+            "server_s": coord.server_s,
+            "server_evaluations": coord.lbfgs_evals,
+            "protocol_s": log.wall_s,
+        },
+        messages=ENCODING,
+        warnings=warn_list,
+        stopped_early=log.stopped_early,
+        final={"h": last["h"], "gap": last["gap"], "objective": last["objective"]},
+        history=log.history,
+        removed_for_acyclicity=removed,
+        polish=polish_info,
+        solver_issues=issues,
+    )

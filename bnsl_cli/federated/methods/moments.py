@@ -52,7 +52,7 @@ from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
-from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.outcome import SolverOutcome
 from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -248,34 +248,31 @@ def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
 # ----------------------------------------------------------------------------------------------
 
 
-def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
+#: What fed-moments' messages carry (the report's ``communication.note``).
+MESSAGES = (
+    "two sum-shaped exchanges: each participant's share of the column means, then (after the pooled mean is "
+    "broadcast) its share of the upper-triangle centred moment matrix"
+)
+
+
+def drive_moments(spec, plan, fleet, progress=None) -> SolverOutcome:
     """Coordinator side: the two sum-shaped exchanges, the pooled moments, NOTEARS, the finished graph."""
     d = plan.d
-    req = MomentRequest(0, d).encode()
-    raw = fleet.exchange(req)
-    mu = sum_shares(ShareReply.decode(r).values for r in raw)
-    up = sum(len(r) for r in raw)
-    down = len(req) * len(raw)
-    exchanges = 2
+    fleet.traffic.enter("means")
+    mu = sum_shares(ShareReply.decode(r).values for r in fleet.exchange(MomentRequest(0, d).encode()))
     if split_of(plan) > 1:
         # split noise: the pooled spreads first (post-processing of released shares), broadcast as
         # the common public scale of every site's moment release
-        ask = CentreBroadcast(1, d, mu, full=False).encode()
-        raw1 = fleet.exchange(ask)
+        fleet.traffic.enter("scales")
+        raw1 = fleet.exchange(CentreBroadcast(1, d, mu, full=False).encode())
         sd_pub = np.sqrt(np.maximum(sum_shares(ShareReply.decode(r).values for r in raw1), 0.0))
         check_scales(mu, sd_pub, plan.names, where="fed-moments --split-noise")
-        scale = StandardizeBroadcast(2, d, mu, sd_pub).encode()
-        fleet.exchange(scale)
-        up += sum(len(r) for r in raw1)
-        down += (len(ask) + len(scale)) * len(raw)
-        exchanges = 4
+        fleet.exchange(StandardizeBroadcast(2, d, mu, sd_pub).encode())
         centre = CentreBroadcast(3, d, mu, full=True).encode()
     else:
         centre = CentreBroadcast(1, d, mu, full=True).encode()
-    raw2 = fleet.exchange(centre)
-    S = from_upper_triangle(sum_shares(ShareReply.decode(r).values for r in raw2), d)
-    up += sum(len(r) for r in raw2)
-    down += len(centre) * len(raw)
+    fleet.traffic.enter("moments")
+    S = from_upper_triangle(sum_shares(ShareReply.decode(r).values for r in fleet.exchange(centre)), d)
     if plan.private:
         S = project_psd(S)  # post-processing of the pooled noisy releases
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
@@ -310,22 +307,16 @@ def drive_moments(spec, plan, fleet, progress=None) -> Outcome:
         )
     warn_list = []
     warn(notes, ConvergenceWarning, warn_list)
-    report = {
-        "rounds": res.outer_steps,
-        "converged": res.converged,
-        "final": {"h": res.h},
-        "history": res.history,
-        "communication": {
-            "bytes_up": up,
-            "bytes_down": down,
-            "bytes_total": up + down,
-            "exchanges": exchanges,
-            "note": "two sum-shaped exchanges: each participant's share of the column means, then (after the pooled mean is broadcast) its share of the upper-triangle centred moment matrix",
-        },
-        "timing": {"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
-        "removed_for_acyclicity": removed,
-        "solver_issues": res.solver_issues,
-        "warnings": warn_list,
-        "standardize": std,
-    }
-    return Outcome(res.W, W, report, summaries)
+    return SolverOutcome(
+        res.W, W, summaries,
+        rounds=res.outer_steps,
+        converged=res.converged,
+        timing={"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
+        messages=MESSAGES,
+        warnings=warn_list,
+        final={"h": res.h},
+        history=res.history,
+        removed_for_acyclicity=removed,
+        solver_issues=res.solver_issues,
+        standardize=std,
+    )

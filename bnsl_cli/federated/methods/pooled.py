@@ -13,7 +13,7 @@ import numpy as np
 
 from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, warn
-from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.outcome import LocalOutcome, Outcome, SolverOutcome
 from bnsl_cli.solvers.notears import notears_linear
 from bnsl_cli.stats import check_scales, pooled_moments_of_blocks, standardized
 
@@ -111,18 +111,18 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
         check(s, plan.method)
         warn_list = []
         warn(notes, ConvergenceWarning, warn_list)
-        report = {
-            "rounds": s["outer_steps"],
-            "converged": s["converged"],
-            "final": {"h": s["h"]},
-            "history": s["history"],
-            "communication": {"bytes_up": 0, "bytes_down": 0, "bytes_total": 0, "note": "centralized: all rows pooled"},
-            "timing": {"compute_s": s["compute_s"]},
-            "removed_for_acyclicity": removed,
-            "solver_issues": s["solver_issues"],
-            "warnings": warn_list,
-        }
-        return Outcome(W_raw, W, report, summaries)
+        return SolverOutcome(
+            W_raw, W, summaries,
+            rounds=s["outer_steps"],
+            converged=s["converged"],
+            timing={"compute_s": s["compute_s"]},
+            messages="centralized: all rows pooled",
+            warnings=warn_list,
+            final={"h": s["h"]},
+            history=s["history"],
+            removed_for_acyclicity=removed,
+            solver_issues=s["solver_issues"],
+        )
     local, per = [], []
     for s in summaries:
         where = f"participant {s['participant']} ({plan.participants[s['participant'] - 1].label})"
@@ -141,12 +141,13 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
         })
     warn_list = []
     warn(notes, ConvergenceWarning, warn_list)
-    report = {
-        "rounds": max(p["outer_steps"] for p in per),
-        "converged": all(p["converged"] for p in per),
-        "local": per,
-        "communication": {"bytes_up": 0, "bytes_down": 0, "bytes_total": 0, "note": "local: nothing is sent"},
-        "timing": {"compute_s": sum(s["compute_s"] for s in summaries)},
-        "warnings": warn_list,
-    }
-    return Outcome(None, local[0], report, summaries, local=local)
+    return LocalOutcome(
+        None, local[0], summaries,
+        rounds=max(p["outer_steps"] for p in per),
+        converged=all(p["converged"] for p in per),
+        timing={"compute_s": sum(s["compute_s"] for s in summaries)},
+        messages="local: nothing is sent",
+        warnings=warn_list,
+        local=local,
+        per_participant=per,
+    )

@@ -49,7 +49,7 @@ import numpy as np
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
-from bnsl_cli.federated.outcome import Outcome
+from bnsl_cli.federated.outcome import SolverOutcome
 from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
@@ -723,18 +723,13 @@ def _sum(raw) -> np.ndarray:
     return sum_shares(ShareReply.decode(r).values for r in raw)
 
 
-def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
+def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     """Coordinator side of fed-suffstats (see the module docstring)."""
     t_solve = 0.0
     d, n = plan.d, float(plan.n_total)
-    up = down = 0
-    req = FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()
-    raw = fleet.exchange(req)
-    up += sum(len(r) for r in raw)
-    down += len(req) * len(raw)
-    first = _sum(raw)
+    fleet.traffic.enter("first")
+    first = _sum(fleet.exchange(FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()))
     notes: dict = {}
-    exchanges = 1
     if plan.private:
         pv = plan.privacy
         rel = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
@@ -746,11 +741,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
         lo, width, coarse_scale, defaulted = coarse_bins(hv, hp, std_sum, n, n_pairs)
         # the centre histograms on linear bins placed by the scale histograms (post-processing)
         crel = next(r for r in pv.releases if r.kind == ReleaseKind.CENTRE_HISTOGRAM)
-        creq = CentreRequest(CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode()
-        raw = fleet.exchange(creq)
-        up += sum(len(r) for r in raw)
-        down += len(creq) * len(raw)
-        exchanges += 1
+        fleet.traffic.enter("centre")
+        raw = fleet.exchange(CentreRequest(CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode())
         hc = _sum(raw).reshape(d, CENTRE_BINS) * n
         c_std = crel.multiplier * math.sqrt(2.0 * d) * math.sqrt(plan.P / crel.split)
         centre, scale, unresolved = refine_centre(hc, lo, width, coarse_scale, c_std, n)
@@ -767,10 +759,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
     history = []
     W = np.zeros((d, d))
     for k, rel in enumerate(stages, start=1):
-        msg = BasisBroadcast(k, d, centre, scale, L).encode()
-        raw = fleet.exchange(msg)
-        up += sum(len(r) for r in raw)
-        down += len(msg) * len(raw)
+        fleet.traffic.enter(f"stage {k}")
+        raw = fleet.exchange(BasisBroadcast(k, d, centre, scale, L).encode())
         t0 = time.perf_counter()
         M = from_upper_triangle(_sum(raw), d + 1) * n
         w0 = M[0, 0]
@@ -826,29 +816,24 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> Outcome:
         W = res.W
     Wf, removed = finish_graph(W, thr, spec.name, plan.names, plan.knowledge)
     summaries = fleet.finish()
-    report = {
-        "rounds": len(stages),
-        "converged": True,
-        "final": {"h": 0.0},
-        "history": history,
-        "communication": {
-            "bytes_up": up,
-            "bytes_down": down,
-            "bytes_total": up + down,
-            "exchanges": exchanges + len(stages),
-            "note": "sum-shaped exchanges only: " + ("the scale histograms, the centre histograms, then the whitened moments per stage"
-                                                    if plan.private else "the column-mean shares, then the moments"),
-        },
-        "timing": {"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
-        "removed_for_acyclicity": removed,
-        "solver_issues": [],
-        "warnings": [],
-        "suffstats": {"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
-        "standardize": {
+    return SolverOutcome(
+        W, Wf, summaries,
+        rounds=len(stages),
+        converged=True,
+        timing={"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
+        messages="sum-shaped exchanges only: " + ("the scale histograms, the centre histograms, then the whitened moments "
+                                                 "per stage"
+                                                 if plan.private else "the column-mean shares, then the moments"),
+        warnings=[],
+        final={"h": 0.0},
+        history=history,
+        removed_for_acyclicity=removed,
+        solver_issues=[],
+        suffstats={"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
+        standardize={
             "applied": bool(plan.standardize),
             "source": "the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
             "mean": mean.tolist(),
             "sd": sd.tolist(),
         },
-    }
-    return Outcome(W, Wf, report, summaries)
+    )

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bnsl_cli.io.data import read_table
-from bnsl_cli.io.graphs import read_graph
+from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.learn import DPConfig

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from tests._bench import BENCH, bench_modules
 
 
 @pytest.fixture(scope="module")
 def cells_mod():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("_cells"), importlib.import_module("accuracy_grid")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_modules("_cells", "accuracy_grid") as mods:
+        yield mods
 
 
 def tiny(cells, method="notears", seed=3, extra=()):
@@ -161,11 +156,8 @@ def test_grid_targets_of_the_twins_use_pooled_and_their_own_non_private_run(cell
 
 @pytest.fixture(scope="module")
 def bench_mod():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_learn")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_modules("bench_learn") as (mod,):
+        yield mod
 
 
 TINY = ["--dims", "6", "--seeds", "1", "--participants", "2", "--samples", "300"]

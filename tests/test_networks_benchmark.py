@@ -3,35 +3,26 @@ magic-irri table of benchmarks/magic_irri.py."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bnsl_cli.io.data import read_shards
-from bnsl_cli.io.graphs import read_graph
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from bnsl_cli.io.graph_formats import read_graph
+from tests._bench import bench_modules
 
 
 @pytest.fixture(scope="module")
 def networks():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("networks")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_modules("networks") as (mod,):
+        yield mod
 
 
 @pytest.fixture(scope="module")
 def magic_irri_mod(networks):
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("magic_irri")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_modules("magic_irri") as (mod,):
+        yield mod
 
 
 def test_magic_irri_has_the_published_size_and_values(networks):

@@ -122,7 +122,7 @@ def command(
     import numpy as np
 
     from bnsl_cli.errors import InputDataError
-    from bnsl_cli.io.graphs import read_graph, read_graphs
+    from bnsl_cli.io.graph_formats import read_graph, read_graphs
     from bnsl_cli.metrics import pdag_undirected, structure_metrics
 
     if as_json and as_csv:

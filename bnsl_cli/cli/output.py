@@ -133,7 +133,8 @@ def write_learn_outputs(od, result, method: str) -> None:
     :func:`~bnsl_cli.cli.common.json_text`), then commit it as one unit."""
     from bnsl_cli.cli import common
     from bnsl_cli.dag import is_dag
-    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, dot_text, edges_csv_text
+    from bnsl_cli.io.dot import dot_text
+    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, edges_csv_text
 
     texts = {}
     if result.local is not None:

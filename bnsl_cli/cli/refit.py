@@ -135,7 +135,8 @@ def command(
     from bnsl_cli.errors import InputDataError
     from bnsl_cli.io.data import read_shards
     from bnsl_cli.io.outdir import OutputDir
-    from bnsl_cli.io.graphs import ORIENTATION, adjacency_csv_text, read_graph
+    from bnsl_cli.io.graph_formats import read_graph
+    from bnsl_cli.io.graphs import adjacency_csv_text, ORIENTATION
     from bnsl_cli.metrics import is_dag
     from bnsl_cli.refit import align_graph, refit_participants
 

@@ -60,7 +60,7 @@ def command(
         raise OutputDirError(f"{target}: exists and is not a directory; choose another --out")
     truth_graph = None
     if truth is not None:
-        from bnsl_cli.io.graphs import read_graph
+        from bnsl_cli.io.graph_formats import read_graph
 
         truth_graph = read_graph(truth)
     from bnsl_cli.io.draw import need_matplotlib

@@ -136,7 +136,8 @@ def command(
     from bnsl_cli import __version__
     from bnsl_cli import simulate as sim
     from bnsl_cli.io.atomic import atomic_write_text
-    from bnsl_cli.io.graphs import ORIENTATION, adjacency_csv_text, dot_text
+    from bnsl_cli.io.dot import dot_text
+    from bnsl_cli.io.graphs import adjacency_csv_text, ORIENTATION
 
     try:
         low, high = _parse_range(weight_range)

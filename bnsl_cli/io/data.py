@@ -73,6 +73,7 @@ __all__ = [
     "SMALL_INPUT_BYTES",
     "CHUNK_BYTES",
     "parse_small",
+    "is_number",
 ]
 
 #: The path that stands for standard input.
@@ -431,7 +432,9 @@ def _check_readable(path: Path) -> None:
 # header
 
 
-def _is_number(s: str) -> bool:
+def is_number(s: str) -> bool:
+    """``s`` reads as a float (a number, ``nan`` or ``inf``): the rule for numeric cells and names that
+    the data and graph readers share."""
     try:
         float(s)
     except ValueError:
@@ -445,7 +448,7 @@ def check_columns(
     """Header checks: present, no empty and no duplicate names, not another separator.
     ``numeric_names``: names that are numbers are accepted (``--header yes``)."""
     where = f"{_display(path)}: line {line} (header)"
-    if not numeric_names and all(_is_number(h) for h in names if h):
+    if not numeric_names and all(is_number(h) for h in names if h):
         raise InputDataError(
             f"{_display(path)}: no header row (the first line holds numbers); add a line with the column names, "
             "or pass --header yes if these numbers are the names (e.g. gene ids), --header no if the file has "
@@ -526,7 +529,7 @@ def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error
                 continue
             if c == "":
                 return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: missing value{_NA_HINT}")
-            if c in missing and not _is_number(c):
+            if c in missing and not is_number(c):
                 return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: missing value ({c!r}){_NA_HINT}")
             try:
                 if "_" in c:  # Python's float() accepts 1_000, a CSV reader does not
@@ -534,7 +537,7 @@ def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error
                 v = float(c)
             except ValueError:
                 hint = ""
-                if "," in c and _is_number(c.replace(",", ".", 1)):
+                if "," in c and is_number(c.replace(",", ".", 1)):
                     hint = " (a decimal comma? bnsl reads '.' as the decimal mark)"
                 elif any(s in c for s in ";\t|") and len(names) == 1:
                     hint = " (another separator? pass --sep)"
@@ -702,7 +705,7 @@ def _has_header(fields: list, rest: bytes, mode: str, path: Path, sep: str) -> b
     """Whether the first line is the header (see :class:`ReadOptions` ``header``)."""
     if mode != "auto":
         return mode == "yes"
-    if not all(_is_number(h) for h in fields if h):
+    if not all(is_number(h) for h in fields if h):
         return True  # names that are words
     # only numbers: names when they are integers and every sampled row below holds a decimal
     if fields and all(_INT.fullmatch(h) for h in fields):

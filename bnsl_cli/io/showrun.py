@@ -25,7 +25,7 @@ import numpy as np
 
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.draw import figure_bytes, graph_figure, line_chart, stacked_bars
-from bnsl_cli.io.graphs import _graph_from_json_obj, read_text_file
+from bnsl_cli.io.graph_formats import graph_from_json_obj, read_text_file
 from bnsl_cli.metrics import structure_metrics
 
 __all__ = ["Run", "load_run", "render_run", "FORMATS", "OUTPUT_NAMES"]
@@ -80,10 +80,10 @@ def load_run(path, participant: Optional[int] = None) -> Run:
                       if isinstance(e, dict) and e.get("participant", k) == participant), None)
         if entry is None:
             raise InputDataError(f"{rep_path}: the report has no participant {participant}; choose another --participant")
-        g = _graph_from_json_obj(rep_path, entry, f" (participant {participant})")
+        g = graph_from_json_obj(rep_path, entry, f" (participant {participant})")
         report = {**report, "method": f"{report['method']}, participant {participant}"}
         return Run(folder, report, g.W, g.names)
-    g = _graph_from_json_obj(rep_path, report)
+    g = graph_from_json_obj(rep_path, report)
     return Run(folder, report, g.W, g.names)
 
 

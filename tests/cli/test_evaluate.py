@@ -13,7 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
-from bnsl_cli.io.graphs import graph_to_json, read_graph, write_adjacency_csv, write_dot, write_edges_csv
+from bnsl_cli.io.dot import write_dot
+from bnsl_cli.io.graph_formats import read_graph
+from bnsl_cli.io.graphs import graph_to_json, write_adjacency_csv, write_edges_csv
 from bnsl_cli.metrics import METRIC_KEYS
 
 DATA = Path(__file__).parents[1] / "data"

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.graphs import cpdag_csv_text, read_graph
+from bnsl_cli.io.graph_formats import read_graph
+from bnsl_cli.io.graphs import cpdag_csv_text
 from bnsl_cli.metrics import cpdag, pdag_undirected, structure_metrics
 
 runner = CliRunner()

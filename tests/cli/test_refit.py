@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
-from bnsl_cli.io.graphs import read_graph, write_adjacency_csv, write_edges_csv
+from bnsl_cli.io.graph_formats import read_graph
+from bnsl_cli.io.graphs import write_adjacency_csv, write_edges_csv
 from bnsl_cli.simulate import simulate
 
 runner = CliRunner()

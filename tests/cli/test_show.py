@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
-from bnsl_cli.io.graphs import read_graph
+from bnsl_cli.io.graph_formats import read_graph
 
 pytest.importorskip("matplotlib")
 

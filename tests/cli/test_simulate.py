@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
 from bnsl_cli.io.data import read_table
-from bnsl_cli.io.graphs import read_graph
+from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.simulate import simulate
 
 runner = CliRunner()

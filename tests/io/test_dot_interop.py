@@ -6,7 +6,8 @@ import warnings
 
 import numpy as np
 
-from bnsl_cli.io.graphs import dot_text, read_graph
+from bnsl_cli.io.dot import dot_text
+from bnsl_cli.io.graph_formats import read_graph
 
 # names that need quoting in DOT (spaces, punctuation, a leading digit, a keyword, unicode) and plain ones
 NAMES = ["x01", "age group", "4", "IL-6", "graph", "é中", "a,b", "Raf_1"]

@@ -11,20 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.graphs import (
-    Graph,
-    DotUnsupported,
-    parse_dot_flat,
-    parse_dot_pydot,
-    adjacency_csv_text,
-    dot_text,
-    edges_csv_text,
-    graph_to_json,
-    read_graph,
-    write_adjacency_csv,
-    write_dot,
-    write_edges_csv,
-)
+from bnsl_cli.io.dot import dot_text, DotUnsupported, parse_dot_flat, parse_dot_pydot, write_dot
+from bnsl_cli.io.graph_formats import read_graph
+from bnsl_cli.io.graphs import adjacency_csv_text, edges_csv_text, Graph, graph_to_json, write_adjacency_csv, write_edges_csv
 
 ODD = ' ,"\'\\;{}[]->#=é中→ßΩ😀'  # spaces, quotes, commas, backslashes, DOT syntax, unicode
 NAME_ALPHABET = st.sampled_from(list("abcXYZ019_-.") + list(ODD))

@@ -481,6 +481,7 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
     """fed-suffstats: the releases of the privacy plan ``pv`` (what `learn --dp --method
     fed-suffstats` plans), and the noise each site adds and the pooled sum carries under per-site
     and under distributed noise (the split `learn --noise distributed` gives its releases)."""
+    from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE as CENTRE_SHARE
     from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE as HIST_SHARE
     from bnsl_cli.privacy.defaults import SUFFSTATS_STAGE_SHARES as STAGE_SHARES
     from bnsl_cli.privacy.split_noise import distribute_noise
@@ -510,6 +511,8 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
             sens = None
         elif r.kind == ReleaseKind.SCALE_HISTOGRAM:
             sens = 2.0 * math.sqrt(nodes)
+        elif r.kind == ReleaseKind.CENTRE_HISTOGRAM:
+            sens = math.sqrt(2.0 * nodes)
         else:
             sens = math.sqrt(2.0) * CLIP**2 * (nodes + 1)
         sigma = None if sens is None else r.multiplier * sens
@@ -529,9 +532,12 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
     rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger; the same under both calibrations"))
     assumptions = _base_assumptions(conv)
     assumptions.update({
-        "releases": f"scale histograms, then {len(STAGE_SHARES)} stages of whitened second moments (sums over the rows)",
-        "sensitivity": "histograms 2·sqrt(d); moments sqrt(2)·C**2 with C = %g·sqrt(d + 1) (replace-one)" % CLIP,
-        "budget split": f"histograms {HIST_SHARE:g} of rho*, stages {', '.join(f'{f:g}' for f in STAGE_SHARES)} of the rest",
+        "releases": f"scale histograms, centre histograms, then {len(STAGE_SHARES)} stages of whitened second moments "
+                    "(sums over the rows)",
+        "sensitivity": "scale histograms 2·sqrt(d); centre histograms sqrt(2·d); moments sqrt(2)·C**2 with "
+                       "C = %g·sqrt(d + 1) (replace-one)" % CLIP,
+        "budget split": f"scale histograms {HIST_SHARE:g} of rho*, centre histograms {CENTRE_SHARE:g}, stages "
+                        f"{', '.join(f'{f:g}' for f in STAGE_SHARES)} of the rest",
         "value ranges": "none: the scale histograms have fixed bins, no row count is too small for them",
         "calibrations": "per-site: every site adds all of the noise; distributed: shares under a secure sum "
                         "(honest-but-curious coordinator; holds against it with up to T colluding sites)",

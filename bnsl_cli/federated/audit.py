@@ -32,7 +32,7 @@ from bnsl_cli.federated.dp_participant import private_polish_moments
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, dp_pgcd
 from bnsl_cli.federated.methods.moments import private_moment_matrix
 from bnsl_cli.federated.methods.suffstats import CLIP as SUFFSTATS_CLIP
-from bnsl_cli.federated.methods.suffstats import whitened_moments_release
+from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, centre_histogram_release, whitened_moments_release
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.one_off import release_means, release_second_moments
 from bnsl_cli.privacy.pld import accountant_epsilon
@@ -392,11 +392,29 @@ def whitened_moments_case(rng, extreme=False) -> Case:
                           X0, X1, ref0, ref1, np.full((d + 1) * (d + 2) // 2, GAUSS_MULT * sens), GAUSS_MULT, rng)
 
 
+def centre_histogram_case(rng, extreme=False) -> Case:
+    """Fed-suffstats' centre histograms: per column the rows' counts in ``CENTRE_BINS`` linear bins
+    placed by a broadcast (``lo``, ``width``), plus Gaussian noise; the replaced row moves from the
+    first bin of each column to the last."""
+    n, d = 50, 2
+    X = _base(n, d)
+    lo, width = np.full(d, -1.0), np.full(d, 2.0 / CENTRE_BINS)
+    ref0, ref1 = _with_last(X, [-5.0, -5.0]), _with_last(X, [5.0, 5.0])
+    X0, X1 = (ref0, _with_last(X, [1.7e308, -1.7e308])) if extreme else (ref0, ref1)
+    sens = math.sqrt(2.0 * d)
+
+    def rel(Y, m, g):
+        return centre_histogram_release(Y, lo, width, m, g)
+
+    return _gaussian_case(K.CENTRE_HISTOGRAM.value + " (fed-suffstats)" + (" (extreme row)" if extreme else ""), rel,
+                          X0, X1, ref0, ref1, np.full(d * CENTRE_BINS, GAUSS_MULT * sens), GAUSS_MULT, rng)
+
+
 def all_cases(rng) -> list:
     """Every audited mechanism: the worst-case pair, then the pair with a planted extreme row."""
     out = []
     for make in (means_case, second_moments_case, update_case, selection_case, pgcd_step_case, polish_case,
-                 moment_matrix_case, whitened_moments_case):
+                 moment_matrix_case, whitened_moments_case, centre_histogram_case):
         out.append(make(rng))
         out.append(make(rng, extreme=True))
     out.append(update_case(rng, extreme="overflow"))

@@ -55,6 +55,8 @@ __all__ = [
     "MomentRequest",
     "ShareReply",
     "CentreBroadcast",
+    "CentreRequest",
+    "CENTRE_ROUND",
 ]
 
 HEADER = struct.Struct("<BBIIII")
@@ -81,6 +83,9 @@ class MessageKind(enum.IntEnum):
     #: fed-suffstats' first request (:class:`FirstRequest`),
     #: answered with a share of as many values as its count field says
     SUFFSTATS_FIRST = 41
+    #: fed-suffstats' centre request (:class:`CentreRequest`), private runs only, once between the
+    #: first request and the first basis broadcast; answered with a share of its count's values
+    SUFFSTATS_CENTRE = 42
     # 21 and 24 (the per-participant statistics and moments before the sum-shaped encoding) are
     # retired: no build sends or accepts them, and the numbers are not reused
 
@@ -584,6 +589,7 @@ _ANSWERS = {
     MessageKind.CENTRE: (MessageKind.SHARE_REPLY,),
     MessageKind.SUFFSTATS_BASIS: (MessageKind.SHARE_REPLY,),
     MessageKind.SUFFSTATS_FIRST: (MessageKind.SHARE_REPLY,),
+    MessageKind.SUFFSTATS_CENTRE: (MessageKind.SHARE_REPLY,),
 }
 
 #: The largest magnitude a value in a reply may have. Every value a participant sends is a weight,
@@ -625,7 +631,7 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude, and a share of the pooled variances
     (the answer to a centre broadcast of count 1) is not negative. fed-suffstats: a basis broadcast
     (kind 40) is answered with a share of ``(d + 1)(d + 2)/2`` values, its first request (kind 41)
-    with a share of the request's count."""
+    and its centre request (kind 42) with a share of the request's count."""
     if request is None or len(request) < HEADER.size:
         return None
     r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
@@ -673,7 +679,7 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     elif kind == MessageKind.SHARE_REPLY:
         if r_kind == MessageKind.SUFFSTATS_BASIS:
             want = (d + 1) * (d + 2) // 2
-        elif r_kind == MessageKind.SUFFSTATS_FIRST:
+        elif r_kind in (MessageKind.SUFFSTATS_FIRST, MessageKind.SUFFSTATS_CENTRE):
             want = r_count
         else:
             want = d * (d + 1) // 2 if (r_kind == MessageKind.CENTRE and r_count == 2) else d
@@ -752,3 +758,38 @@ class BasisBroadcast:
             raise ValueError(f"a basis broadcast for d = {d} has {len(data)} bytes")
         v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
         return cls(rnd, d, v[:d], v[d : 2 * d], v[2 * d :].reshape(d, d))
+
+
+#: The round number of fed-suffstats' centre request (and of its replies): the secure sum tells the
+#: masks of the shares apart by kind and round, and the first request is round 0, the stages 1 … K.
+CENTRE_ROUND = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class CentreRequest:
+    """Server → participant, private fed-suffstats only, once after the first request: send your share
+    of the centre histograms, per column ``count / d`` linear bins of width ``width_j`` starting at
+    ``lo_j`` (the end bins take everything beyond). ``lo`` and ``width`` are post-processing of the
+    scale histograms. ``round`` is :data:`CENTRE_ROUND`."""
+
+    round: int
+    d: int
+    count: int
+    lo: np.ndarray
+    width: np.ndarray
+
+    kind = MessageKind.SUFFSTATS_CENTRE
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(MessageKind.SUFFSTATS_CENTRE, _VERSION, self.round, 0, self.d, self.count)
+        return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.lo, self.width))
+
+    @classmethod
+    def decode(cls, data: bytes) -> "CentreRequest":
+        kind, version, rnd, _, d, count = HEADER.unpack_from(data, 0)
+        if kind != MessageKind.SUFFSTATS_CENTRE or version != _VERSION:
+            raise ValueError("not a fed-suffstats centre request")
+        if len(data) != HEADER.size + 16 * d:
+            raise ValueError(f"a centre request for d = {d} has {len(data)} bytes")
+        v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
+        return cls(rnd, d, count, v[:d], v[d:])

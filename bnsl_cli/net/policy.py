@@ -14,7 +14,8 @@ At run time :class:`SpendGuard` wraps the participant. Before it hands a message
 message against the accepted plan: consensus rounds numbered 1, 2, 3, … with no gap, replay or
 reordering and no more than the plan's rounds; the polish's second-moment request once, after a
 round, only when the plan polishes; each pre-round statistics request once, before the rounds;
-nothing after the stop broadcast; fed-suffstats' first request once, then its basis broadcasts
+nothing after the stop broadcast; fed-suffstats' first request once (private: then its centre request
+once), then its basis broadcasts
 numbered 1, 2, … up to the plan's number of whitened-moment stages. It predicts the releases the message asks for (the DP-PGCD steps
 of a round, the polish's moments, a split-noise moment matrix, fed-suffstats' scale histograms and
 whitened moments) and refuses when they would exceed
@@ -43,6 +44,7 @@ from bnsl_cli.errors import (
     ShardMismatchError,
 )
 from bnsl_cli.federated.messages import (
+    CENTRE_ROUND,
     CentreBroadcast,
     MessageKind,
     is_stop,
@@ -340,6 +342,9 @@ _ONCE_BEFORE_ROUNDS = {
 #: numbered 1, 2, … up to the plan's number of whitened-moment stages (private: one whitened-moment
 #: release each)
 _SUFFSTATS_FIRST = "fed-suffstats first request"
+#: ... and, private runs only, its centre request, once after the first request and before the stages
+#: (one centre-histogram release)
+_SUFFSTATS_CENTRE = "fed-suffstats centre request"
 
 
 def suffstats_stages(plan: RunPlan) -> int:
@@ -435,6 +440,8 @@ class SpendGuard:
             out = {ReleaseKind.MOMENT_MATRIX: 1}  # fed-moments with split noise releases on this scale
         elif kind == MessageKind.SUFFSTATS_FIRST:
             out = {ReleaseKind.SCALE_HISTOGRAM: 1}
+        elif kind == MessageKind.SUFFSTATS_CENTRE:
+            out = {ReleaseKind.CENTRE_HISTOGRAM: 1}
         elif kind == MessageKind.SUFFSTATS_BASIS:
             out = {ReleaseKind.WHITENED_MOMENTS: 1}
         else:
@@ -489,6 +496,17 @@ class SpendGuard:
                 raise self._refuse("a second fed-suffstats first request")
             if self.stages_done:
                 raise self._refuse("a fed-suffstats first request after the stages began")
+        elif kind == MessageKind.SUFFSTATS_CENTRE and self.stages:
+            if not self.plan.private:
+                raise self._refuse("a fed-suffstats centre request in a non-private plan")
+            if _SUFFSTATS_FIRST not in self.seen:
+                raise self._refuse("a fed-suffstats centre request before the first request")
+            if _SUFFSTATS_CENTRE in self.seen:
+                raise self._refuse("a second fed-suffstats centre request")
+            if rnd != CENTRE_ROUND:
+                raise self._refuse(f"a fed-suffstats centre request numbered {rnd}")
+            if self.stages_done:
+                raise self._refuse("a fed-suffstats centre request after the stages began")
         elif kind == MessageKind.SUFFSTATS_BASIS and self.stages:
             if _SUFFSTATS_FIRST not in self.seen:
                 raise self._refuse("a fed-suffstats basis broadcast before the first request")
@@ -533,6 +551,8 @@ class SpendGuard:
             self.seen.add(_ONCE_BEFORE_ROUNDS[head.kind])
         elif head.kind == MessageKind.SUFFSTATS_FIRST:
             self.seen.add(_SUFFSTATS_FIRST)
+        elif head.kind == MessageKind.SUFFSTATS_CENTRE:
+            self.seen.add(_SUFFSTATS_CENTRE)
         elif head.kind == MessageKind.SUFFSTATS_BASIS:
             self.stages_done = head.round
 

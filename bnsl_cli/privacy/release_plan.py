@@ -17,8 +17,9 @@ the noisy value-range histogram that sets its clipping bound. The polish's secon
 
 DP-Fed-BNSL — the same one-offs (means, second moments for the row clip norm), the covariance the rest.
 
-fed-suffstats — the scale histograms ``SUFFSTATS_HIST_SHARE``, the whitened-moment stages the rest in
-the shares ``SUFFSTATS_STAGE_SHARES`` (no one-offs, no value-range release).
+fed-suffstats — the scale histograms ``SUFFSTATS_HIST_SHARE``, the centre histograms
+``SUFFSTATS_CENTRE_SHARE``, the whitened-moment stages the rest in the shares ``SUFFSTATS_STAGE_SHARES``
+(no one-offs, no value-range release).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import math
 from typing import Callable, Optional, Sequence
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
+from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon, validate_delta, validate_epsilon
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.pld import COARSE_DISCRETIZATION, DEFAULT_DISCRETIZATION, accountant_epsilon
@@ -165,16 +166,23 @@ def dp_fed_bnsl_releases(
     return release_list(**one_offs, matrix=(ReleaseKind.COVARIANCE, _multiplier(left * rho_star)))
 
 
-def fed_suffstats_releases(rho_star: float, hist_share: Optional[float] = None, stage_shares=None) -> list[PlannedRelease]:
+def fed_suffstats_releases(rho_star: float, hist_share: Optional[float] = None, stage_shares=None,
+                           centre_share: Optional[float] = None) -> list[PlannedRelease]:
     """fed-suffstats' releases for a budget of ``rho_star``: the scale histograms with ``hist_share``
-    of it, then one whitened-moment release per stage with its share of the rest (defaults:
-    :data:`~bnsl_cli.privacy.defaults.SUFFSTATS_HIST_SHARE`, ``SUFFSTATS_STAGE_SHARES``)."""
+    of it, the centre histograms with ``centre_share``, then one whitened-moment release per stage with
+    its share of the rest (defaults: :data:`~bnsl_cli.privacy.defaults.SUFFSTATS_HIST_SHARE`,
+    ``SUFFSTATS_CENTRE_SHARE``, ``SUFFSTATS_STAGE_SHARES``)."""
     h = SUFFSTATS_HIST_SHARE if hist_share is None else float(hist_share)
+    c = SUFFSTATS_CENTRE_SHARE if centre_share is None else float(centre_share)
     shares = SUFFSTATS_STAGE_SHARES if stage_shares is None else tuple(stage_shares)
-    if not (0 < h < 1) or not shares or any(not f > 0 for f in shares) or abs(sum(shares) - 1.0) > 1e-9:
-        raise PrivacyBudgetError("fed-suffstats: the histogram share must lie in (0, 1) and the stage shares be > 0 and sum to 1")
-    out = [PlannedRelease(ReleaseKind.SCALE_HISTOGRAM, GAUSSIAN, _multiplier(h * rho_star), 1)]
-    out += [PlannedRelease(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, _multiplier((1 - h) * f * rho_star), 1) for f in shares]
+    if (not (0 < h < 1) or not (0 < c < 1) or not h + c < 1 or not shares or any(not f > 0 for f in shares)
+            or abs(sum(shares) - 1.0) > 1e-9):
+        raise PrivacyBudgetError("fed-suffstats: the histogram shares must be > 0 with a sum below 1, and the stage "
+                                 "shares be > 0 and sum to 1")
+    out = [PlannedRelease(ReleaseKind.SCALE_HISTOGRAM, GAUSSIAN, _multiplier(h * rho_star), 1),
+           PlannedRelease(ReleaseKind.CENTRE_HISTOGRAM, GAUSSIAN, _multiplier(c * rho_star), 1)]
+    out += [PlannedRelease(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, _multiplier((1 - h - c) * f * rho_star), 1)
+            for f in shares]
     return out
 
 

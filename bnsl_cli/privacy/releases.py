@@ -38,6 +38,7 @@ class ReleaseKind(str, Enum):
     MOMENT_MATRIX = "moment-matrix"
     SCALE_HISTOGRAM = "scale-histogram"
     WHITENED_MOMENTS = "whitened-moments"
+    CENTRE_HISTOGRAM = "centre-histogram"
 
     def __str__(self) -> str:  # the plain name in messages and f-strings
         return self.value

@@ -30,7 +30,8 @@ __all__ = ["SPLITTABLE", "NOISE_MODES", "split_noise_plan", "split_of", "check_s
            "distribute_noise", "trust_statement"]
 
 #: Release kinds that may be split (see the module docstring).
-SPLITTABLE = {ReleaseKind.MOMENT_MATRIX, ReleaseKind.SCALE_HISTOGRAM, ReleaseKind.WHITENED_MOMENTS}
+SPLITTABLE = {ReleaseKind.MOMENT_MATRIX, ReleaseKind.SCALE_HISTOGRAM, ReleaseKind.CENTRE_HISTOGRAM,
+              ReleaseKind.WHITENED_MOMENTS}
 NOISE_MODES = ("auto", "distributed", "per-site")
 
 

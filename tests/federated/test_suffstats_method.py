@@ -24,6 +24,7 @@ from bnsl_cli.privacy.release_plan import fed_suffstats_releases
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import Shapes
+from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.learn import learn
 from tests._sim import simulated_tables
@@ -73,8 +74,9 @@ def test_release_list_and_spend():
 
     rel, rho = calibrate_releases(fed_suffstats_releases, 5.0, 1e-6)
     kinds = [r.kind for r in rel]
-    assert kinds == [ReleaseKind.SCALE_HISTOGRAM] + [ReleaseKind.WHITENED_MOMENTS] * STAGES
+    assert kinds == [ReleaseKind.SCALE_HISTOGRAM, ReleaseKind.CENTRE_HISTOGRAM] + [ReleaseKind.WHITENED_MOMENTS] * STAGES
     assert rel[0].rho == pytest.approx(HIST_SHARE * rho, rel=1e-9)
+    assert rel[1].rho == pytest.approx(SUFFSTATS_CENTRE_SHARE * rho, rel=1e-9)
     eps, _ = spend_of(rel, 1e-6)
     assert eps <= 5.0
 
@@ -165,9 +167,9 @@ def test_private_run_ledger_and_graph():
         res = learn(tables, LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=5), seed=0))
     pv = res.report["privacy"]
     kinds = sorted({ev["release"] for p in pv["participants"] for ev in p["events"]})
-    assert kinds == ["scale-histogram", "whitened-moments"]
+    assert kinds == ["centre-histogram", "scale-histogram", "whitened-moments"]
     for p in pv["participants"]:
-        assert sum(ev.get("count", 1) for ev in p["events"]) == 1 + STAGES
+        assert sum(ev.get("count", 1) for ev in p["events"]) == 2 + STAGES
         assert p["events"][0]["split"] == 3
     assert res.report["rounds"] == STAGES
     empty = int((sim.W != 0).sum())
@@ -218,3 +220,80 @@ def test_model_whitening_reproduces_the_model_covariance():
     assert np.allclose(np.triu(L, 1), 0.0)
     # whitened rows of that model have identity covariance
     assert np.allclose(np.linalg.solve(L, np.linalg.solve(L, S).T), np.eye(d), atol=1e-8)
+
+
+def _two_histograms(X, seed):
+    from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, centre_histograms, coarse_bins, refine_centre
+
+    rng = np.random.default_rng(seed + 100)
+    n, d = X.shape
+    hv, hp = scale_histograms(X)
+    std_h, std_c = 157.0, 111.0  # pooled noise of the two releases at ε = 5, d = 64, per-site noise, P = 5
+    hv = hv + rng.normal(0, std_h, hv.shape)
+    hp = hp + rng.normal(0, std_h, hp.shape)
+    lo, w, s0, _ = coarse_bins(hv, hp, std_h, n, n // 2)
+    hc = centre_histograms(X, lo, w) + rng.normal(0, std_c, (d, CENTRE_BINS))
+    return refine_centre(hc, lo, w, s0, std_c, n)
+
+
+@pytest.mark.parametrize("loc,sd", [(91.0, 0.13), (-3.0e3, 2.0), (1e-3, 1e-5), (0.0, 1.0), (7.0, 40.0), (-2e9, 3e6)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_private_centre_and_scale_in_any_units(loc, sd, seed):
+    """The two histogram releases read together (scale histograms on log bins, then the centre
+    histograms on linear bins they place), with noise of the size ε = 5 without secure sum gives at
+    d = 64 over 5 × 1,000 rows: the centre within 0.5 sd and the scale within a factor 1.5, in any
+    units and at any location up to |centre| / sd = 1,500 (magic-irri: up to 700)."""
+    X = np.random.default_rng(seed).normal(loc, sd, size=(5000, 3))
+    m, s, unresolved = _two_histograms(X, seed)
+    assert unresolved == []
+    assert np.all(np.abs(m - loc) < 0.5 * sd), (m, loc, sd)
+    assert np.all((s > sd / 1.5) & (s < sd * 1.5)), (s, sd)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_beyond_the_bins_resolution_the_scale_errs_on_the_safe_side(seed):
+    """|centre| / sd = 150,000: one linear refinement of a quarter-octave bin cannot place the centre
+    to a fraction of an sd (a documented limit); the scale is then too large, never too small, so the
+    first stage keeps every row's weight (whitened values within a few units)."""
+    X = np.random.default_rng(seed).normal(-3.0e5, 2.0, size=(5000, 2))
+    m, s, _ = _two_histograms(X, seed)
+    assert np.all(s >= 2.0)
+    assert np.all(np.abs((X - m) / s) < 5.0)
+
+
+def test_centre_histograms_count_every_row_once_per_column():
+    from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, centre_histograms
+
+    X = np.array([[-1e308, 0.0], [1e308, 5e-324], [0.35, 7.0], [2.0, -3.0]])
+    h = centre_histograms(X, np.array([0.0, -1.0]), np.array([0.1, 1e-300]))
+    assert h.shape == (2, CENTRE_BINS) and np.all(h.sum(axis=1) == 4)
+    assert h[0, 0] == 1 and h[0, 3] == 1 and h[0, 20] == 1 and h[0, -1] == 1  # below, inside, beyond the bins
+    assert h[1, 0] == 1 and h[1, -1] == 3  # bins of 1e-300: 0 is 1e300 bins above the first
+
+
+def test_an_unusable_release_says_what_would_work():
+    """Too few rows for the budget: one line with the ε at which (and the rows per site with which)
+    the releases are expected to be usable, from the plan's calibration; raised at those values it
+    passes that check."""
+    from bnsl_cli.errors import PrivacyBudgetError
+    from bnsl_cli.federated.methods.suffstats import usable_at
+    from bnsl_cli.plan.shapes import ParticipantShape
+
+    sim, tables = simulated_tables(30, 3, 60, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(PrivacyBudgetError) as info:
+            learn(tables, LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5), seed=0))
+    msg = str(info.value)
+    assert "\n" not in msg and "ε ≥" in msg and "rows per site" in msg
+    eps, rows = usable_at(RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5)),
+                                          Shapes.of_tables(tables)), 30)
+    assert eps > 0.5 and rows > 60 and f"{eps:.3g}" in msg and str(rows) in msg
+    # the same calibration at the advised values: ε then needs no more, and the rows are enough
+    names = tuple(f"x{j}" for j in range(30))
+    at_eps = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=eps * 1.001, delta=1 / 60**2)),
+                             Shapes(names, tuple(ParticipantShape(f"s{k}.csv", 60, None) for k in range(3))))
+    assert usable_at(at_eps, 30)[0] == pytest.approx(eps, rel=1e-2)
+    at_rows = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5, delta=1 / 60**2)),
+                              Shapes(names, tuple(ParticipantShape(f"s{k}.csv", rows, None) for k in range(3))))
+    assert usable_at(at_rows, 30)[1] <= rows

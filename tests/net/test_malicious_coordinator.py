@@ -259,14 +259,23 @@ def _suffstats_guard(tables, **dp):
     return acc, guarded_participant(acc), first
 
 
+def _centre(d, rnd=None):
+    from bnsl_cli.federated.messages import CENTRE_ROUND, CentreRequest
+    from bnsl_cli.federated.methods.suffstats import CENTRE_BINS
+
+    return CentreRequest(CENTRE_ROUND if rnd is None else rnd, d, d * CENTRE_BINS, np.zeros(d), np.ones(d)).encode()
+
+
 def _basis(k, d):
     return BasisBroadcast(k, d, np.zeros(d), np.ones(d), np.eye(d)).encode()
 
 
 def test_fed_suffstats_stages_beyond_the_plan_are_refused(tables):
-    """fed-suffstats: the first request once (one scale-histogram release), then one basis broadcast
-    per planned stage (one whitened-moment release each); a fifth stage after a 4-stage plan, a
-    replayed stage and a second first request are refused, and the ledger stays within ρ."""
+    """fed-suffstats: the first request once (one scale-histogram release), the centre request once
+    (one centre-histogram release), then one basis broadcast per planned stage (one whitened-moment
+    release each); a fifth stage after a 4-stage plan, a replayed stage, a second first or centre
+    request, a centre request out of its place or with another number are refused, and the ledger
+    stays within ρ."""
     from bnsl_cli.federated.methods.suffstats import STAGES
 
     acc, g, first = _suffstats_guard(tables)
@@ -274,6 +283,12 @@ def test_fed_suffstats_stages_beyond_the_plan_are_refused(tables):
     assert STAGES == 4 and g.stages == STAGES
     assert g.handle(first) is not None
     assert g.spent()[0] == {ReleaseKind.SCALE_HISTOGRAM: 1}
+    assert g.handle(_centre(d)) is not None
+    assert g.spent()[0] == {ReleaseKind.SCALE_HISTOGRAM: 1, ReleaseKind.CENTRE_HISTOGRAM: 1}
+    _refused_suffstats(g, _centre(d), "second fed-suffstats centre request")
+    acc, g, first = _suffstats_guard(tables)
+    g.handle(first)
+    g.handle(_centre(d))
     for k in range(1, STAGES + 1):
         assert g.handle(_basis(k, d)) is not None
     assert g.spent()[0][ReleaseKind.WHITENED_MOMENTS] == STAGES
@@ -291,6 +306,15 @@ def test_fed_suffstats_stages_beyond_the_plan_are_refused(tables):
     _refused_suffstats(g, first, "second fed-suffstats first request")
     acc, g, first = _suffstats_guard(tables)
     _refused_suffstats(g, _basis(1, d), "before the first request")
+    acc, g, first = _suffstats_guard(tables)
+    _refused_suffstats(g, _centre(d), "centre request before the first request")
+    acc, g, first = _suffstats_guard(tables)
+    g.handle(first)
+    g.handle(_basis(1, d))
+    _refused_suffstats(g, _centre(d), "centre request after the stages began")
+    acc, g, first = _suffstats_guard(tables)
+    g.handle(first)
+    _refused_suffstats(g, _centre(d, rnd=0), "centre request numbered 0")
 
 
 def _refused_suffstats(guard, msg, says):

@@ -47,6 +47,8 @@ CASES = [
     ("moment-matrix-extreme", A.moment_matrix_case, {"extreme": True}, "fast", None),
     ("whitened-moments", A.whitened_moments_case, {}, "fast", None),
     ("whitened-moments-extreme", A.whitened_moments_case, {"extreme": True}, "fast", None),
+    ("centre-histogram", A.centre_histogram_case, {}, "fast", None),
+    ("centre-histogram-extreme", A.centre_histogram_case, {"extreme": True}, "fast", None),
 ]
 
 

@@ -178,16 +178,19 @@ def test_fed_suffstats_releases_split_the_budget_as_documented():
     import pytest as _pytest
 
     from bnsl_cli.errors import PrivacyBudgetError
-    from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
+    from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
     from bnsl_cli.privacy.release_plan import fed_suffstats_releases
     from bnsl_cli.privacy.releases import ReleaseKind
 
     rel = fed_suffstats_releases(0.8)
     assert rel[0].kind == ReleaseKind.SCALE_HISTOGRAM and rel[0].rho == _pytest.approx(SUFFSTATS_HIST_SHARE * 0.8)
+    assert rel[1].kind == ReleaseKind.CENTRE_HISTOGRAM and rel[1].rho == _pytest.approx(SUFFSTATS_CENTRE_SHARE * 0.8)
     stages = [r for r in rel if r.kind == ReleaseKind.WHITENED_MOMENTS]
     assert len(stages) == len(SUFFSTATS_STAGE_SHARES)
     for r, f in zip(stages, SUFFSTATS_STAGE_SHARES):
-        assert r.rho == _pytest.approx((1 - SUFFSTATS_HIST_SHARE) * f * 0.8)
+        assert r.rho == _pytest.approx((1 - SUFFSTATS_HIST_SHARE - SUFFSTATS_CENTRE_SHARE) * f * 0.8)
     assert sum(r.rho for r in rel) == _pytest.approx(0.8)
     with _pytest.raises(PrivacyBudgetError):
         fed_suffstats_releases(0.8, stage_shares=(0.5, 0.6))
+    with _pytest.raises(PrivacyBudgetError):
+        fed_suffstats_releases(0.8, hist_share=0.5, centre_share=0.5)

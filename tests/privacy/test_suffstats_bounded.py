@@ -1,9 +1,9 @@
 """Bounded per-row contributions of fed-suffstats' releases (issue 20 item 1 for the releases of
-issue 19): the scale histograms and the whitened second moments, computed by the real site code with
+issue 19): the scale histograms, the centre histograms and the whitened second moments, computed by the real site code with
 the noise switched off, on ``PAIRS`` neighbouring data sets D, D′ (one row replaced by an adversarial
 but finite row), are finite and differ by at most the sensitivity their ledger event states.
 
-The basis of a stage (centre, scale, L) is a released/broadcast value, held fixed for both neighbours
+The bins of the centre histograms and the basis of a stage (centre, scale, L) are released/broadcast values, held fixed for both neighbours
 (adaptive composition conditions on it), as in ``test_bounded_contributions.py``.
 """
 
@@ -15,7 +15,9 @@ import pytest
 import bnsl_cli.federated.methods.suffstats as ss
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.methods.suffstats import (
+    CENTRE_BINS,
     STAGES,
+    CentreRequest,
     BasisBroadcast,
     FirstRequest,
     SuffstatsSite,
@@ -90,3 +92,29 @@ def test_whitened_moments_are_bounded(no_noise, stage):
         within(diff, ev.sensitivity, float(np.abs(a).max()))
         worst = max(worst, diff / ev.sensitivity)
     assert worst > 0.5  # adversarial rows reach the clip: the bound is not vacuous
+
+
+def _centre(plan, X, lo, width):
+    d = X.shape[1]
+    site = _site(plan, X)
+    site.handle(FirstRequest(0, d, d * (value_bins() + pair_bins())).encode())
+    reply = ShareReply.decode(site.handle(CentreRequest(ss.CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode()))
+    event = site.ledger.events(0)[-1]
+    return reply.values * plan.n_total, event
+
+
+def test_centre_histograms_are_bounded(no_noise):
+    worst = 0.0
+    for rng, D, Dp, scale in neighbours(304, n=40, d=4):
+        plan = _plan(4, 40)
+        width = scale * rng.uniform(0.005, 0.1, 4)
+        lo = rng.normal(size=4) * scale - 0.5 * CENTRE_BINS * width
+        a, ev = _centre(plan, D, lo, width)
+        b, _ = _centre(plan, Dp, lo, width)
+        assert ev.release == ss.ReleaseKind.CENTRE_HISTOGRAM
+        assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
+        assert a.sum() == b.sum() == 40 * 4  # every row counts once per column, whatever its values
+        diff = float(np.linalg.norm(a - b))
+        within(diff, ev.sensitivity)
+        worst = max(worst, diff / ev.sensitivity)
+    assert worst > 0.5  # the replaced row moves bins in most columns: the bound is not vacuous

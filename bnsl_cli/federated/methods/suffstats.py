@@ -10,12 +10,15 @@ the sensitivities):
 1. ``scale-histogram`` — per column two histograms on fixed, data-independent log-spaced bins:
    of the row values (signed, quarter-octave bins) and of the absolute differences of consecutive
    row pairs (half-octave bins; pairs by row position, so no centre is needed). Replace-one changes
-   one count in two bins of each histogram per column: L2 sensitivity ``2√d``. The coordinator
-   zeroes the summed bins below ``3`` noise stds and takes medians: a centre ``m̃_j`` and a scale
-   ``s̃_j = median|x − x'| / (√2·0.6745)`` (the standard deviation for Gaussian data); the centre
-   is the midpoint of the values' quartiles. Nothing here
-   can fail for lack of rows: a column without a bin above the noise keeps the public defaults
-   ``m̃ = 0``, ``s̃ = 1`` and the report says so.
+   one count in two bins of each histogram per column: L2 sensitivity ``2√d``. The coordinator fits
+   Gaussian shapes (public counts, all bins, least squares): a scale ``s̃_j`` from the pairs and a
+   coarse interval for the centre from the values (:func:`coarse_bins`); columns that no fit reads
+   fall back to merged quartile bins and are named in the report.
+1b. ``centre-histogram`` — per column :data:`CENTRE_BINS` linear bins placed by step 1 (public:
+   post-processing) over the coarse interval ± ``CENTRE_MARGIN·s̃``; replace-one moves one count per
+   column: L2 sensitivity ``√(2d)``. A fitted normal shape gives the centre ``m̃_j`` to a fraction of a
+   standard deviation and the scale (:func:`refine_centre`) — log bins alone are ≈ 19 % of ``|x|``
+   wide, so a centre read from them is off by many standard deviations when ``|m| ≫ s``.
 2. ``whitened-moments``, ``STAGES`` times — the coordinator broadcasts ``m̃``, ``s̃`` and a lower
    triangular ``L`` (public: post-processing of earlier releases; ``L = I`` first); each site
    releases ``Σ a aᵀ`` over its rows, ``a = [1; L⁻¹ (x − m̃)/s̃]`` clipped to ℓ₂ norm
@@ -25,7 +28,9 @@ the sensitivities):
    stage's ``L``: the Cholesky factor of the model covariance ``(I − B)⁻ᵀ diag(R) (I − B)⁻¹``.
    Isotropic noise in a whitened basis enters the moments as ``L N Lᵀ``, nearly proportional to
    the covariance, like sampling noise; its small eigen-directions are no longer swamped. The
-   next stage's centre is moved to the released weighted mean.
+   next stage's centre is moved to the released weighted mean. A stage whose clipped weight is
+   within 3 noise stds is skipped (the next one uses the last basis that worked, or the same); if
+   all are, the run stops with the ε and rows per site that would work (:func:`usable_at`).
 
 The graph of the last stage is the result (``W[i, j]`` is the edge ``i → j``, raw units).
 
@@ -42,15 +47,15 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import NoDagError, PrivacyBudgetError
-from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest, ShareReply, message_kind
+from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
 from bnsl_cli.federated.outcome import SolverOutcome
 from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
-from bnsl_cli.privacy.defaults import SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
+from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
-from bnsl_cli.privacy.release_plan import fed_suffstats_releases
+from bnsl_cli.privacy.release_plan import fed_suffstats_releases, spend_of
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 from bnsl_cli.solvers.suffstats import learn_suffstats
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, upper_triangle
@@ -61,7 +66,14 @@ __all__ = [
     "STAGES",
     "CLIP",
     "FirstRequest",
+    "CentreRequest",
     "BasisBroadcast",
+    "CENTRE_BINS",
+    "centre_histograms",
+    "coarse_bins",
+    "refine_centre",
+    "centre_histogram_release",
+    "usable_at",
     "value_bins",
     "pair_bins",
     "scale_histograms",
@@ -73,9 +85,10 @@ __all__ = [
     "model_whitening",
 ]
 
-#: Share of ρ* spent on the scale histograms and the shares of the rest for the whitened-moment
-#: stages (their calibration: :func:`bnsl_cli.privacy.release_plan.fed_suffstats_releases`).
+#: Shares of ρ* spent on the scale and the centre histograms and the shares of the rest for the
+#: whitened-moment stages (their calibration: :func:`bnsl_cli.privacy.release_plan.fed_suffstats_releases`).
 HIST_SHARE = SUFFSTATS_HIST_SHARE
+CENTRE_SHARE = SUFFSTATS_CENTRE_SHARE
 STAGE_SHARES = SUFFSTATS_STAGE_SHARES
 STAGES = len(STAGE_SHARES)
 #: Row clip of the moment releases: ``‖a‖ ≤ CLIP·√(d + 1)`` (about the median norm of a whitened row).
@@ -168,44 +181,293 @@ def _denoised(h: np.ndarray, noise_std: float, expected: float) -> tuple[Optiona
     return None, 0
 
 
+def _value_edges() -> np.ndarray:
+    """The ``value_bins() + 1`` edges of the value bins, increasing (the open end bins get the next
+    quarter-octave edge as their outer edge)."""
+    # bin b (0-based) of value_bins(): negative bins K+1 … 1 (b = 0 … K), the zero bin (b = K + 1),
+    # positive bins 1 … K+1 (b = K + 2 … 2K + 2), with K = _V_STEPS·2·RANGE. Positive bin k ≥ 1 holds
+    # |x| ∈ [2^((k−1)/V − R), 2^(k/V − R)); the last one everything above.
+    K = _V_STEPS * 2 * RANGE
+    pos = 2.0 ** (np.arange(K + 2) / _V_STEPS - RANGE)  # pos[i]: lower edge of positive bin i + 1
+    neg = -pos[::-1]
+    # edges: −pos[K+1] … −pos[0], +pos[0] … +pos[K+1]; the zero bin spans (−pos[0], pos[0])
+    return np.concatenate([neg, pos])
+
+
+def _pair_fractions(log2_s: np.ndarray) -> np.ndarray:
+    """The expected share of pairs in each pair bin (``len(log2_s) × pair_bins()``) when the column is
+    Gaussian with standard deviation ``2^log2_s``: ``|x − x'| ~ |N(0, 2 s²)|``, ``P(|D| < t) = erf(t / 2s)``."""
+    from scipy.special import erf
+
+    k = np.arange(pair_bins() + 1)
+    edges = np.where(k == 0, 0.0, 2.0 ** ((k - 1.0) / _P_STEPS - RANGE))
+    edges[-1] = np.inf
+    s = 2.0 ** np.asarray(log2_s, float)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        cdf = erf(edges[None, :] / (2.0 * s))
+    cdf[:, -1] = 1.0
+    return np.diff(cdf, axis=1)
+
+
+#: A fitted shape counts only when the histogram's amplitude along it is at least this share of the
+#: public count it was drawn with (every fit: scale, coarse centre, centre); 0.75 means the fit explains
+#: at least half of its own shape's square sum.
+AMPLITUDE_MIN = 0.75
+#: The scale fit's grid: log₂ s̃ in steps of 1/16 octave over the histograms' range.
+_FIT_STEP = 1.0 / 16.0
+
+
+def fit_pair_scale(hp: np.ndarray, noise_std: float, n_pairs: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(s̃, ok)``: per column the scale whose expected pair-difference histogram (Gaussian shape,
+    ``n_pairs`` pairs: public) is nearest the noisy one in least squares, over a grid of 1/16 octave.
+    Every bin counts (no threshold): the noise is spread over all of them and the fit adds up the
+    signal of all. ``ok``: the fit explains more than ``HIST_Z² σ²`` of the histogram's square sum and
+    the histogram's amplitude along the shape is at least ``AMPLITUDE_MIN`` of ``n_pairs`` (a column
+    failing that has the best fit all the same, to be checked against the values)."""
+    grid = np.arange(-RANGE, RANGE + _FIT_STEP / 2, _FIT_STEP)
+    E = float(n_pairs) * _pair_fractions(grid)  # (grid, bins)
+    H = np.asarray(hp, float)
+    EE = np.einsum("gb,gb->g", E, E)[None, :]
+    HE = H @ E.T
+    gain = 2.0 * HE - EE  # Σh² − SSE, per column and grid point
+    best = np.argmax(gain, axis=1)
+    rows = np.arange(H.shape[0])
+    # the shape must be there at about its public size: h's amplitude along it at least AMPLITUDE_MIN of
+    # n_pairs (noise that happens to look like a far-off shape explains little of that shape's own energy)
+    ok = (gain[rows, best] > (HIST_Z * float(noise_std)) ** 2) & (HE[rows, best] >= AMPLITUDE_MIN * EE[0, best])
+    return 2.0 ** grid[best], ok
+
+
+def _quantile_interval(hv: np.ndarray, noise_std: float, n_values: float) -> Optional[tuple[float, float]]:
+    """``(a, b)``: from the lower edge of the bin of the first quartile to the upper edge of the bin of
+    the third, read at the finest resolution whose bins rise above the noise (:func:`_denoised`;
+    merged bins count with all their width). ``None``: no resolution is usable."""
+    h, f = _denoised(hv, noise_std, n_values)
+    if h is None:
+        return None
+    edges = _value_edges()
+    lo, hi = _quantile_bin(h, 0.25), _quantile_bin(h, 0.75)
+    nb = value_bins()
+    a = edges[min(lo * f, nb - 1)]
+    b = edges[min((hi + 1) * f, nb)]
+    return float(a), float(max(b, a))
+
+
+#: The coarse centre fit tries the middles (and quarter points) of this many value bins where the
+#: smoothed histogram is largest, and a linear grid of ``s̃/4`` steps over ``±64 s̃`` around 0.
+_FIT_TOP_BINS = 40
+
+
+def coarse_interval(hv: np.ndarray, scales, noise_std: float, n_values: float
+                    ) -> Optional[tuple[float, float, float]]:
+    """``(a, b, s)``: an interval of values that holds one column's centre, read from its noisy value
+    histogram (post-processing), and the scale it was read with. The normal shape ``N(m, s²)``
+    (``n_values`` rows: public; ``s`` one of ``scales``) nearest the histogram in least squares over
+    all bins (no threshold; ``m`` tried at the bins where the smoothed counts are largest and on a grid
+    of ``s/2`` around 0); the interval is the value bin holding that ``m`` (the bins' resolution)
+    joined with ``m ± CENTRE_MARGIN·s``, never outside the bins the data fill. ``None`` when no fit
+    explains more than ``HIST_Z² σ²`` of the histogram."""
+    from scipy.special import ndtr
+
+    h = np.asarray(hv, float)
+    edges = _value_edges()
+    nb = value_bins()
+    smooth = np.convolve(h, np.ones(5), mode="same")
+    top = np.argsort(smooth)[::-1][:_FIT_TOP_BINS]
+    lo_e, hi_e = edges[top], edges[top + 1]
+    in_bins = (lo_e[:, None] + (hi_e - lo_e)[:, None] * (np.arange(4)[None, :] + 0.5) / 4.0).ravel()
+    inner = edges[1:-1]
+    best = None
+    for scale in scales:
+        m = np.unique(np.concatenate([in_bins, scale * np.arange(-64, 65) / 2.0]))
+        with np.errstate(over="ignore", invalid="ignore"):
+            cdf = ndtr((inner[None, :] - m[:, None]) / scale)
+        z = np.zeros((m.size, 1))
+        E = float(n_values) * np.diff(np.concatenate([z, cdf, z + 1.0], axis=1), axis=1)
+        HE, EE = E @ h, np.einsum("mb,mb->m", E, E)
+        gain = np.where(HE >= AMPLITUDE_MIN * EE, 2.0 * HE - EE, -np.inf)
+        k = int(np.argmax(gain))
+        if best is None or gain[k] > best[0]:
+            best = (float(gain[k]), float(m[k]), float(scale))
+    if best is None or not best[0] > (HIST_Z * float(noise_std)) ** 2:  # (−inf: no shape of the public size)
+        return None
+    _, mk, scale = best
+    b = int(np.clip(np.searchsorted(edges, mk, side="right") - 1, 0, nb - 1))
+    a_ = min(float(edges[b]), mk - CENTRE_MARGIN * scale)
+    b_ = max(float(edges[b + 1]), mk + CENTRE_MARGIN * scale)
+    return a_, b_, scale
+
+
+#: Centre histograms: this many linear bins per column (the end bins take everything beyond) ...
+CENTRE_BINS = 128
+#: ... each at least this many coarse scales wide, spanning the coarse interval and this many coarse
+#: scales on each side of it.
+CENTRE_MIN_WIDTH = 0.25
+CENTRE_MARGIN = 4.0
+
+
+def centre_bins(interval: Optional[tuple[float, float]], scale: float) -> tuple[float, float]:
+    """``(lo, w)``: the centre histogram's bins for one column (post-processing of the scale
+    histograms): :data:`CENTRE_BINS` bins of width ``w`` from ``lo``, covering the coarse interval
+    ``(a, b)`` widened by ``CENTRE_MARGIN·s̃`` each side, at least ``CENTRE_MIN_WIDTH·s̃`` wide. Without
+    an interval: around 0."""
+    a, b = (-scale, scale) if interval is None else interval
+    span = (b - a) + 2.0 * CENTRE_MARGIN * scale
+    w = max(span / CENTRE_BINS, CENTRE_MIN_WIDTH * scale)
+    mid = 0.5 * (a + b)
+    lo = mid - 0.5 * CENTRE_BINS * w
+    if not (math.isfinite(lo) and math.isfinite(w) and w > 0):
+        lo, w = -0.5 * CENTRE_BINS, 1.0
+    return float(lo), float(w)
+
+
+def centre_histograms(X: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Per column the counts of the rows in :data:`CENTRE_BINS` bins of width ``width_j`` from ``lo_j``
+    (``d × CENTRE_BINS``); a value below the first bin counts in it, above the last in the last.
+    Any finite row lands in exactly one bin per column (the index is clipped before it is rounded)."""
+    X = np.asarray(X, float)
+    n, d = X.shape
+    with np.errstate(over="ignore", invalid="ignore"):
+        u = (X - lo[None, :]) / width[None, :]
+    u = np.nan_to_num(u, nan=0.0, posinf=CENTRE_BINS, neginf=-1.0)  # (finite rows give no NaN)
+    idx = np.floor(np.clip(u, 0.0, CENTRE_BINS - 1.0)).astype(np.int64)
+    out = np.zeros((d, CENTRE_BINS))
+    for j in range(d):
+        out[j] = np.bincount(idx[:, j], minlength=CENTRE_BINS)
+    return out
+
+
+def _normal_fractions(mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Expected share of N(μ, sd²) in each unit-width centre bin (bins at 0, 1, …; open end bins);
+    ``mu`` and ``sd`` broadcast to one shape, the bins are the last axis."""
+    from scipy.special import ndtr
+
+    e = np.arange(1, CENTRE_BINS, dtype=float)
+    cdf = ndtr((e - np.asarray(mu)[..., None]) / np.asarray(sd)[..., None])
+    zeros = np.zeros(cdf.shape[:-1] + (1,))
+    return np.diff(np.concatenate([zeros, cdf, zeros + 1.0], axis=-1), axis=-1)
+
+
+def fit_centre(h: np.ndarray, noise_std: float, n_values: float) -> Optional[tuple[float, float]]:
+    """``(μ, σ)`` in bin units: the normal shape nearest (least squares, all bins, ``n_values`` rows:
+    public) to one column's noisy centre histogram; ``None`` when it explains no more than
+    ``HIST_Z² σ_noise²``. First μ over the bin middles with σ from 1/2 to 32 bins (octaves), then μ to
+    1/8 bin and σ to 1/4 octave (1/4 to 64 bins) near the best. The coarse scale is not used: a wrong
+    one cannot mislead the fit. μ stays inside the bins' span."""
+    h = np.asarray(h, float)
+    n = float(n_values)
+
+    def gain(mu, sd):
+        E = n * _normal_fractions(mu, sd)
+        HE, EE = E @ h, np.einsum("...b,...b->...", E, E)
+        return np.where(HE >= AMPLITUDE_MIN * EE, 2.0 * HE - EE, -np.inf)
+
+    mus = np.arange(CENTRE_BINS) + 0.5
+    sds = 2.0 ** np.arange(-1, 6)
+    g = gain(mus[None, :], sds[:, None])
+    i, k = np.unravel_index(np.argmax(g), g.shape)
+    mu_f = np.clip(mus[k] + np.arange(-12, 13) / 8.0, 0.0, float(CENTRE_BINS))
+    sd_f = 2.0 ** (np.arange(-8, 25) / 4.0)
+    g2 = gain(mu_f[None, :], sd_f[:, None])
+    a, b = np.unravel_index(np.argmax(g2), g2.shape)
+    if not g2[a, b] > (HIST_Z * float(noise_std)) ** 2:
+        return None
+    return float(mu_f[b]), float(sd_f[a])
+
+
 def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values: Optional[float] = None,
                      n_pairs: Optional[float] = None) -> tuple[np.ndarray, np.ndarray, list]:
-    """The centre and scale of every column from the summed noisy histograms (post-processing).
-
-    Each histogram is read at the finest resolution (single bins, or 2, 4, … merged) whose bins
-    above ``HIST_Z`` noise stds hold at least half of the rows (``n_values``, ``n_pairs``: the
-    public counts; by default the noisy totals); the others are zeroed. The centre is the midpoint
-    of the values' quartiles (well filled even for data centred at 0, where the log-spaced bins
-    around the median are not), the scale comes from the median pair difference. Returns
-    ``(m̃, s̃, defaulted)``: columns without a usable histogram keep the public defaults
-    ``m̃ = 0`` / ``s̃ = 1`` and are listed."""
+    """The coarse centre and scale of every column from the summed noisy scale histograms
+    (post-processing): the scale by :func:`fit_pair_scale`, the centre the middle of
+    :func:`coarse_interval` (``n_values``, ``n_pairs``: the public counts; by default the noisy
+    totals). Returns ``(m̃, s̃, defaulted)``: columns without a usable histogram keep the public
+    defaults ``m̃ = 0`` / ``s̃ = 1`` for what could not be read, and are listed. The private run refines
+    both with the centre histograms (:func:`refine_centre`)."""
     d = hv.shape[0]
+    ev = hv.sum(axis=1) if n_values is None else np.full(d, float(n_values))
+    ep = float(np.median(hp.sum(axis=1))) if n_pairs is None else float(n_pairs)
+    s, ok = fit_pair_scale(hp, noise_std, max(ep, 1.0))
     m = np.zeros(d)
-    s = np.ones(d)
     defaulted = []
     for j in range(d):
-        ev = float(hv[j].sum()) if n_values is None else float(n_values)
-        ep = float(hp[j].sum()) if n_pairs is None else float(n_pairs)
-        hvj, fv = _denoised(hv[j], noise_std, ev)
-        hpj, fp = _denoised(hp[j], noise_std, ep)
-        ok = True
-        if hvj is not None:
-            lo, hi = _quantile_bin(hvj, 0.25), _quantile_bin(hvj, 0.75)
-            m[j] = 0.5 * float(_value_of_bin(min(lo * fv + fv // 2, value_bins() - 1))
-                               + _value_of_bin(min(hi * fv + fv // 2, value_bins() - 1)))
-        else:
-            ok = False
-        if hpj is not None:
-            bp = min(_quantile_bin(hpj, 0.5) * fp + fp // 2, pair_bins() - 1)
-            if bp > 0:
-                s[j] = float(_pair_value(bp)) / (math.sqrt(2.0) * 0.6745)
-            else:
-                ok = False
-        else:
-            ok = False
-        if not ok:
+        iv = _interval(hv[j], float(s[j]), bool(ok[j]), noise_std, float(ev[j]))
+        if iv is None:
             defaulted.append(j)
+            s[j] = 1.0
+            continue
+        if iv[2] != s[j]:
+            defaulted.append(j)
+        m[j] = 0.5 * (iv[0] + iv[1])
+        s[j] = iv[2]
     return m, s, defaulted
+
+
+def _interval(hv: np.ndarray, s: float, ok: bool, noise_std: float, n_values: float
+              ) -> Optional[tuple[float, float, float]]:
+    """``(a, b, s)``: the coarse interval of one column and its scale: the values' fit
+    :func:`coarse_interval` at the pairs' best scale ``s`` (also when the pair fit failed its own
+    checks, ``ok`` false: the values passing theirs at that scale confirm it). When the values do not
+    fit it: the quartiles' bins (:func:`_quantile_interval`, read with merged bins) and a scale of
+    their width / 1.35 (the interquartile range of a normal; merged bins make it larger, never smaller:
+    the safe side), at least ``s`` when the pair fit passed."""
+    iv = coarse_interval(hv, [s], noise_std, n_values)
+    if iv is not None:
+        # (a pair fit that failed its own checks passes when the values fit its scale: both agree)
+        return iv
+    # the values do not fit the pairs' scale: that scale is not trusted either
+    iv = _quantile_interval(hv, noise_std, n_values)
+    if iv is None:
+        return None
+    # never below the pairs' scale when their fit passed (too small a scale is the harmful side)
+    return iv[0], iv[1], max((iv[1] - iv[0]) / 1.35, s if ok else 0.0, 2.0**-RANGE)
+
+
+def coarse_bins(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values: float, n_pairs: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """``(lo, w, s̃, defaulted)``: the centre histograms' bins of every column (:func:`centre_bins`)
+    from the summed scale histograms, with the coarse scale and the columns whose scale or interval
+    could not be read (post-processing)."""
+    d = hv.shape[0]
+    s, ok = fit_pair_scale(hp, noise_std, max(float(n_pairs), 1.0))
+    lo, w = np.zeros(d), np.ones(d)
+    defaulted = []
+    for j in range(d):
+        iv = _interval(hv[j], float(s[j]), bool(ok[j]), noise_std, float(n_values))
+        if iv is None or iv[2] != s[j]:
+            defaulted.append(j)
+        if iv is not None:
+            s[j] = iv[2]
+        lo[j], w[j] = centre_bins(None if iv is None else iv[:2], float(s[j]))
+    return lo, w, s, defaulted
+
+
+def refine_centre(hc: np.ndarray, lo: np.ndarray, w: np.ndarray, s: np.ndarray, noise_std: float,
+                  n_values: float) -> tuple[np.ndarray, np.ndarray, list]:
+    """``(m̃, s̃, unresolved)``: the centre of every column from its summed noisy centre histogram
+    (:func:`fit_centre`, post-processing), in raw units, always inside the histogram's span. The scale
+    is the fit's, at least half a bin (below that the bins cannot tell it). A column whose histogram the fit cannot read keeps the middle of its bins and the
+    coarse ``s``, at least half a bin, and is listed. Too small a scale is what must not happen: a
+    row's whitened value would be large and the stages' clip would shrink the whole row to nothing;
+    one too large only blurs the column in the first stage, which the later stages' bases correct."""
+    d = hc.shape[0]
+    m = lo + 0.5 * CENTRE_BINS * w
+    s_out = np.maximum(np.array(s, float), 0.5 * w)
+    unresolved = []
+    for j in range(d):
+        fit = fit_centre(hc[j], noise_std, n_values)
+        if fit is None:
+            unresolved.append(j)
+            continue
+        mu, sd = fit
+        m[j] = lo[j] + mu * w[j]
+        if not 1.0 <= mu <= CENTRE_BINS - 1.0:
+            # the rows lie beyond the bins: the coarse interval missed them; the centre is the edge
+            # they lie beyond, and the scale wide enough for the first stage to keep their weight
+            unresolved.append(j)
+            s_out[j] = max(s_out[j], 0.25 * CENTRE_BINS * w[j])
+            continue
+        s_out[j] = max(sd, 0.5) * w[j]
+    return m, s_out, unresolved
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,7 +482,7 @@ def release_builder(**_):
 
 #: The report's ``privacy.mechanism``.
 MECHANISM = (
-    f"Gaussian releases of summed statistics: the scale histograms, then the clipped second moments in {STAGES} "
+    f"Gaussian releases of summed statistics: the scale and the centre histograms, then the clipped second moments in {STAGES} "
     "whitened stages; a noise-aware score search on them (post-processing)"
 )
 
@@ -268,6 +530,20 @@ def whitened_moments_release(X: np.ndarray, centre: np.ndarray, scale: np.ndarra
     return M, PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, sens, std, 1, split)
 
 
+def centre_histogram_release(X: np.ndarray, lo: np.ndarray, width: np.ndarray, multiplier: float, rng,
+                             split: int = 1):
+    """The centre histograms (:func:`centre_histograms`, bins broadcast as ``lo``, ``width``) of the rows,
+    flattened, plus Gaussian noise of std ``multiplier·√(2d)`` (``/√split``: this site's share). Replace-one
+    moves one count from one bin to another in each column: L2 sensitivity ``√(2d)``. Returns the values
+    and their ledger event."""
+    d = X.shape[1]
+    flat = centre_histograms(X, lo, width).ravel()
+    sens = math.sqrt(2.0 * d)
+    std = multiplier * sens
+    flat = flat + gaussian_noise(flat.size, std / math.sqrt(split), rng)
+    return flat, PrivacyEvent(ReleaseKind.CENTRE_HISTOGRAM, GAUSSIAN, sens, std, 1, split)
+
+
 class SuffstatsSite(ShareSite):
     """A fed-suffstats participant. Answers a :class:`FirstRequest` (private: its share of the
     scale histograms; non-private: of the column means) and then every :class:`BasisBroadcast` with
@@ -290,7 +566,8 @@ class SuffstatsSite(ShareSite):
         if privacy is not None:
             if rng is None:
                 raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
-            if len(_stage_releases(privacy)) != STAGES or privacy.multiplier(ReleaseKind.SCALE_HISTOGRAM) is None:
+            if (len(_stage_releases(privacy)) != STAGES or privacy.multiplier(ReleaseKind.SCALE_HISTOGRAM) is None
+                    or privacy.multiplier(ReleaseKind.CENTRE_HISTOGRAM) is None):
                 raise PrivacyBudgetError(f"{self.label}: the plan does not calibrate fed-suffstats' releases")
 
     def _split(self, rel) -> int:
@@ -312,6 +589,21 @@ class SuffstatsSite(ShareSite):
                 flat = np.concatenate([hv.ravel(), hp.ravel()])
                 values = (flat + gaussian_noise(flat.size, std / math.sqrt(self._split(rel)), self.rng)) / float(self.n_total)
                 self.ledger.record(self.pid, PrivacyEvent(ReleaseKind.SCALE_HISTOGRAM, GAUSSIAN, sens, std, 1, self._split(rel)))
+        elif kind == CentreRequest.kind:
+            req = CentreRequest.decode(data)
+            if self.privacy is None:
+                raise ValueError(f"{self.label}: a centre request in a non-private run")
+            if "first" not in self.answered or any(w.startswith("stage") for w in self.answered):
+                raise ValueError(f"{self.label}: a centre request comes after the first request and before the stages")
+            if req.d != self.d or req.count != self.d * CENTRE_BINS or req.round != CENTRE_ROUND:
+                raise ValueError(f"{self.label}: the centre request is not for {self.d} columns of {CENTRE_BINS} bins")
+            if not (np.all(np.isfinite(req.lo)) and np.all(np.isfinite(req.width)) and np.all(req.width > 0)):
+                raise ValueError(f"{self.label}: the centre request is not usable")
+            self._once("centre")
+            rel = next(r for r in self.privacy.releases if r.kind == ReleaseKind.CENTRE_HISTOGRAM)
+            flat, event = centre_histogram_release(self._X, req.lo, req.width, rel.multiplier, self.rng, self._split(rel))
+            values = flat / float(self.n_total)
+            self.ledger.record(self.pid, event)
         elif kind == BasisBroadcast.kind:
             msg = BasisBroadcast.decode(data)
             if "first" not in self.answered:
@@ -363,6 +655,70 @@ def model_whitening(G: np.ndarray, W: np.ndarray, floor: float) -> np.ndarray:
         return np.linalg.cholesky(S + floor * np.eye(d))
 
 
+def clipped_weight_fraction(d: int) -> float:
+    """The expected share of a row's weight kept by the stages' clip when the basis whitens the data
+    (``a = [1; z]``, ``z`` standard normal in ``d`` dimensions, ``‖a‖ ≤ CLIP·√(d + 1)``):
+    ``E min(1, C² / (1 + χ²_d))``. A stage is usable when its clipped weight clears 3 noise stds."""
+    from scipy import integrate
+    from scipy.stats import chi2
+
+    c2 = CLIP**2 * (d + 1)
+    t = c2 - 1.0
+    below = chi2.cdf(t, d) if t > 0 else 0.0
+    above, _ = integrate.quad(lambda x: c2 / (1.0 + x) * chi2.pdf(x, d), max(t, 0.0), np.inf, limit=200)
+    return float(below + above)
+
+
+#: The scale histograms are taken as readable when a Gaussian column's expected pair histogram stands
+#: this many noise stds (of the pooled sum) out of the noise (its ℓ₂ norm over the bins).
+HIST_SNR = 5.0
+
+
+def pair_signal(n_pairs: float) -> float:
+    """The ℓ₂ norm over the bins of a Gaussian column's expected pair histogram with ``n_pairs`` pairs
+    (the mean over the bins' alignment: the same for any scale)."""
+    fr = _pair_fractions(np.arange(0.0, 1.0 / _P_STEPS, 1.0 / 16.0))
+    return float(n_pairs) * float(np.mean(np.sqrt(np.sum(fr**2, axis=1))))
+
+
+def usable_at(plan, d: int) -> tuple[float, int]:
+    """``(ε, rows per site)``: the smallest ε (at this plan's δ, rows and sites) and the fewest rows per
+    site (at this ε) with which fed-suffstats' releases are expected to be usable — the scale
+    histograms' pair signal (:func:`pair_signal`) ``HIST_SNR`` noise stds above their pooled noise, and
+    the last (largest) whitened-moment stage's clipped weight of whitened rows
+    (:func:`clipped_weight_fraction`) 3 noise stds above its pooled noise — from the same calibration as
+    ``privacy-budget --method fed-suffstats`` (the noise multipliers scale as ``1/√ρ*``)."""
+    pv = plan.privacy
+    n, P = float(plan.n_total), plan.P
+    last = _stage_releases(pv)[-1]
+    hist = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
+    # pooled noise std per unit multiplier
+    stage_unit = math.sqrt(2.0) * CLIP**2 * (d + 1) * math.sqrt(P / last.split)
+    hist_unit = 2.0 * math.sqrt(d) * math.sqrt(P / hist.split)
+    q = clipped_weight_fraction(d)
+    p1 = pair_signal(1.0)  # per pair
+    # rows: the stage needs q·n ≥ 3·std; the histograms need p1·n/2 ≥ HIST_SNR·std (pairs = rows / 2)
+    rows = max(3.0 * last.multiplier * stage_unit / q, 2.0 * HIST_SNR * hist.multiplier * hist_unit / p1) / P
+    # ε: the largest multiplier each release may have at these rows, then the ρ* that gives it
+    unit = fed_suffstats_releases(1.0)
+    m_stage = q * n / (3.0 * stage_unit)
+    m_hist = p1 * (n / 2.0) / (HIST_SNR * hist_unit)
+    rho_star = max((unit[-1].multiplier / m_stage) ** 2, (unit[0].multiplier / m_hist) ** 2)
+    eps, _ = spend_of(fed_suffstats_releases(rho_star), pv.delta, pv.conversion, getattr(pv, "accountant", "zcdp"))
+    return float(eps), int(math.ceil(rows))
+
+
+def unusable_message(plan, d: int) -> str:
+    eps, rows = usable_at(plan, d)
+    pv = plan.privacy
+    return (
+        f"fed-suffstats: at ε = {pv.epsilon:g} the released statistics of {plan.n_total} rows over {plan.P} sites "
+        f"(d = {d}) are lost in their noise (no whitened-moment stage kept the rows' weight); expected to be usable "
+        f"with ε ≥ {eps:.3g} at these rows, or with ≥ {rows} rows per site at this ε "
+        "(privacy-budget --method fed-suffstats shows the noise)"
+    )
+
+
 def _sum(raw) -> np.ndarray:
     return sum_shares(ShareReply.decode(r).values for r in raw)
 
@@ -378,14 +734,22 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         pv = plan.privacy
         rel = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
         # the noise of the sum: P shares of std/√split each (split = P − t: more than std when t > 0)
-        share = rel.multiplier * 2.0 * math.sqrt(d) / math.sqrt(rel.split)
-        std_sum = share * math.sqrt(plan.P)
+        std_sum = rel.multiplier * 2.0 * math.sqrt(d) * math.sqrt(plan.P / rel.split)
         nv = d * value_bins()
         hv, hp = first[:nv].reshape(d, value_bins()) * n, first[nv:].reshape(d, pair_bins()) * n
         n_pairs = float(sum(p.rows // 2 for p in plan.participants))
-        centre, scale, defaulted = centre_and_scale(hv, hp, std_sum, n, n_pairs)
+        lo, width, coarse_scale, defaulted = coarse_bins(hv, hp, std_sum, n, n_pairs)
+        # the centre histograms on linear bins placed by the scale histograms (post-processing)
+        crel = next(r for r in pv.releases if r.kind == ReleaseKind.CENTRE_HISTOGRAM)
+        fleet.traffic.enter("centre")
+        raw = fleet.exchange(CentreRequest(CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode())
+        hc = _sum(raw).reshape(d, CENTRE_BINS) * n
+        c_std = crel.multiplier * math.sqrt(2.0 * d) * math.sqrt(plan.P / crel.split)
+        centre, scale, unresolved = refine_centre(hc, lo, width, coarse_scale, c_std, n)
         if defaulted:
             notes["scale_defaulted"] = [plan.names[j] for j in defaulted]
+        if unresolved:
+            notes["centre_unresolved"] = [plan.names[j] for j in unresolved]
         stages = _stage_releases(pv)
     else:
         centre, scale = first, np.ones(d)
@@ -402,13 +766,17 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         w0 = M[0, 0]
         std_sum = 0.0 if rel is None else rel.multiplier * math.sqrt(2.0) * (CLIP**2 * (d + 1)) * math.sqrt(plan.P / rel.split)
         if not (np.all(np.isfinite(M)) and w0 > 3.0 * std_sum and w0 > 0):
-            # the rows' weight after the clip is lost in the noise: this basis whitened too hard
-            # (post-processing of released values decides it); back to the last basis that worked
-            if L_ok is None:
-                raise NoDagError("fed-suffstats: the released moments are not usable (not finite, or no weight)")
+            # the rows' weight after the clip is lost in the noise: this basis whitened too hard, or
+            # the noise of this stage is too large for the rows (post-processing of released values
+            # decides it); back to the last basis that worked, or (none yet) the same basis again
+            # with the next stage's larger share
+            if L_ok is None and k == len(stages):
+                raise PrivacyBudgetError(unusable_message(plan, d))
             history.append({"round": k, "tau": None, "edges": None, "score": None, "weight": float(w0 / n),
-                            "note": "the clipped rows' weight is within the noise; the previous basis is used next"})
-            L = L_ok
+                            "note": "the clipped rows' weight is within the noise; "
+                                    + ("the previous basis is used next" if L_ok is not None else "the next stage tries again")})
+            if L_ok is not None:
+                L = L_ok
             continue
         L_ok = L
         ybar = M[0, 1:] / w0
@@ -453,7 +821,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         rounds=len(stages),
         converged=True,
         timing={"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
-        messages="sum-shaped exchanges only: " + ("the scale histograms, then the whitened moments per stage"
+        messages="sum-shaped exchanges only: " + ("the scale histograms, the centre histograms, then the whitened moments "
+                                                 "per stage"
                                                  if plan.private else "the column-mean shares, then the moments"),
         warnings=[],
         final={"h": 0.0},

@@ -50,6 +50,20 @@ def reaches(children: list, src: int, dst: int) -> bool:
     return False
 
 
+def descendants(children: list, src: int) -> set:
+    """Every node reachable from ``src`` by a directed path (``src`` included). A search that tests
+    many candidate edges ``i → j`` for a cycle keeps one set per ``j`` (adding ``i → j`` closes a
+    cycle exactly when ``i`` is among ``j``'s descendants)."""
+    stack, seen = [src], {src}
+    while stack:
+        u = stack.pop()
+        for v in children[u]:
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    return seen
+
+
 def can_reverse(children: list, i: int, j: int) -> bool:
     """Does reversing the edge ``i → j`` keep the graph given by its ``children`` sets acyclic, i.e.
     is there no other path ``i → … → j``? (``children`` is left as it was.)"""

@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import can_reverse
+from bnsl_cli.dag import can_reverse, descendants
 
 __all__ = [
     "POLISH_CANDIDATES",
@@ -54,18 +54,6 @@ def family_rss(G: np.ndarray, j: int, parents) -> float:
     if not np.isfinite(r):
         return np.inf
     return max(r, 1e-12 * max(abs(float(G[j, j])), 1e-300))
-
-
-def _descendants(children: list, src: int) -> set:
-    """Every node reachable from ``src`` by a directed path (``src`` included)."""
-    stack, seen = [src], {src}
-    while stack:
-        u = stack.pop()
-        for v in children[u]:
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    return seen
 
 
 @dataclass
@@ -232,12 +220,12 @@ def score_search(
                     gv = scale * np.log(X[ci, cj]) - base + pen
                 gv[~np.isfinite(gv)] = inf
                 keep = np.flatnonzero(gv < limit)
-                descendants: dict = {}
+                reach_of: dict = {}
                 for k in keep[np.argsort(gv[keep], kind="stable")]:
                     i, j = int(ci[k]), int(cj[k])
-                    reach = descendants.get(j)
+                    reach = reach_of.get(j)
                     if reach is None:
-                        reach = descendants[j] = _descendants(ch, j)
+                        reach = reach_of[j] = descendants(ch, j)
                     if i not in reach:
                         best = (float(gv[k]), "add", i, j)
                         break

@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import can_reverse, reaches, threshold_to_dag
+from bnsl_cli.dag import can_reverse, descendants, threshold_to_dag
 
 __all__ = [
     "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
@@ -217,11 +217,15 @@ def noise_aware_search(
         if ok.any():
             ai, aj = np.nonzero(ok)
             g = gain(aj, ADD[ai, aj])
+            reach_of: dict = {}  # j → its descendants, for this move (adding i → j closes a cycle iff i is one)
             for k in np.argsort(g, kind="stable"):
                 if not g[k] < 0:
                     break
                 i, j = int(ai[k]), int(aj[k])
-                if reaches(ch, j, i):
+                reach = reach_of.get(j)
+                if reach is None:
+                    reach = reach_of[j] = descendants(ch, j)
+                if i in reach:
                     continue
                 # the edge must also pass the test it will be kept by (exact, given the new family);
                 # otherwise the addition and the removal below would undo each other

@@ -119,6 +119,8 @@ def make_cell(graph, d, noise, weights, P, seed, method, eps, variant="", rows=R
         learn += ["--standardize"]
     if variant in H_VARIANTS:
         learn += ["--acyclicity", variant]
+    if variant == "per-site":
+        learn += ["--noise", "per-site"]
     return Cell(cid, params, tuple(sim), tuple(learn))
 
 
@@ -139,6 +141,27 @@ def private_cells() -> list[Cell]:
         for g, d, noise, P, rows, runs in PRIVATE_SLICES:
             for m, e in runs:
                 out.append(make_cell(g, d, noise, "def", P, s, m, e, rows=rows))
+    return out
+
+
+#: --private-grid (issue 19's grid): every graph × d × site layout × seed, unequal noise, default
+#: weights; per data set the non-private default (fed-sparse) and the --dp default (fed-suffstats)
+#: at every ε with the secure sum on (distributed noise, variant "") and off (variant "per-site":
+#: each site adds the whole noise). Cells run d by d, seed by seed, so a run cut short has the
+#: small networks of every graph.
+PRIVATE_GRID_GRAPHS = ("ER1", "ER2", "SF2")
+PRIVATE_GRID_DIMS = (20, 50, 100)
+PRIVATE_GRID_SIZES = ((5, 1000), (8, 5000))
+PRIVATE_GRID_EPSILONS = (1.0, 5.0, 10.0)
+PRIVATE_GRID_NOISE = ("", "per-site")
+
+
+def private_grid_cells() -> list[Cell]:
+    out = []
+    for d, s, g, (P, n) in itertools.product(PRIVATE_GRID_DIMS, QUICK_SEEDS, PRIVATE_GRID_GRAPHS, PRIVATE_GRID_SIZES):
+        out.append(make_cell(g, d, "uneq", "def", P, s, "fed-sparse", None, rows=P * n))
+        for e, v in itertools.product(PRIVATE_GRID_EPSILONS, PRIVATE_GRID_NOISE):
+            out.append(make_cell(g, d, "uneq", "def", P, s, "fed-suffstats", e, v, rows=P * n))
     return out
 
 
@@ -493,6 +516,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the documented d ≤ 50, 3-seed subset")
     ap.add_argument("--private", action="store_true", help="issue 19's private cells (PRIVATE_SLICES), 3 seeds")
+    ap.add_argument("--private-grid", action="store_true",
+                    help="issue 19's private grid (ER1/ER2/SF2 × d 20/50/100 × 5×1,000 and 8×5,000 rows × ε 1/5/10 × "
+                    "secure sum on/off, 3 seeds)")
     ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
                     help="only cells whose id matches this glob (repeatable), e.g. 'ER2/d20/*/fed-sparse'")
     ap.add_argument("--acyclicity", default="", metavar="LIST",
@@ -524,7 +550,9 @@ def main(argv=None) -> int:
     bad = [f for f in functions if f not in H_VARIANTS]
     if bad:
         ap.error(f"--acyclicity: unknown function(s) {', '.join(bad)}; choose from {', '.join(H_VARIANTS)}")
-    cells = h_twins(private_cells() if args.private else quick_cells() if args.quick else full_cells(), functions)
+    base = (private_grid_cells() if args.private_grid else private_cells() if args.private
+            else quick_cells() if args.quick else full_cells())
+    cells = h_twins(base, functions)
     if args.only:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in args.only)]
         if not cells:  # --only may name a cell outside --quick

@@ -64,6 +64,27 @@ def descendants(children: list, src: int) -> set:
     return seen
 
 
+class DescendantCache:
+    """:func:`descendants` of each node, kept across the moves of a search on the graph given by
+    ``children`` (the search changes ``children`` and then reports the change here). An edge
+    ``a → b`` added or removed changes the descendants of exactly the nodes that reach ``a``, i.e.
+    the cached sets that hold ``a``: :meth:`edge_changed` drops those."""
+
+    def __init__(self, children: list):
+        self.children = children
+        self._sets: dict = {}
+
+    def __call__(self, node: int) -> set:
+        s = self._sets.get(node)
+        if s is None:
+            s = self._sets[node] = descendants(self.children, node)
+        return s
+
+    def edge_changed(self, source: int) -> None:
+        """An edge out of ``source`` was added or removed (call for each end of a reversal)."""
+        self._sets = {k: s for k, s in self._sets.items() if source not in s}
+
+
 def can_reverse(children: list, i: int, j: int) -> bool:
     """Does reversing the edge ``i → j`` keep the graph given by its ``children`` sets acyclic, i.e.
     is there no other path ``i → … → j``? (``children`` is left as it was.)"""

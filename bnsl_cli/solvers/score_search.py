@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import can_reverse, descendants
+from bnsl_cli.dag import DescendantCache, can_reverse
 
 __all__ = [
     "POLISH_CANDIDATES",
@@ -143,6 +143,7 @@ def score_search(
     E = E0.astype(bool).copy()
     np.fill_diagonal(E, False)
     ch = [set(np.flatnonzero(E[i]).tolist()) for i in range(d)]
+    reach = DescendantCache(ch)  # adding i → j closes a cycle iff i is among j's descendants
     R = np.empty(d)
     ADD = np.full((d, d), np.nan)  # ADD[i, j] = RSS_j(pa_j ∪ {i})
     PART = np.full((d, d), np.nan)  # partial second moment of i, j given pa_j
@@ -220,13 +221,9 @@ def score_search(
                     gv = scale * np.log(X[ci, cj]) - base + pen
                 gv[~np.isfinite(gv)] = inf
                 keep = np.flatnonzero(gv < limit)
-                reach_of: dict = {}
                 for k in keep[np.argsort(gv[keep], kind="stable")]:
                     i, j = int(ci[k]), int(cj[k])
-                    reach = reach_of.get(j)
-                    if reach is None:
-                        reach = reach_of[j] = descendants(ch, j)
-                    if i not in reach:
+                    if i not in reach(j):
                         best = (float(gv[k]), "add", i, j)
                         break
             # reversals
@@ -246,10 +243,12 @@ def score_search(
             if kind == "reverse":
                 E[j, i] = True
                 ch[j].add(i)
+                reach.edge_changed(j)
                 refresh(i)
             if kind == "add":
                 E[i, j] = True
                 ch[i].add(j)
+            reach.edge_changed(i)
             refresh(j)
             moves.append((kind, i, j))
     return E, moves

@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.dag import can_reverse, descendants, threshold_to_dag
+from bnsl_cli.dag import DescendantCache, can_reverse, threshold_to_dag
 
 __all__ = [
     "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
@@ -128,6 +128,25 @@ def family_statistics(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: O
     return R, add, np.nan_to_num(t2, nan=0.0, posinf=0.0), t2_par
 
 
+def _dropped_residuals(G: np.ndarray, j: int, S: np.ndarray, R: float) -> np.ndarray:
+    """The residual variance of ``j`` on ``S`` without ``S_k``, for every ``k``: ``R + b_k² / (A⁻¹)_kk``
+    (``A = G_SS``, ``b = A⁻¹ G_Sj``; the residual grows by the squared coefficient over its
+    variance factor), each computed directly where ``A`` is singular."""
+    if not S.size:
+        return np.zeros(0)
+    floor = 1e-12 * max(abs(float(G[j, j])), 1e-300)
+    try:
+        Ainv = np.linalg.inv(G[np.ix_(S, S)])
+    except np.linalg.LinAlgError:
+        Ainv = None
+    dg = None if Ainv is None else np.diag(Ainv)
+    if dg is None or not np.all(dg > 0) or not np.all(np.isfinite(Ainv)):
+        return np.array([family_statistics(G, j, np.delete(S, k), n=1.0, tau2=0.0)[0] for k in range(S.size)])
+    b = Ainv @ G[S, j]
+    C = float(G[j, j]) - float(G[S, j] @ b)
+    return np.maximum(C + b**2 / dg, floor)
+
+
 def noise_aware_search(
     G: np.ndarray,
     n: float,
@@ -172,13 +191,13 @@ def noise_aware_search(
         KEEP[:, j] = np.inf
         KEEP[S, j] = tp
         DEL[:, j] = np.nan
-        for k, s in enumerate(S):
-            DEL[s, j] = family_statistics(G, j, np.delete(S, k), n, 0.0)[0]
+        DEL[S, j] = _dropped_residuals(G, j, S, R[j])
 
     for j in range(d):
         refresh(j)
     moves: list = []
     node = score == "node"
+    reach = DescendantCache(ch)  # adding i → j closes a cycle iff i is among j's descendants
 
     def gain(j_new: np.ndarray, r_new: np.ndarray, i_new=None, r2_new=None) -> np.ndarray:
         """Log-likelihood change (negative = better) of replacing R_j by r (and R_i by r2)."""
@@ -205,10 +224,16 @@ def noise_aware_search(
             i, j = int(wi[k]), int(wj[k])
             E[i, j] = False
             ch[i].discard(j)
+            reach.edge_changed(i)
             refresh(j)
             moves.append(("delete", i, j))
             continue
         best = None
+        # a move must gain more than rounding: a reversal between Markov-equivalent graphs gains
+        # nothing, and without this margin its rounding error would flip the edge back and forth
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = n / 2.0 * np.log(R).sum() if node else n * d / 2.0 * np.log(R.sum())
+        tol = -1e-9 * max(1.0, abs(float(level)) if np.isfinite(level) else 1.0)
         # 2. additions that pass the test, by likelihood gain
         ok = (T2 > kap) & ~E & ~E.T & np.isfinite(ADD)
         np.fill_diagonal(ok, False)
@@ -217,15 +242,11 @@ def noise_aware_search(
         if ok.any():
             ai, aj = np.nonzero(ok)
             g = gain(aj, ADD[ai, aj])
-            reach_of: dict = {}  # j → its descendants, for this move (adding i → j closes a cycle iff i is one)
             for k in np.argsort(g, kind="stable"):
-                if not g[k] < 0:
+                if not g[k] < tol:
                     break
                 i, j = int(ai[k]), int(aj[k])
-                reach = reach_of.get(j)
-                if reach is None:
-                    reach = reach_of[j] = descendants(ch, j)
-                if i in reach:
+                if i in reach(j):
                     continue
                 # the edge must also pass the test it will be kept by (exact, given the new family);
                 # otherwise the addition and the removal below would undo each other
@@ -243,7 +264,7 @@ def noise_aware_search(
                 ok_rev &= ~required[ei, ej]
             g = gain(ej, DEL[ei, ej], ei, ADD[ej, ei])
             g[~ok_rev | ~np.isfinite(g)] = np.inf
-            limit = 0.0 if best is None else best[0]
+            limit = tol if best is None else min(tol, best[0])
             for k in np.flatnonzero(g < limit)[np.argsort(g[g < limit], kind="stable")]:
                 i, j = int(ei[k]), int(ej[k])
                 if can_reverse(ch, i, j):
@@ -255,12 +276,15 @@ def noise_aware_search(
         if kind == "add":
             E[i, j] = True
             ch[i].add(j)
+            reach.edge_changed(i)
             refresh(j)
         else:
             E[i, j] = False
             ch[i].discard(j)
             E[j, i] = True
             ch[j].add(i)
+            reach.edge_changed(i)
+            reach.edge_changed(j)
             refresh(j)
             refresh(i)
         moves.append((kind, i, j))
@@ -270,19 +294,25 @@ def noise_aware_search(
 def topdown_order(G: np.ndarray) -> list:
     """A causal order from second moments: repeatedly the node with the smallest residual variance
     given the nodes already ordered (exact for a linear SEM with equal noise variances, Chen, Drton
-    & Wang 2019; a starting point otherwise — the search afterwards may reverse edges)."""
+    & Wang 2019; a starting point otherwise — the search afterwards may reverse edges).
+
+    The residual covariances given the ordered nodes are kept and updated by one sweep per step
+    (``Σ ← Σ − Σ_·k Σ_k· / Σ_kk``), O(d²) a step; a node whose residual variance is (numerically)
+    nothing adds no direction and leaves them as they are, as a least-squares fit would."""
     d = G.shape[0]
+    Sig = np.array(G, dtype=float, copy=True)
+    tiny = 1e-12 * max(float(np.max(np.abs(np.diag(Sig)))) if d else 0.0, 1e-300)
     order: list = []
     rest = list(range(d))
     while rest:
-        if order:
-            S = np.asarray(order)
-            K = np.linalg.lstsq(G[np.ix_(S, S)], G[np.ix_(S, rest)], rcond=None)[0]
-            r = np.diag(G)[rest] - np.einsum("ki,ki->i", G[np.ix_(S, rest)], K)
-        else:
-            r = np.diag(G)[rest]
+        r = np.diag(Sig)[rest]
         k = int(np.argmin(r))
-        order.append(rest.pop(k))
+        node = rest.pop(k)
+        order.append(node)
+        piv = Sig[node, node]
+        if rest and piv > tiny:
+            col = Sig[:, node].copy()
+            Sig -= np.outer(col, col) / piv
     return order
 
 

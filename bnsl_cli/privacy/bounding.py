@@ -53,23 +53,25 @@ ABS_MAX = 2.0**100
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def centred_limits(v_hat: np.ndarray) -> np.ndarray:
-    """``L_j = min(Z_MAX·√v̂_j, ABS_MAX)``: the largest ``|x_j − ĉ_j|`` a row keeps (``v̂`` released)."""
+def centred_limits(v_hat: np.ndarray, z: float = Z_MAX) -> np.ndarray:
+    """``L_j = min(z·√v̂_j, ABS_MAX)`` (``z = Z_MAX`` by default): the largest ``|x_j − ĉ_j|`` a row
+    keeps (``v̂`` released)."""
     v = np.asarray(v_hat, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        L = np.minimum(Z_MAX * np.sqrt(v), ABS_MAX)
+        L = np.minimum(float(z) * np.sqrt(v), ABS_MAX)
     # a non-finite or non-positive v̂ (not produced by the releases) gets the absolute bound
     return np.where(np.isfinite(L) & (L > 0), L, ABS_MAX)
 
 
-def clamp_rows(X: np.ndarray, centre: np.ndarray, v_hat: np.ndarray) -> np.ndarray:
-    """``X`` (float64) with every value clamped to ``[ĉ_j − L_j, ĉ_j + L_j]`` (:func:`centred_limits`).
+def clamp_rows(X: np.ndarray, centre: np.ndarray, v_hat: np.ndarray, z: float = Z_MAX) -> np.ndarray:
+    """``X`` (float64) with every value clamped to ``[ĉ_j − L_j, ĉ_j + L_j]`` (:func:`centred_limits`
+    with ``z``).
 
     Values inside the interval are returned unchanged (bit for bit); ``X − ĉ`` of the result is finite
     and at most ``L_j`` (up to one rounding). NaN is refused (the reader never produces it)."""
     X = np.asarray(X, dtype=np.float64)
     c = np.asarray(centre, dtype=np.float64)
-    L = centred_limits(v_hat)
+    L = centred_limits(v_hat, z)
     with np.errstate(over="ignore"):
         lo, hi = c - L, c + L
     lo = np.maximum(lo, -np.finfo(np.float64).max)

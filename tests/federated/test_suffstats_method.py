@@ -297,3 +297,27 @@ def test_an_unusable_release_says_what_would_work():
     at_rows = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5, delta=1 / 60**2)),
                               Shapes(names, tuple(ParticipantShape(f"s{k}.csv", rows, None) for k in range(3))))
     assert usable_at(at_rows, 30)[1] <= rows
+
+
+def test_one_column_with_a_wrong_scale_does_not_take_every_rows_weight():
+    """A stage clamps each value to m̃ ± STAGE_Z·s̃ before whitening: a column whose released scale is
+    far too small (here 1e-7 against 1) then adds at most STAGE_Z² to a row's squared norm, and the
+    clip keeps most of the rows' weight (without the clamp: none)."""
+    from bnsl_cli.federated.methods.suffstats import STAGE_Z, whitened_moments_release
+
+    rng = np.random.default_rng(3)
+    n, d = 2000, 30
+    X = rng.standard_normal((n, d))
+    scale = np.ones(d)
+    scale[7] = 1e-7
+    M, _ = whitened_moments_release(X, np.zeros(d), scale, np.eye(d), 1e-9, np.random.default_rng(0))
+    assert M[0, 0] / n > 0.6
+    good, _ = whitened_moments_release(X, np.zeros(d), np.ones(d), np.eye(d), 1e-9, np.random.default_rng(0))
+    assert M[0, 0] / n > 0.7 * good[0, 0] / n
+    # a value beyond m̃ ± STAGE_Z·s̃ counts as that bound, one inside as itself
+    Y, Yz = X.copy(), X.copy()
+    Y[0, 0], Yz[0, 0] = 50.0, STAGE_Z
+    M2, _ = whitened_moments_release(Y, np.zeros(d), np.ones(d), np.eye(d), 1e-9, np.random.default_rng(0))
+    Mz, _ = whitened_moments_release(Yz, np.zeros(d), np.ones(d), np.eye(d), 1e-9, np.random.default_rng(0))
+    M0, _ = whitened_moments_release(X, np.zeros(d), np.ones(d), np.eye(d), 1e-9, np.random.default_rng(0))
+    assert np.array_equal(M2, Mz) and not np.allclose(M2, M0)

@@ -93,6 +93,10 @@ STAGE_SHARES = SUFFSTATS_STAGE_SHARES
 STAGES = len(STAGE_SHARES)
 #: Row clip of the moment releases: ``‖a‖ ≤ CLIP·√(d + 1)`` (about the median norm of a whitened row).
 CLIP = 1.0
+#: Each value is clamped to ``m̃_j ± STAGE_Z·s̃_j`` before a stage's whitening: a Gaussian column loses
+#: 6·10⁻⁵ of its rows' tails, and a column whose released scale is wrong adds at most ``STAGE_Z²`` to
+#: a row's squared norm instead of taking the whole clip (and with it every row's weight).
+STAGE_Z = 4.0
 #: Histogram bins: values on quarter-octave bins over ``|x| ∈ [2^-RANGE, 2^RANGE]`` (both signs),
 #: pair differences on half-octave bins over the same range; the end bins take everything beyond.
 RANGE = 40
@@ -516,11 +520,11 @@ def _whitened_rows(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.n
 
 def whitened_moments_release(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.ndarray, multiplier: float,
                              rng, split: int = 1):
-    """One private stage: ``Σ a aᵀ`` over the rows (clamped first, see :mod:`bnsl_cli.privacy.bounding`), each
-    ``a`` clipped to ℓ₂ norm ``C = CLIP·√(d + 1)``, plus symmetric Gaussian noise of std ``multiplier·√2·C²``
+    """One private stage: ``Σ a aᵀ`` over the rows (each value clamped to ``m̃_j ± STAGE_Z·s̃_j`` first, see
+    :mod:`bnsl_cli.privacy.bounding`), each ``a`` clipped to ℓ₂ norm ``C = CLIP·√(d + 1)``, plus symmetric Gaussian noise of std ``multiplier·√2·C²``
     (``/√split``: this site's share under distributed noise). Returns the matrix and its ledger event."""
     d = X.shape[1]
-    A = _whitened_rows(clamp_rows(X, centre, scale**2), centre, scale, L)  # bounding
+    A = _whitened_rows(clamp_rows(X, centre, scale**2, STAGE_Z), centre, scale, L)  # bounding
     c = CLIP * math.sqrt(d + 1)
     A = clamp_abs(A)  # finite whatever row arrives; the clip factor is never 0·inf (bounding)
     A = A * clip_factors(row_norms(A), c)[:, None]

@@ -378,6 +378,24 @@ def _signature(events: Iterable) -> tuple[float, tuple]:
     return mu2, tuple(sorted(br.items()))
 
 
+#: The most grid cells the composed loss distribution of :func:`accountant_epsilon` may span. Losses
+#: lie near ``μ²/2`` (about ρ), so the span grows with the budget: beyond this (ε in the hundreds at
+#: the default spacing) the PLD would take gigabytes and its ``e^loss`` overflows; the accountant then
+#: reports the zCDP bound, an upper bound for the same releases.
+MAX_CELLS = 2**23
+#: Losses beyond this are not representable as ``e^loss`` in float64.
+MAX_LOSS = 700.0
+
+
+def _grid_fits(events, h: float) -> bool:
+    mu2, br = _signature(events)
+    if math.isinf(mu2) or any(math.isinf(e0) for e0, _ in br):
+        return True  # infinite spend: epsilon_of_events says so without a grid
+    mu = math.sqrt(mu2)
+    top = (mu2 / 2.0 + Z_TAIL * mu if mu2 > 0 else 0.0) + sum(count * e0 for e0, count in br)
+    return top <= MAX_LOSS and top / float(h) <= MAX_CELLS
+
+
 @lru_cache(maxsize=256)
 def _pld_of_signature(mu2: float, br: tuple, h: float) -> PLD:
     out = gaussian_pld(math.sqrt(mu2), h) if mu2 > 0 else PLD.identity(h)
@@ -470,6 +488,8 @@ def accountant_epsilon(
     if accountant == "zcdp":
         return epsilon_from_rho(rho, delta, conversion)
     z = epsilon_from_rho(rho, delta, "tight")
+    if not _grid_fits(events, h):
+        return z  # a very large ε: the losses' grid would not fit (see MAX_CELLS); the zCDP bound holds
     if h < COARSE_DISCRETIZATION and epsilon_of_events(events, delta, COARSE_DISCRETIZATION) > z * (1 + SKIP_MARGIN):
         return z  # the PLD will not win here (a coarse grid is far above zCDP): skip the fine grid
     return min(epsilon_of_events(events, delta, h), z)

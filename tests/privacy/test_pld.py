@@ -238,3 +238,18 @@ def test_calibration_meets_the_target_under_pld(method):
     assert len(ratios) == 1 and ratios.pop() <= 1.0 + 1e-8
     if method == "fed-moments":  # all Gaussian: the PLD buys noise
         assert pp.rho_target > 1.05 * pz.rho_target
+
+
+def test_a_very_large_budget_reports_the_zcdp_bound_without_a_huge_grid():
+    """ε in the hundreds puts the losses near μ²/2 ≈ ρ: the PLD grid would take gigabytes and e^loss
+    overflow. The accountant reports the zCDP bound then (an upper bound for the same releases)."""
+    import resource
+
+    from bnsl_cli.privacy.pld import accountant_epsilon
+    from bnsl_cli.privacy.releases import ReleaseKind
+
+    events = [PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, 1.0, 0.01, 1, 1)]  # ρ = 5000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    eps = accountant_epsilon(events, 1e-6, "pld")
+    assert eps == epsilon_from_rho(5000.0, 1e-6, "tight")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KB

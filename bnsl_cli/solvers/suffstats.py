@@ -198,6 +198,7 @@ def noise_aware_search(
     moves: list = []
     node = score == "node"
     reach = DescendantCache(ch)  # adding i → j closes a cycle iff i is among j's descendants
+    seen = {E.tobytes()}  # graphs visited: a deterministic search that returns to one would circle forever
 
     def gain(j_new: np.ndarray, r_new: np.ndarray, i_new=None, r2_new=None) -> np.ndarray:
         """Log-likelihood change (negative = better) of replacing R_j by r (and R_i by r2)."""
@@ -267,7 +268,11 @@ def noise_aware_search(
             limit = tol if best is None else min(tol, best[0])
             for k in np.flatnonzero(g < limit)[np.argsort(g[g < limit], kind="stable")]:
                 i, j = int(ei[k]), int(ej[k])
-                if can_reverse(ch, i, j):
+                if not can_reverse(ch, i, j):
+                    continue
+                # as for an addition: the reversed edge j → i must pass the test it will be kept by
+                S1 = np.flatnonzero(E[:, i] | (np.arange(d) == j))
+                if family_statistics(G, i, S1, n, tau2, H)[3][int(np.searchsorted(S1, j))] > kap:
                     best = (float(g[k]), "reverse", i, j)
                     break
         if best is None:
@@ -288,6 +293,10 @@ def noise_aware_search(
             refresh(j)
             refresh(i)
         moves.append((kind, i, j))
+        state = E.tobytes()
+        if state in seen:
+            break  # the moves went round in a circle (tests that disagree at their margins): stop here
+        seen.add(state)
     return E, moves
 
 

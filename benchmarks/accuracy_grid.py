@@ -512,6 +512,106 @@ def report(root: Path, args, expected=None, skipped=()) -> str:
     return md
 
 
+def _failed(root: Path, incomplete) -> dict:
+    """cell id -> "exit N" for the incomplete cells that failed (unfinished ones are left out)."""
+    out = {}
+    for cid in incomplete:
+        f = root / cid / "failed"
+        if f.is_file():
+            out[cid] = f.read_text(encoding="utf-8").strip()
+    return out
+
+
+def private_grid_table(root: Path) -> str:
+    """Issue 19's grid as one row per data layout (graph, d, sites × rows): the non-private default's
+    SHD, the empty graph's (the true edges), and fed-suffstats' mean SHD [skeleton recall] per ε with
+    the secure sum on (distributed noise) and off (per-site); exits counted, seeds in brackets; then
+    the issue's targets on these cells."""
+    rows, incomplete = collect(root)
+    failed = _failed(root, incomplete)
+    by: dict = {}
+    for r in rows:
+        key = (r["graph"], int(r["d"]), int(r["P"]), int(r["rows"]) // int(r["P"]))
+        run = "np" if r["epsilon"] is None else (float(r["epsilon"]), r.get("variant") or "")
+        by.setdefault(key, {}).setdefault(run, []).append(r)
+    for cid, why in failed.items():
+        desc = json.loads((root / cid / "cell.json").read_text(encoding="utf-8"))["params"]
+        key = (desc["graph"], int(desc["d"]), int(desc["P"]), int(desc["rows"]) // int(desc["P"]))
+        run = "np" if desc["epsilon"] is None else (float(desc["epsilon"]), desc.get("variant") or "")
+        by.setdefault(key, {}).setdefault(run, []).append({"failed": why, "seed": desc["seed"]})
+    eps_list = sorted({k[0] for g in by.values() for k in g if k != "np"})
+    modes = ("", "per-site")
+    head = ["graph", "d", "sites × rows", "empty", "non-private"]
+    head += [f"ε = {e:g} {'secure sum' if m == '' else 'per-site'}" for e in eps_list for m in modes]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def cell(rs):
+        if not rs:
+            return "–"
+        ok = [r for r in rs if "failed" not in r]
+        bad = [r for r in rs if "failed" in r]
+        parts = []
+        if ok:
+            shd = statistics.fmean(r["shd"] for r in ok)
+            rec = statistics.fmean(r["skeleton_recall"] for r in ok)
+            seeds = " ".join(str(r["shd"]) for r in sorted(ok, key=lambda r: r["seed"]))
+            parts.append(f"{shd:.1f} [{seeds}] r {rec:.2f}")
+        if bad:
+            parts.append(f"{len(bad)}× {bad[0]['failed']}")
+        return "; ".join(parts)
+
+    for key in sorted(by):
+        g = by[key]
+        empty = [r["edges_true"] for rs in g.values() for r in rs if "failed" not in r and r.get("edges_true")]
+        seeds_empty = {}
+        for rs in g.values():
+            for r in rs:
+                if "failed" not in r and r.get("edges_true"):
+                    seeds_empty[r["seed"]] = r["edges_true"]
+        e_mean = statistics.fmean(seeds_empty.values()) if seeds_empty else float("nan")
+        line = [key[0], str(key[1]), f"{key[2]} × {key[3]:,}", f"{e_mean:.1f}", cell(g.get("np", []))]
+        line += [cell(g.get((e, m), [])) for e in eps_list for m in modes]
+        lines.append("| " + " | ".join(line) + " |")
+    # the targets
+    out = ["\n".join(lines), ""]
+    above = []
+    for key, g in by.items():
+        for run, rs in g.items():
+            if run == "np":
+                continue
+            for r in rs:
+                if "failed" not in r and r.get("edges_true") is not None and r["shd"] > r["edges_true"]:
+                    above.append(f"{key[0]} d{key[1]} {key[2]}×{key[3]} ε {run[0]:g} {run[1] or 'secure sum'} seed {r['seed']}: "
+                                 f"SHD {r['shd']} > {r['edges_true']}")
+    exits5 = []
+    for key, g in by.items():
+        for run, rs in g.items():
+            if run != "np" and run[0] >= 5 and key[3] >= 1000 and key[1] <= 150:
+                exits5 += [f"{key[0]} d{key[1]} {key[2]}×{key[3]} ε {run[0]:g} {run[1] or 'secure sum'} seed {r['seed']}: {r['failed']}"
+                           for r in rs if "failed" in r]
+    out.append(f"- Private runs above the empty graph's SHD: {len(above)}" + (": " + "; ".join(sorted(above)) if above else ""))
+    out.append(f"- Runs that stopped at ε ≥ 5 with ≥ 1,000 rows per site (d ≤ 150): {len(exits5)}"
+               + (": " + "; ".join(sorted(exits5)) if exits5 else ""))
+    for gname, d, P, n, eps, rule in (("ER2", 20, 8, 5000, 1.0, "np+3"), ("ER2", 20, 8, 5000, 10.0, "np+1"),
+                                      ("ER2", 50, 5, 1000, 5.0, "1.5np+5"), ("SF2", 50, 5, 1000, 5.0, "1.5np+5")):
+        g = by.get((gname, d, P, n))
+        if not g or "np" not in g:
+            continue
+        npm = statistics.fmean(r["shd"] for r in g["np"])
+        lim = {"np+3": npm + 3, "np+1": npm + 1, "1.5np+5": 1.5 * npm + 5}[rule]
+        for m in modes:
+            rs = [r for r in g.get((eps, m), []) if "failed" not in r]
+            if not rs:
+                continue
+            shd = statistics.fmean(r["shd"] for r in rs)
+            rec = statistics.fmean(r["skeleton_recall"] for r in rs)
+            extra = f", skeleton recall {rec:.2f} (target ≥ 0.8)" if rule == "1.5np+5" else ""
+            out.append(f"- {gname} d = {d}, {P} × {n:,}, ε = {eps:g}, {m or 'secure sum'}: SHD {shd:.1f} against "
+                       f"{rule.replace('np', ' × non-private ' if rule.startswith('1.5') else 'non-private ')} = {lim:.1f} "
+                       f"({'met' if shd <= lim else 'missed'}){extra}")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the documented d ≤ 50, 3-seed subset")
@@ -534,6 +634,9 @@ def main(argv=None) -> int:
     ap.add_argument("--results-intro", type=Path, default=None, help="markdown placed before the table")
     args = ap.parse_args(argv)
 
+    if args.collect is not None and args.private_grid:
+        print(private_grid_table(args.collect))
+        return 0
     if args.collect is not None:
         methods, _ = available_methods()
         skipped = set(METHODS) - methods

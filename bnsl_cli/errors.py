@@ -58,6 +58,7 @@ __all__ = [
     "ConvergenceWarning",
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
+    "NoisyReleaseWarning",
     "Terminated",
     "interruption",
     "ScaleWarning",
@@ -187,6 +188,11 @@ class ReproducibleNoiseWarning(UserWarning):
 class PrivacyWarning(UserWarning):
     """A private run's guarantee is weaker than it looks (e.g. a participant with very few rows),
     or a result derived from private output is not private itself."""
+
+
+class NoisyReleaseWarning(UserWarning):
+    """A private run's released statistics carry more noise than its learner can see through: the
+    graph is expected to be poor (the privacy guarantee is unaffected)."""
 
 
 class Terminated(KeyboardInterrupt):

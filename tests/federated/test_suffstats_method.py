@@ -324,3 +324,24 @@ def test_one_column_with_a_wrong_scale_does_not_take_every_rows_weight():
     Mz, _ = whitened_moments_release(Yz, np.zeros(d), np.ones(d), np.eye(d), 1e-9, np.random.default_rng(0))
     M0, _ = whitened_moments_release(X, np.zeros(d), np.ones(d), np.eye(d), 1e-9, np.random.default_rng(0))
     assert np.array_equal(M2, Mz) and not np.allclose(M2, M0)
+
+
+def test_too_noisy_moments_warn_with_what_would_do():
+    """The last stage's noise scale 2·τ·√(d + 1) above 1 (on the grid: runs about as far from the truth
+    as the empty graph or farther) gives one warning with the ε and rows per site that bring it to 1
+    (and, for per-site noise, the scale with the secure sum); at or below 1 there is none."""
+    from bnsl_cli.federated.methods.suffstats import noise_scale, noisy_moments_warning
+
+    _, tables = simulated_tables(10, 4, 400, 5)
+    d = 10
+    for noise in ("distributed", "per-site"):
+        plan = _plan(tables, noise=noise)
+        assert noisy_moments_warning(plan, d, 0.9 / (2 * math.sqrt(d + 1))) is None
+        tau = 3.0 / (2 * math.sqrt(d + 1))
+        assert noise_scale(tau, d) == pytest.approx(3.0)
+        msg = noisy_moments_warning(plan, d, tau)
+        assert "noise scale 3 against 1" in msg and "at ε = 5 over 1600 rows" in msg
+        eps = float(msg.split("about ε ≥ ")[1].split()[0])
+        rows = int(msg.split("or ≥ ")[1].split()[0])
+        assert eps > 5 * 2.5 and rows == 3 * 400  # ε grows about as the noise scale (ρ* as its square); rows as it
+        assert ("--noise distributed" in msg) == (noise == "per-site")

@@ -212,7 +212,7 @@ def command(
             collusion_tolerance=collusion_tolerance,
         )
         result = _calibrate(spec, dp, rounds=rounds, steps=steps, nodes=nodes, mean_share=mean_share,
-                            moment_share=moment_share, sites=sites, fail=fail)
+                            moment_share=moment_share, sites=sites, fail=fail, samples=samples)
     result["assumptions"]["delta"] = delta_source
 
     if json_out:
@@ -375,7 +375,7 @@ def _accountants(releases, delta, conv, acc) -> tuple[list, dict]:
     return rows, {"accountant": acc, "epsilon_pld": eps["pld"], "epsilon_zcdp": eps["zcdp"]}
 
 
-def _calibrate(spec, dp, *, rounds, steps, nodes, mean_share, moment_share, sites, fail) -> dict:
+def _calibrate(spec, dp, *, rounds, steps, nodes, mean_share, moment_share, sites, fail, samples=None) -> dict:
     """Calibrate mode: the privacy plan `learn --dp` resolves for these options, from the same
     function (:func:`~bnsl_cli.plan.privacy_plan.resolve_privacy`, which builds and calibrates the
     release list with the method's release builder), then its table.
@@ -397,7 +397,7 @@ def _calibrate(spec, dp, *, rounds, steps, nodes, mean_share, moment_share, site
         pv = resolve_privacy(spec.name, dp, delta=dp.delta, rounds=k, steps=t, polish=dp.polish_share > 0, d=nodes,
                              mean_share=0.0 if dp.public_means else mean_share, moment_share=moment_share)
     if spec.distributed_noise:
-        return _suffstats_table(spec, pv, nodes=nodes, sites=sites, tolerance=dp.collusion_tolerance)
+        return _suffstats_table(spec, pv, nodes=nodes, sites=sites, tolerance=dp.collusion_tolerance, samples=samples)
     return _calibration_table(spec, pv, k=k, t=t, t_source=t_source, nodes=nodes)
 
 
@@ -477,7 +477,7 @@ def _check_sites(sites, tolerance, fail) -> None:
         raise fail("--collusion-tolerance must be >= 0 and below --sites", 2)
 
 
-def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
+def _suffstats_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> dict:
     """fed-suffstats: the releases of the privacy plan ``pv`` (what `learn --dp --method
     fed-suffstats` plans), and the noise each site adds and the pooled sum carries under per-site
     and under distributed noise (the split `learn --noise distributed` gives its releases)."""
@@ -529,6 +529,19 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
             rows.append((f"{name} pooled noise, distributed", entry["distributed"]["pooled_sum_std"],
                          f"{unit} each site adds σ/√{share}; any {share} shares carry σ (t = {tolerance})"))
         calib.append(entry)
+    scales = None
+    if nodes is not None and P is not None and samples is not None and calib:
+        # the last stage's noise scale 2·τ·√(d + 1) that learn warns above 1, at best: τ = pooled noise /
+        # clipped weight, the weight that of whitened rows (a basis that whitens less keeps less)
+        from bnsl_cli.federated.methods.suffstats import clipped_weight_fraction, noise_scale
+
+        last = calib[-1]
+        weight = clipped_weight_fraction(nodes) * float(samples) * P
+        scales = {"per_site": noise_scale(last["per_site"]["pooled_sum_std"] / weight, nodes),
+                  "distributed": noise_scale(last["distributed"]["pooled_sum_std"] / weight, nodes)}
+        for mode, label in (("per_site", "per-site"), ("distributed", "distributed")):
+            rows.append((f"last stage noise scale, {label}", scales[mode],
+                         f"at best, with {P} × {samples} rows; above 1 learn warns (expect many wrong edges)"))
     rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger; the same under both calibrations"))
     assumptions = _base_assumptions(conv)
     assumptions.update({
@@ -543,7 +556,7 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance) -> dict:
                         "(honest-but-curious coordinator; holds against it with up to T colluding sites)",
     })
     data = {"mode": "calibrate", "method": spec.name, **summary, "nodes": nodes, "sites": P,
-            "collusion_tolerance": tolerance, "calibrations": calib,
+            "collusion_tolerance": tolerance, "calibrations": calib, "noise_scale": scales,
             "epsilon_spent": summary["epsilon_planned"], "rho_spent": summary["rho_planned"],
             "events": _events(pv.releases, delta, conv)}
     return {"title": f"{spec.dp_title} noise plan", "assumptions": assumptions, "rows": rows, "json": data}

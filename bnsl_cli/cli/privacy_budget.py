@@ -531,8 +531,8 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> dict
         calib.append(entry)
     scales = None
     if nodes is not None and P is not None and samples is not None and calib:
-        # the last stage's noise scale 2·τ·√(d + 1) that learn warns above 1, at best: τ = pooled noise /
-        # clipped weight, the weight that of whitened rows (a basis that whitens less keeps less)
+        # the last stage's noise scale 2·τ·√(d + 1) that learn warns above 1, as expected when the basis
+        # whitens: τ = pooled noise / clipped weight, the weight that of whitened rows (a poorer basis keeps less)
         from bnsl_cli.federated.methods.suffstats import clipped_weight_fraction, noise_scale
 
         last = calib[-1]
@@ -541,7 +541,7 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> dict
                   "distributed": noise_scale(last["distributed"]["pooled_sum_std"] / weight, nodes)}
         for mode, label in (("per_site", "per-site"), ("distributed", "distributed")):
             rows.append((f"last stage noise scale, {label}", scales[mode],
-                         f"at best, with {P} × {samples} rows; above 1 learn warns (expect many wrong edges)"))
+                         f"expected with {P} × {samples} rows and a whitening basis (a poorer one: larger); above 1 learn warns"))
     rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger; the same under both calibrations"))
     assumptions = _base_assumptions(conv)
     assumptions.update({

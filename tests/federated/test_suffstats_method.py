@@ -203,7 +203,7 @@ def test_privacy_budget_shows_both_calibrations():
         assert c["per_site"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(5))
         assert c["distributed"]["pooled_sum_std"] == pytest.approx(c["sigma"] * math.sqrt(5 / 4))
         assert c["distributed"]["each_site_std"] == pytest.approx(c["sigma"] / 2)
-    # the last stage's noise scale that learn warns above 1 (at best: the weight of whitened rows)
+    # the last stage's noise scale that learn warns above 1 (expected: the weight of whitened rows)
     from bnsl_cli.federated.methods.suffstats import clipped_weight_fraction, noise_scale
 
     last = doc["calibrations"][-1]

@@ -498,6 +498,7 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> dict
         ("rho* (zCDP)", pv.rho_target, "whole budget per participant"),
     ]
     rows += _release_rows(pv.releases)
+    from bnsl_cli.federated.methods.suffstats import release_sensitivity
     from bnsl_cli.privacy.releases import ReleaseKind
 
     calib = []
@@ -507,14 +508,7 @@ def _suffstats_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> dict
         if r.kind == ReleaseKind.WHITENED_MOMENTS:
             stage += 1
             name = f"{name} (stage {stage})"
-        if nodes is None:
-            sens = None
-        elif r.kind == ReleaseKind.SCALE_HISTOGRAM:
-            sens = 2.0 * math.sqrt(nodes)
-        elif r.kind == ReleaseKind.CENTRE_HISTOGRAM:
-            sens = math.sqrt(2.0 * nodes)
-        else:
-            sens = math.sqrt(2.0) * CLIP**2 * (nodes + 1)
+        sens = None if nodes is None else release_sensitivity(r.kind, nodes)
         sigma = None if sens is None else r.multiplier * sens
         entry = {"release": r.kind.value, "noise_multiplier": r.multiplier, "sensitivity": sens, "sigma": sigma}
         if P is not None:

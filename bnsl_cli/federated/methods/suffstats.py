@@ -55,7 +55,7 @@ from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_n
 from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
-from bnsl_cli.privacy.release_plan import fed_suffstats_releases, spend_of
+from bnsl_cli.privacy.release_plan import covariance_sensitivity, fed_suffstats_releases, spend_of
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 from bnsl_cli.solvers.suffstats import learn_suffstats
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, upper_triangle
@@ -388,23 +388,31 @@ def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values:
     totals). Returns ``(m̃, s̃, defaulted)``: columns without a usable histogram keep the public
     defaults ``m̃ = 0`` / ``s̃ = 1`` for what could not be read, and are listed. The private run refines
     both with the centre histograms (:func:`refine_centre`)."""
-    d = hv.shape[0]
-    ev = hv.sum(axis=1) if n_values is None else np.full(d, float(n_values))
+    ev = hv.sum(axis=1) if n_values is None else float(n_values)
     ep = float(np.median(hp.sum(axis=1))) if n_pairs is None else float(n_pairs)
-    s, ok = fit_pair_scale(hp, noise_std, max(ep, 1.0))
-    m = np.zeros(d)
-    defaulted = []
-    for j in range(d):
-        iv = _interval(hv[j], float(s[j]), bool(ok[j]), noise_std, float(ev[j]))
-        if iv is None:
-            defaulted.append(j)
-            s[j] = 1.0
-            continue
-        if iv[2] != s[j]:
-            defaulted.append(j)
-        m[j] = 0.5 * (iv[0] + iv[1])
-        s[j] = iv[2]
+    intervals, s, defaulted = _coarse_intervals(hv, hp, noise_std, ev, ep)
+    m = np.array([0.0 if iv is None else 0.5 * (iv[0] + iv[1]) for iv in intervals])
+    s = np.where([iv is None for iv in intervals], 1.0, s)
     return m, s, defaulted
+
+
+def _coarse_intervals(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values, n_pairs: float
+                      ) -> tuple[list, np.ndarray, list]:
+    """Per column the coarse interval ``(a, b)`` of its centre (``None``: unreadable) and its scale
+    (:func:`_interval` at the pairs' fitted scale; the pairs' scale where no interval), with the
+    columns whose scale or interval could not be read. ``n_values``: one public count, or one per column."""
+    d = hv.shape[0]
+    nv = np.broadcast_to(np.asarray(n_values, dtype=float), (d,))
+    s, ok = fit_pair_scale(hp, noise_std, max(float(n_pairs), 1.0))
+    intervals, defaulted = [], []
+    for j in range(d):
+        iv = _interval(hv[j], float(s[j]), bool(ok[j]), noise_std, float(nv[j]))
+        if iv is None or iv[2] != s[j]:
+            defaulted.append(j)
+        if iv is not None:
+            s[j] = iv[2]
+        intervals.append(None if iv is None else iv[:2])
+    return intervals, s, defaulted
 
 
 def _interval(hv: np.ndarray, s: float, ok: bool, noise_std: float, n_values: float
@@ -432,17 +440,10 @@ def coarse_bins(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values: floa
     """``(lo, w, s̃, defaulted)``: the centre histograms' bins of every column (:func:`centre_bins`)
     from the summed scale histograms, with the coarse scale and the columns whose scale or interval
     could not be read (post-processing)."""
-    d = hv.shape[0]
-    s, ok = fit_pair_scale(hp, noise_std, max(float(n_pairs), 1.0))
-    lo, w = np.zeros(d), np.ones(d)
-    defaulted = []
-    for j in range(d):
-        iv = _interval(hv[j], float(s[j]), bool(ok[j]), noise_std, float(n_values))
-        if iv is None or iv[2] != s[j]:
-            defaulted.append(j)
-        if iv is not None:
-            s[j] = iv[2]
-        lo[j], w[j] = centre_bins(None if iv is None else iv[:2], float(s[j]))
+    intervals, s, defaulted = _coarse_intervals(hv, hp, noise_std, n_values, n_pairs)
+    bins = [centre_bins(iv, float(sj)) for iv, sj in zip(intervals, s)]
+    lo = np.array([b[0] for b in bins])
+    w = np.array([b[1] for b in bins])
     return lo, w, s, defaulted
 
 
@@ -506,6 +507,30 @@ def _stage_releases(privacy) -> list:
 # ----------------------------------------------------------------------------------------------
 
 
+def release_sensitivity(kind: ReleaseKind, d: int) -> float:
+    """Replace-one L2 sensitivity of one fed-suffstats release over ``d`` columns (docs/privacy.md):
+    the scale histograms ``2√d`` (one count moves in two bins of each of two histograms per column),
+    the centre histograms ``√(2d)`` (one count moves per column), a whitened-moment stage ``√2·C²`` with
+    ``C = CLIP·√(d + 1)`` (rows clipped to ℓ₂ norm ``C``)."""
+    if kind == ReleaseKind.SCALE_HISTOGRAM:
+        return 2.0 * math.sqrt(d)
+    if kind == ReleaseKind.CENTRE_HISTOGRAM:
+        return math.sqrt(2.0 * d)
+    if kind == ReleaseKind.WHITENED_MOMENTS:
+        return covariance_sensitivity(CLIP * math.sqrt(d + 1))
+    raise ValueError(f"fed-suffstats makes no {kind} release")
+
+
+def pooled_noise_std(rel, d: int, sites: int) -> float:
+    """The noise std of the sum of ``sites`` shares of the planned release ``rel`` (each share
+    ``multiplier·sensitivity/√split``)."""
+    if rel.kind == ReleaseKind.WHITENED_MOMENTS:
+        # √2·C² written as C² = CLIP²·(d + 1): the bits the stages' τ has always had (√2·(CLIP·√(d + 1))²
+        # can differ in the last one, and the staged search amplifies last bits)
+        return rel.multiplier * math.sqrt(2.0) * (CLIP**2 * (d + 1)) * math.sqrt(sites / rel.split)
+    return rel.multiplier * release_sensitivity(rel.kind, d) * math.sqrt(sites / rel.split)
+
+
 def _symmetric_noise(d: int, std: float, rng) -> np.ndarray:
     return symmetric_gaussian_matrix(d, std, rng)
 
@@ -529,7 +554,7 @@ def whitened_moments_release(X: np.ndarray, centre: np.ndarray, scale: np.ndarra
     c = CLIP * math.sqrt(d + 1)
     A = clamp_abs(A)  # finite whatever row arrives; the clip factor is never 0·inf (bounding)
     A = A * clip_factors(row_norms(A), c)[:, None]
-    sens = math.sqrt(2.0) * c**2
+    sens = release_sensitivity(ReleaseKind.WHITENED_MOMENTS, d)
     std = multiplier * sens
     M = A.T @ A + _symmetric_noise(d + 1, std / math.sqrt(split), rng)
     return M, PrivacyEvent(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, sens, std, 1, split)
@@ -543,7 +568,7 @@ def centre_histogram_release(X: np.ndarray, lo: np.ndarray, width: np.ndarray, m
     and their ledger event."""
     d = X.shape[1]
     flat = centre_histograms(X, lo, width).ravel()
-    sens = math.sqrt(2.0 * d)
+    sens = release_sensitivity(ReleaseKind.CENTRE_HISTOGRAM, d)
     std = multiplier * sens
     flat = flat + gaussian_noise(flat.size, std / math.sqrt(split), rng)
     return flat, PrivacyEvent(ReleaseKind.CENTRE_HISTOGRAM, GAUSSIAN, sens, std, 1, split)
@@ -589,7 +614,7 @@ class SuffstatsSite(ShareSite):
             else:
                 rel = next(r for r in self.privacy.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
                 hv, hp = scale_histograms(self._X)
-                sens = 2.0 * math.sqrt(self.d)
+                sens = release_sensitivity(ReleaseKind.SCALE_HISTOGRAM, self.d)
                 std = rel.multiplier * sens
                 flat = np.concatenate([hv.ravel(), hp.ravel()])
                 values = (flat + gaussian_noise(flat.size, std / math.sqrt(self._split(rel)), self.rng)) / float(self.n_total)
@@ -698,8 +723,8 @@ def usable_at(plan, d: int) -> tuple[float, int]:
     last = _stage_releases(pv)[-1]
     hist = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
     # pooled noise std per unit multiplier
-    stage_unit = math.sqrt(2.0) * CLIP**2 * (d + 1) * math.sqrt(P / last.split)
-    hist_unit = 2.0 * math.sqrt(d) * math.sqrt(P / hist.split)
+    stage_unit = pooled_noise_std(last, d, P) / last.multiplier
+    hist_unit = pooled_noise_std(hist, d, P) / hist.multiplier
     q = clipped_weight_fraction(d)
     p1 = pair_signal(1.0)  # per pair
     # rows: the stage needs q·n ≥ 3·std; the histograms need p1·n/2 ≥ HIST_SNR·std (pairs = rows / 2)
@@ -709,8 +734,13 @@ def usable_at(plan, d: int) -> tuple[float, int]:
     m_stage = q * n / (3.0 * stage_unit)
     m_hist = p1 * (n / 2.0) / (HIST_SNR * hist_unit)
     rho_star = max((unit[-1].multiplier / m_stage) ** 2, (unit[0].multiplier / m_hist) ** 2)
-    eps, _ = spend_of(fed_suffstats_releases(rho_star), pv.delta, pv.conversion, getattr(pv, "accountant", "zcdp"))
-    return float(eps), int(math.ceil(rows))
+    return _epsilon_at(pv, rho_star), int(math.ceil(rows))
+
+
+def _epsilon_at(pv, rho_star: float) -> float:
+    """The ε that fed-suffstats' releases calibrated to ``rho_star`` spend, at the plan's δ, conversion
+    and accountant."""
+    return float(spend_of(fed_suffstats_releases(rho_star), pv.delta, pv.conversion, pv.accountant)[0])
 
 
 def unusable_message(plan, d: int) -> str:
@@ -745,8 +775,7 @@ def noisy_moments_warning(plan, d: int, tau: float) -> Optional[str]:
     if not x > NOISE_SCALE_WARN:
         return None
     pv = plan.privacy
-    eps, _ = spend_of(fed_suffstats_releases(pv.rho_target * x * x / NOISE_SCALE_WARN**2), pv.delta, pv.conversion,
-                      getattr(pv, "accountant", "zcdp"))
+    eps = _epsilon_at(pv, pv.rho_target * x * x / NOISE_SCALE_WARN**2)
     rows = int(math.ceil(min(p.rows for p in plan.participants) * x / NOISE_SCALE_WARN))
     split = max(int(r.split) for r in _stage_releases(pv))
     secure = (f"; with the secure sum (--noise distributed) it would be about {x / math.sqrt(plan.P):.2g}"
@@ -772,7 +801,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         pv = plan.privacy
         rel = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
         # the noise of the sum: P shares of std/√split each (split = P − t: more than std when t > 0)
-        std_sum = rel.multiplier * 2.0 * math.sqrt(d) * math.sqrt(plan.P / rel.split)
+        std_sum = pooled_noise_std(rel, d, plan.P)
         nv = d * value_bins()
         hv, hp = first[:nv].reshape(d, value_bins()) * n, first[nv:].reshape(d, pair_bins()) * n
         n_pairs = float(sum(p.rows // 2 for p in plan.participants))
@@ -782,7 +811,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         fleet.traffic.enter("centre")
         raw = fleet.exchange(CentreRequest(CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode())
         hc = _sum(raw).reshape(d, CENTRE_BINS) * n
-        c_std = crel.multiplier * math.sqrt(2.0 * d) * math.sqrt(plan.P / crel.split)
+        c_std = pooled_noise_std(crel, d, plan.P)
         centre, scale, unresolved = refine_centre(hc, lo, width, coarse_scale, c_std, n)
         if defaulted:
             notes["scale_defaulted"] = [plan.names[j] for j in defaulted]
@@ -802,7 +831,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         t0 = time.perf_counter()
         M = from_upper_triangle(_sum(raw), d + 1) * n
         w0 = M[0, 0]
-        std_sum = 0.0 if rel is None else rel.multiplier * math.sqrt(2.0) * (CLIP**2 * (d + 1)) * math.sqrt(plan.P / rel.split)
+        std_sum = 0.0 if rel is None else pooled_noise_std(rel, d, plan.P)
         if not (np.all(np.isfinite(M)) and w0 > 3.0 * std_sum and w0 > 0):
             # the rows' weight after the clip is lost in the noise: this basis whitened too hard, or
             # the noise of this stage is too large for the rows (post-processing of released values

@@ -17,7 +17,7 @@ code  meaning (classes)
 4     no DAG could be produced (:class:`NoDagError`)
 5     the privacy budget is invalid or cannot be met, or a party refused a plan beyond its limits
       or a message beyond the plan it accepted (:class:`PrivacyBudgetError`, :class:`RefusedError`,
-      :class:`SiteRefusedError`, :class:`GuardRefusedError`)
+      :class:`SiteRefusedError`, :class:`GuardRefusedError`, :class:`UnsafeMessageError`)
 6     a networked run failed: a party disconnected, timed out, sent malformed or out-of-order data,
       or could not be reached (:class:`FederationError`), or a participant's reply failed the
       coordinator's validation, in any run (:class:`InvalidReplyError`)
@@ -69,7 +69,9 @@ __all__ = [
     "SmallSampleWarning",
     "MissingRowsWarning",
     "GuardRefusedError",
+    "UnsafeMessageError",
     "InvalidReplyError",
+    "ByzantineWarning",
 ]
 
 #: The process exit codes of the command line (the table above).
@@ -246,6 +248,19 @@ class GuardRefusedError(RefusedError):
     """A site's guard refused a message beyond the plan it accepted: a round beyond the plan's,
     a replayed or reordered round, a second polish, plan or statistics request, or a release the
     remaining budget does not cover. Nothing was sent for that message. Exit code 5."""
+
+
+class UnsafeMessageError(GuardRefusedError):
+    """A site refused a message whose contents are outside the bounds its plan makes public (a basis
+    that is not lower triangular or whose whitening could overflow, a consensus ``W`` or ``ρ₂`` out of
+    range, a malformed second-moment request, ...). The check reads only the message and public or
+    already released values and runs before any row is touched, so the refusal is the same on every
+    data set. Nothing was sent for that message. Exit code 5."""
+
+
+class ByzantineWarning(UserWarning):
+    """A participant's replies passed validation but moved the result more than its rows can
+    (one site far outside the others); the warning names it."""
 
 
 class InvalidReplyError(BnslError):

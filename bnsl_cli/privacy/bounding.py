@@ -24,6 +24,11 @@ certainty. So, before any arithmetic that can overflow:
   absolute value, and a factor is always in ``[0, 1]``; since the rows are finite, ``factor·row`` is never
   ``0·inf``.
 * :func:`to_float32_range` clamps values to the float32 range before they are rounded to float32.
+* :func:`triangular_solve_bound` bounds, from public values alone, every value (and every partial sum)
+  a forward substitution ``L y = z`` can produce for any ``|z_i| ≤ ζ_i``: a site checks a broadcast
+  basis with it before any row is whitened, so that no row can make the whitening overflow (the
+  coordinator is not trusted: it could send ``L₁₁ = 4/float64-max``, making ``y₁ = inf`` exactly
+  when ``|z₁| > 4``).
 
 None of this releases anything, and none of it changes a value that was within its bound.
 """
@@ -43,6 +48,7 @@ __all__ = [
     "row_norms",
     "clip_factors",
     "to_float32_range",
+    "triangular_solve_bound",
 ]
 
 #: A centred value is clamped at this many released standard units (``√v̂_j``).
@@ -127,3 +133,21 @@ def to_float32_range(values: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Round ``values`` into the float32 array ``out`` after clamping them to ``±FLOAT32_MAX`` (so no
     finite value becomes ``inf``; values in range round exactly as a plain assignment would)."""
     return np.clip(values, -FLOAT32_MAX, FLOAT32_MAX, out=out, casting="same_kind")
+
+
+def triangular_solve_bound(zeta: np.ndarray, L: np.ndarray) -> float:
+    """An upper bound on ``max_i |y_i|`` over every solution of ``L y = z`` (``L`` lower triangular,
+    positive diagonal) with ``|z_i| ≤ ζ_i``, valid for the floating-point forward substitution in any
+    order of summation: ``u_i = (ζ_i + Σ_{j<i} |L_ij| u_j) / L_ii`` (the comparison matrix's solve;
+    ``|y_i| ≤ u_i`` by induction), times 2 for the rounding of at most ``d`` terms per row (relative
+    ``d²·2⁻⁵³`` compounded over the rows). Every partial sum is then at most ``L_ii·u_i`` in absolute
+    value. Reads only ``ζ`` and ``L``; ``inf`` when the bound itself overflows."""
+    zeta = np.asarray(zeta, dtype=np.float64)
+    A = np.abs(np.asarray(L, dtype=np.float64))
+    d = zeta.size
+    u = np.empty(d)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for i in range(d):
+            u[i] = (zeta[i] + float(A[i, :i] @ u[:i])) / A[i, i]
+        top = float(np.max(u)) * 2.0 if d else 0.0
+    return top if top == top else float("inf")  # NaN (0·inf) counts as unbounded

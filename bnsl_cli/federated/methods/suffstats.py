@@ -47,11 +47,11 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, warn
+from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, UnsafeMessageError, warn
 from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
 from bnsl_cli.federated.outcome import SolverOutcome
 from bnsl_cli.federated.share_site import ShareSite
-from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
+from bnsl_cli.privacy.bounding import ABS_MAX, clamp_abs, clamp_rows, clip_factors, row_norms, triangular_solve_bound
 from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
@@ -503,6 +503,90 @@ def _stage_releases(privacy) -> list:
 
 
 # ----------------------------------------------------------------------------------------------
+# what a site accepts: checks of a broadcast's contents on public values, before any row is touched
+# ----------------------------------------------------------------------------------------------
+
+#: A private site answers a basis broadcast only when its scales lie in this range, its centres and its
+#: ``L``'s entries are at most :data:`BASIS_CENTRE_MAX` / :data:`BASIS_ENTRY_MAX` in magnitude, and no
+#: finite row can make a whitened value larger than :data:`WHITENED_MAX` (:func:`basis_problem`). The
+#: honest coordinator's bases lie far inside: their scales and centres come from the histograms'
+#: range ``2^±RANGE`` and the released means, their ``L`` from a model covariance with residual
+#: variances floored at the stage's noise.
+BASIS_SCALE_RANGE = (2.0**-500, 2.0**500)
+BASIS_CENTRE_MAX = 2.0**500
+BASIS_ENTRY_MAX = 2.0**400
+WHITENED_MAX = 2.0**500
+
+
+def whitening_bound(centre: np.ndarray, scale: np.ndarray, L: np.ndarray) -> float:
+    """The largest ``|y|`` a stage's whitening (:func:`whitened_moments_release`) can produce from any
+    finite row, from the broadcast alone (:func:`bnsl_cli.privacy.bounding.triangular_solve_bound`):
+    every value is first clamped to ``m̃_j ± min(STAGE_Z·s̃_j, ABS_MAX)``, so ``|z_j| = |x_j − m̃_j| / s̃_j``
+    is at most that half-width over ``s̃_j`` plus the rounding of ``m̃_j ± …`` (half an ulp of ``m̃_j``)."""
+    centre, scale = np.asarray(centre, float), np.asarray(scale, float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = np.minimum(STAGE_Z * scale, ABS_MAX) * (1.0 + 2.0**-40)
+        zeta = (half + 2.0**-51 * np.abs(centre)) / scale * (1.0 + 2.0**-40)
+    return triangular_solve_bound(zeta, L)
+
+
+def basis_problem(msg: BasisBroadcast, d: int, private: bool) -> Optional[str]:
+    """Why a site with ``d`` columns must not answer the basis broadcast ``msg`` (``None``: it may),
+    read from the message alone. Every run: ``d`` matches, centre, scale and ``L`` are finite, the
+    scales positive, ``L`` lower triangular with a positive diagonal. Private runs also: the ranges of
+    :data:`BASIS_SCALE_RANGE`, :data:`BASIS_CENTRE_MAX`, :data:`BASIS_ENTRY_MAX`, and
+    :func:`whitening_bound` at most :data:`WHITENED_MAX` — so the whitening, the clip and the moments
+    are finite for every data set and the release's sensitivity is what the plan says."""
+    if msg.d != d:
+        return f"a basis broadcast for d = {msg.d}, this site has {d} columns"
+    if not all(np.all(np.isfinite(v)) for v in (msg.centre, msg.scale, msg.L)):
+        return "a basis broadcast with a value that is not finite"
+    if not np.all(msg.scale > 0):
+        return "a basis broadcast with a scale that is not positive"
+    if np.any(np.triu(msg.L, 1) != 0):
+        return "a basis broadcast whose L is not lower triangular"
+    diag = np.diag(msg.L)
+    if not np.all(diag > 0):
+        return "a basis broadcast whose L has a diagonal entry that is not positive"
+    if not private:
+        return None
+    lo, hi = BASIS_SCALE_RANGE
+    if not (np.all(msg.scale >= lo) and np.all(msg.scale <= hi)):
+        return f"a basis broadcast with a scale outside [2^-500, 2^500] (smallest {msg.scale.min():.3g}, largest {msg.scale.max():.3g})"
+    if np.max(np.abs(msg.centre), initial=0.0) > BASIS_CENTRE_MAX:
+        return f"a basis broadcast with a centre beyond ±2^500 ({np.max(np.abs(msg.centre)):.3g})"
+    if np.max(np.abs(msg.L), initial=0.0) > BASIS_ENTRY_MAX:
+        return f"a basis broadcast whose L has an entry beyond ±2^400 ({np.max(np.abs(msg.L)):.3g})"
+    bound = whitening_bound(msg.centre, msg.scale, msg.L)
+    if not bound <= WHITENED_MAX:
+        return (f"a basis broadcast whose whitening could reach {bound:.3g} on a finite row (at most 2^500 = "
+                f"{WHITENED_MAX:.3g} is accepted): its L is too close to singular against its off-diagonal entries")
+    return None
+
+
+def centre_request_problem(req: CentreRequest, d: int) -> Optional[str]:
+    """Why a private site with ``d`` columns must not answer the centre request ``req`` (``None``: it
+    may), read from the message alone: its shape, and bins ``lo_j + k·w_j`` that are finite with
+    ``w_j > 0`` (any finite row then lands in exactly one bin per column)."""
+    if req.d != d or req.count != d * CENTRE_BINS or req.round != CENTRE_ROUND:
+        return f"a centre request that is not for {d} columns of {CENTRE_BINS} bins"
+    with np.errstate(over="ignore", invalid="ignore"):
+        top = req.lo + CENTRE_BINS * req.width
+    if not (np.all(np.isfinite(req.lo)) and np.all(np.isfinite(req.width)) and np.all(req.width > 0)
+            and np.all(np.isfinite(top))):
+        return "a centre request whose bins are not finite with a positive width"
+    return None
+
+
+def first_request_problem(req: FirstRequest, d: int, private: bool) -> Optional[str]:
+    """Why a site with ``d`` columns must not answer the first request ``req`` (its shape)."""
+    want = d * (value_bins() + pair_bins()) if private else d
+    if req.d != d or req.count != want or req.round != 0:
+        return f"a first request for d = {req.d}, {req.count} values, round {req.round} (this site: d = {d}, {want} values, round 0)"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
 # the site side
 # ----------------------------------------------------------------------------------------------
 
@@ -603,11 +687,18 @@ class SuffstatsSite(ShareSite):
     def _split(self, rel) -> int:
         return int(rel.split)
 
+    def _refuse_if(self, why: Optional[str]) -> None:
+        """Refuse a message whose contents fail a check made on the message alone (before any row is
+        touched: the refusal is the same on every data set)."""
+        if why is not None:
+            raise UnsafeMessageError(f"{self.label} refused {why}")
+
     def handle(self, data: bytes) -> Optional[bytes]:
         t0 = time.perf_counter()
         kind = message_kind(data)
         if kind == FirstRequest.kind:
             req = FirstRequest.decode(data)
+            self._refuse_if(first_request_problem(req, self.d, self.privacy is not None))
             self._once("first")
             if self.privacy is None:
                 values = self._X.sum(axis=0) / float(self.n_total)
@@ -625,10 +716,7 @@ class SuffstatsSite(ShareSite):
                 raise ValueError(f"{self.label}: a centre request in a non-private run")
             if "first" not in self.answered or any(w.startswith("stage") for w in self.answered):
                 raise ValueError(f"{self.label}: a centre request comes after the first request and before the stages")
-            if req.d != self.d or req.count != self.d * CENTRE_BINS or req.round != CENTRE_ROUND:
-                raise ValueError(f"{self.label}: the centre request is not for {self.d} columns of {CENTRE_BINS} bins")
-            if not (np.all(np.isfinite(req.lo)) and np.all(np.isfinite(req.width)) and np.all(req.width > 0)):
-                raise ValueError(f"{self.label}: the centre request is not usable")
+            self._refuse_if(centre_request_problem(req, self.d))
             self._once("centre")
             rel = next(r for r in self.privacy.releases if r.kind == ReleaseKind.CENTRE_HISTOGRAM)
             flat, event = centre_histogram_release(self._X, req.lo, req.width, rel.multiplier, self.rng, self._split(rel))
@@ -638,8 +726,7 @@ class SuffstatsSite(ShareSite):
             msg = BasisBroadcast.decode(data)
             if "first" not in self.answered:
                 raise ValueError(f"{self.label}: a basis broadcast before the first request")
-            if msg.d != self.d or not all(np.all(np.isfinite(v)) for v in (msg.centre, msg.scale, msg.L)) or not np.all(msg.scale > 0):
-                raise ValueError(f"{self.label}: the basis broadcast is not usable")
+            self._refuse_if(basis_problem(msg, self.d, self.privacy is not None))
             self._once(f"stage {msg.round}")
             if self.privacy is None:
                 A = _whitened_rows(self._X, msg.centre, msg.scale, msg.L)
@@ -871,10 +958,16 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
             # of the model covariance (both post-processing of the releases)
-            centre = mean
             Gz = L @ Cy @ L.T  # the moments in units of s̃
             Wz = W * scale[:, None] / scale[None, :]
-            L = model_whitening(0.5 * (Gz + Gz.T), Wz, tau)
+            L_next = model_whitening(0.5 * (Gz + Gz.T), Wz, tau)
+            # a basis the sites would refuse (basis_problem: public bounds, far outside honest bases) is
+            # not sent: the next stage uses this one again
+            why = basis_problem(BasisBroadcast(k + 1, d, mean, scale, L_next), d, plan.private)
+            if why is None:
+                centre, L = mean, L_next
+            else:
+                history[-1]["note"] = f"the next basis would be refused by the sites ({why}); this one is used again"
         t_solve += time.perf_counter() - t0
         if progress is not None:
             progress({"round": k, "h": 0.0, "edges": int(res.E.sum())})

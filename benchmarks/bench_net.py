@@ -58,7 +58,7 @@ def _site(port, k, d, entries, certdir):
     creds = None
     if certdir:
         c = Path(certdir)
-        creds = load_party(c / "ca.pem", c / f"site{k}.pem", c / f"site{k}.key")
+        creds = load_party(c / "ca.pem", c / f"site{k:02d}.pem", c / f"site{k:02d}.key")
     run_site(f"127.0.0.1:{port}", {"site": f"site{k:02d}", "columns": [f"X{i}" for i in range(d)], "rows": 100},
              lambda plan: _Echo(plan["index"], d, entries), credentials=creds, timeout=60)
 
@@ -67,7 +67,8 @@ def _certs(P):
     from bnsl_cli.net.tls import make_certs
 
     certdir = tempfile.mkdtemp(prefix="bnsl-bench-certs-")
-    make_certs(Path(certdir), ["coordinator"] + [f"site{k}" for k in range(P)])
+    # a site's name is its certificate's: site00, site01, … keep the order of the shards' files
+    make_certs(Path(certdir), ["coordinator"] + [f"site{k:02d}" for k in range(P)])
     return certdir
 
 
@@ -118,7 +119,7 @@ def _run_site_proc(port, k, path, certdir):
     from bnsl_cli.plan.run_plan import RunPlan
 
     c = Path(certdir)
-    creds = load_party(c / "ca.pem", c / f"site{k}.pem", c / f"site{k}.key")
+    creds = load_party(c / "ca.pem", c / f"site{k:02d}.pem", c / f"site{k:02d}.key")
     t = read_table(path)
 
     def on_plan(body):
@@ -130,7 +131,7 @@ def _run_site_proc(port, k, path, certdir):
     misses = 0
     while misses < 600:  # one run per repetition; between them the coordinator restarts
         try:
-            run_site(f"127.0.0.1:{port}", {"site": Path(path).name, "columns": list(t.names), "rows": t.n}, on_plan,
+            run_site(f"127.0.0.1:{port}", {"site": f"site{k:02d}", "columns": list(t.names), "rows": t.n}, on_plan,
                      credentials=creds, timeout=120, connect_timeout=2)
             misses = 0
         except FederationError:

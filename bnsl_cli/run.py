@@ -24,6 +24,7 @@ import numpy as np
 from bnsl_cli.errors import BnslError
 from bnsl_cli.federated.fleet import make_fleet
 from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.reply_limits import ReplyLimits
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
 from bnsl_cli.numerics import single_blas_thread
@@ -63,10 +64,14 @@ class LearnResult:
 
 
 def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
-    """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes)."""
+    """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes). The
+    fleet checks the replies against the limits this plan's public facts give
+    (:class:`~bnsl_cli.federated.reply_limits.ReplyLimits`, from the method's ``reply_rules``), set
+    here as ``fleet.limits`` for this run."""
     check_split_allowed(plan, bool(fleet.secure_sum))  # split noise: secure sums only
     t0 = time.perf_counter()  # timing.wall_s: the run itself (every module is imported at the top)
     spec = method_spec(plan.method)
+    fleet.limits = ReplyLimits(plan, spec.reply_rules(plan) if spec.reply_rules is not None else {})
     weak = weak_participants(plan)  # warned before the rounds, reported after
     report = base_report(plan)
 

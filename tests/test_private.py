@@ -140,8 +140,10 @@ def test_noise_has_the_planned_scale_and_is_recorded():
     plan = _plan(X)
     dp = make_participant(plan, 0, X, np.random.default_rng(3))
     W = np.zeros((6, 6))
+    rho2 = plan.penalty.rho2  # the plan's schedule (a participant refuses any other ρ₂)
     for rnd in range(1, 11):
-        dp.handle(ConsensusBroadcast(rnd, 6, W, 0.01 * rnd).encode())
+        dp.handle(ConsensusBroadcast(rnd, 6, W, rho2).encode())
+        rho2 = min(rho2 * plan.penalty.growth2, plan.penalty.cap)
     events = dp.summary()["events"]
     releases = {ev["release"] for ev in events}
     assert {"coordinate-selection", "coordinate-update", "column-means", "second-moments"} <= releases

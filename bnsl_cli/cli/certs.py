@@ -31,7 +31,9 @@ def command(
 
     The coordinator's certificate is a TLS server certificate for its hostnames only; each site's
     is a TLS client certificate naming the site only (site:NAME), so no site can act as the
-    coordinator and no certificate can take two places. The CA's private key is not kept: to add a party, make a new directory for everyone. For a
+    coordinator and no certificate can take two places. A site's name in the run is its
+    certificate's and the sites are numbered in the order of their names: name them in the order of
+    their CSV files (site1, site2, … for site1.csv, site2.csv, …). The CA's private key is not kept: to add a party, make a new directory for everyone. For a
     real deployment use certificates from your organisation's CA."""
     from bnsl_cli.net.common import need_grpc
 

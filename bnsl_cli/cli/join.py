@@ -21,7 +21,10 @@ def command(
         None, "--max-epsilon", help="Accept private runs whose ε (recomputed here from the plan's release list) is at most this."
     ),
     max_delta: Optional[float] = typer.Option(
-        None, "--max-delta", help="Accept private runs whose δ is at most this (default 1/rows of this site)."
+        None, "--max-delta",
+        help="Accept private runs whose δ is at most this (default 1e-5, a fixed public bound: the default δ = 1/n² "
+        "of the smallest site that bnsl learn/serve --dp choose is within it whenever every site has at least "
+        "317 rows).",
     ),
     allow_non_private: bool = typer.Option(
         False, "--allow-non-private", help="Also accept runs without differential privacy (exact updates leave the site)."
@@ -62,7 +65,10 @@ def command(
     ),
     sep: Optional[str] = dataopts.sep_option(None, "SITE.csv", " As bnsl learn --sep."),
     site_id: Optional[str] = typer.Option(
-        None, "--site-id", help="This site's name (default: the CSV's file name). Sites are numbered in the order of their names."
+        None, "--site-id",
+        help="This site's name. Under mutual TLS it is the name in --cert (its site:NAME URI, else its common name): "
+        "--site-id may only repeat it. Under --insecure the default is the CSV's file name. Sites are numbered "
+        "in the order of their names.",
     ),
     ca: Optional[Path] = typer.Option(None, "--ca", help="CA certificate that issued the coordinator's certificate (PEM)."),
     cert: Optional[Path] = typer.Option(None, "--cert", help="This site's certificate (PEM)."),
@@ -71,7 +77,12 @@ def command(
     transcript: Optional[Path] = typer.Option(
         None, "--transcript", help="Append the transcript (JSON lines) here; default SITE.transcript.jsonl next to the CSV."
     ),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for the coordinator's next message."),
+    timeout: float = typer.Option(
+        600.0, "--timeout",
+        help="Seconds to wait for the coordinator's next message (it may compute for long between rounds). A "
+        "coordinator whose process or machine stops (frozen, SIGSTOP, power loss) no longer answers keep-alive "
+        "pings and is given up within 10 s.",
+    ),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
     **read,
@@ -101,17 +112,17 @@ def command(
     from bnsl_cli.cli.netopts import credentials
 
     creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
+    name = _site_name(site_id, csv, creds, cert)
     from bnsl_cli.io.data import read_table, sample_warnings
 
     read_opts = dataopts.read_options(**read)
     table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: accepted()
     sample_warnings([table], read_opts, whole=False)
-    name = site_id or csv.name
     from bnsl_cli.net.policy import SiteGuard, SiteLimits, plan_record
 
     limits = SiteLimits(
         max_epsilon=max_epsilon,
-        max_delta=max_delta if max_delta is not None else 1.0 / table.n,
+        max_delta=max_delta,  # None: policy.DEFAULT_MAX_DELTA, a fixed public bound
         allow_non_private=allow_non_private,
         max_rounds=max_rounds,
         methods=None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
@@ -179,6 +190,25 @@ def _columns_of(table, names, X):
     from bnsl_cli.io.data import Table
 
     return Table(X, tuple(names), table.path)
+
+
+def _site_name(site_id: Optional[str], csv: Path, creds, cert: Optional[Path]) -> str:
+    """The name this site joins under: under mutual TLS its certificate's name (the coordinator
+    refuses a HELLO that declares another), which ``--site-id`` may only repeat; under
+    ``--insecure`` ``--site-id``, default the CSV's file name."""
+    if creds is None:
+        return site_id or csv.name
+    from bnsl_cli.net.identity import identity_of
+
+    own = identity_of(creds.cert).name
+    if not own:
+        raise common.fail(f"--cert {cert}: the certificate names no site (no site:NAME URI, no common name)", 2)
+    if site_id is not None and site_id != own:
+        raise common.fail(
+            f"--site-id {site_id!r} is not the name in --cert {cert} ({own!r}): under mutual TLS a site's name is its "
+            f"certificate's; omit --site-id or give {own!r}", 2,
+        )
+    return own
 
 
 def _own_identity(creds) -> dict:

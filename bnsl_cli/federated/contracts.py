@@ -10,8 +10,10 @@ the byte meter's type, itself a leaf).
   ``timing.workers``), ``secure_sum`` whether summable replies arrive securely aggregated (split
   noise is only allowed then), ``traffic`` the :class:`~bnsl_cli.federated.traffic.Traffic` meter
   that counts the bytes of every message it carries down and every reply it brings up (a driver
-  only names the exchange it is in; the report reads the meter). Every fleet sets all of these in
-  its constructor:
+  only names the exchange it is in; the report reads the meter), ``limits`` the
+  :class:`~bnsl_cli.federated.reply_limits.ReplyLimits` its replies' values are checked against
+  (``None`` until ``run`` sets them from the plan: the blanket checks only). Every fleet sets all of
+  these in its constructor:
   :class:`~bnsl_cli.federated.fleet.LocalFleet`, :class:`~bnsl_cli.federated.fleet.ProcessFleet`,
   :class:`~bnsl_cli.federated.secure_local.SecureLocalFleet`, :class:`~bnsl_cli.net.fleet.NetworkFleet`.
 """
@@ -45,6 +47,7 @@ class Fleet(Protocol):
     workers: int
     secure_sum: bool
     traffic: Traffic
+    limits: object
 
     def __len__(self) -> int:
         """The number of participants."""

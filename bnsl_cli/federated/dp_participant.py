@@ -44,6 +44,7 @@ from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 __all__ = [
     "private_preprocessing",
     "one_off_multipliers",
+    "rho2_schedule",
     "private_polish_moments",
     "private_covariance",
     "DPSparseParticipant",
@@ -169,6 +170,13 @@ def private_covariance(Xc: np.ndarray, v_hat: np.ndarray, clip: float, multiplie
 # ----------------------------------------------------------------------------------------------
 
 
+def rho2_schedule(plan) -> tuple:
+    """``(ρ₂ of round 1, growth, cap)``: the plan's public ρ₂ schedule, which every consensus broadcast
+    must follow (the coordinator's ``ρ₂ ← min(ρ₂·growth, cap)`` after each round)."""
+    pen = plan.penalty
+    return float(pen.rho2), float(pen.growth2), float(pen.cap)
+
+
 def one_off_multipliers(privacy) -> dict:
     kinds = (ReleaseKind.RANGE_RAW, ReleaseKind.COLUMN_MEANS, ReleaseKind.RANGE_CENTRED, ReleaseKind.SECOND_MOMENTS)
     return {k: privacy.multiplier(k) for k in kinds if privacy.multiplier(k) is not None}
@@ -176,6 +184,7 @@ def one_off_multipliers(privacy) -> dict:
 
 class _PrivateHolder(Participant):
     uses_exact_moments = False  # private participants never form the exact second-moment matrix
+    private = True  # consensus broadcasts are held to the ranges of participant.consensus_problem
 
     def _start_ledger(self, pid, X, one_offs, value_bound, rng, label, preprocessed):
         """This participant's own ledger, and its one-off releases (or ones already made, e.g. by the
@@ -218,10 +227,11 @@ class DPSparseParticipant(_PrivateHolder):
         preprocessed: Optional[tuple] = None,
         report_B: bool = False,
         forbidden: Optional[np.ndarray] = None,
+        rho2_schedule: Optional[tuple] = None,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
         X = clamp_rows(X, centre, v_hat)  # every later release sees bounded, finite rows (bounding)
-        super().__init__(pid, X, n_total, lam, centre=centre, report_B=report_B)
+        super().__init__(pid, X, n_total, lam, centre=centre, report_B=report_B, rho2_schedule=rho2_schedule)
         self._record(events)
         self.notes = notes
         self.label = label or f"participant {pid + 1}"
@@ -247,7 +257,7 @@ class DPSparseParticipant(_PrivateHolder):
             gumbel_multiplier=pv.multiplier(ReleaseKind.SELECTION), sigma_multiplier=pv.multiplier(ReleaseKind.UPDATE),
             rng=rng, clip=pv.clip, clip_levels=pv.clip_levels, polish_multiplier=pv.multiplier(ReleaseKind.POLISH),
             label=plan.participants[pid].label, preprocessed=preprocessed, report_B=plan.personal,
-            forbidden=plan.forbidden_mask(),
+            forbidden=plan.forbidden_mask(), rho2_schedule=rho2_schedule(plan),
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:
@@ -296,10 +306,11 @@ class DPDenseParticipant(_PrivateHolder):
         label: Optional[str] = None,
         preprocessed: Optional[tuple] = None,
         report_B: bool = False,
+        rho2_schedule: Optional[tuple] = None,
     ):
         centre, v_hat, events, notes = self._start_ledger(pid, X, one_offs, value_bound, rng, label, preprocessed)
         X = clamp_rows(X, centre, v_hat)  # every later release sees bounded, finite rows (bounding)
-        super().__init__(pid, X, n_total, 0.0, centre=centre, report_B=report_B)
+        super().__init__(pid, X, n_total, 0.0, centre=centre, report_B=report_B, rho2_schedule=rho2_schedule)
         self._record(events)
         self.notes = notes
         self.label = label or f"participant {pid + 1}"
@@ -314,6 +325,7 @@ class DPDenseParticipant(_PrivateHolder):
             pid, X, plan.n_total, one_offs=one_off_multipliers(pv), value_bound=pv.value_bound,
             sigma_multiplier=pv.multiplier(ReleaseKind.COVARIANCE), rng=rng, clip=pv.clip,
             label=plan.participants[pid].label, preprocessed=preprocessed, report_B=plan.personal,
+            rho2_schedule=rho2_schedule(plan),
         )
 
     def _second_moments(self, pairs: np.ndarray) -> np.ndarray:

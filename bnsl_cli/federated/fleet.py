@@ -8,6 +8,11 @@ privacy-ledger events it recorded, as dicts) — what a network transport would 
 
 Every fleet counts the bytes it carries in its :class:`~bnsl_cli.federated.traffic.Traffic` meter
 (``fleet.traffic``): the message once per participant it reaches, every reply as it came back.
+
+Every fleet validates the replies before the coordinator sees them
+(:func:`~bnsl_cli.federated.messages.validate_reply`), and holds ``limits``: the
+:class:`~bnsl_cli.federated.reply_limits.ReplyLimits` of the run, which ``run(plan, fleet)`` sets from
+the plan (``None`` until then: the blanket checks only).
 """
 
 from __future__ import annotations
@@ -20,16 +25,33 @@ from bnsl_cli.errors import BnslError, InvalidReplyError
 from bnsl_cli.federated.messages import validate_reply
 from bnsl_cli.federated.traffic import Traffic
 
-__all__ = ["LocalFleet", "ProcessFleet", "make_fleet", "default_workers", "checked_replies"]
+__all__ = ["LocalFleet", "ProcessFleet", "make_fleet", "default_workers", "checked_replies", "checked_sum"]
 
 
-def checked_replies(msg: bytes, replies: Sequence[Optional[bytes]]) -> list[Optional[bytes]]:
-    """``replies`` (in participant order) after :func:`~bnsl_cli.federated.messages.validate_reply`:
-    the first bad one raises :class:`~bnsl_cli.errors.InvalidReplyError` naming its participant."""
+def checked_replies(msg: bytes, replies: Sequence[Optional[bytes]], limits=None) -> list[Optional[bytes]]:
+    """``replies`` (in participant order) after :func:`~bnsl_cli.federated.messages.validate_reply`
+    (with the run's ``limits`` when given): the first bad one raises
+    :class:`~bnsl_cli.errors.InvalidReplyError` naming its participant. Accepted replies are shown to
+    ``limits`` (:meth:`~bnsl_cli.federated.reply_limits.ReplyLimits.seen`)."""
     for k, reply in enumerate(replies):
-        why = validate_reply(msg, reply, k)
+        why = validate_reply(msg, reply, k, limits=limits)
         if why is not None:
             raise InvalidReplyError(f"participant {k + 1} {why}; the run stopped")
+    if limits is not None:
+        limits.seen(msg, replies)
+    return list(replies)
+
+
+def checked_sum(msg: bytes, replies: Sequence[bytes], limits=None) -> list[bytes]:
+    """Securely summed ``replies`` (the sum as the first, zeros for the others) after the sum's check
+    against the sites' limits (:meth:`~bnsl_cli.federated.reply_limits.ReplyLimits.check_sum`): a sum
+    beyond them raises :class:`~bnsl_cli.errors.InvalidReplyError`, naming no site (a secure sum
+    cannot tell which sent it)."""
+    if limits is not None and replies:
+        why = limits.check_sum(msg, replies[0])
+        if why is not None:
+            raise InvalidReplyError(f"{why}; the run stopped")
+        limits.seen(msg, replies)
     return list(replies)
 
 
@@ -49,6 +71,7 @@ class LocalFleet:
         self.participants = list(participants)
         self.workers = 1
         self.secure_sum = False  # every reply arrives in the clear
+        self.limits = None  # the run's reply limits (run() sets them from the plan)
         self._send = [p if callable(p) and not hasattr(p, "handle") else p.handle for p in self.participants]
         self.traffic = Traffic(len(self._send))
 
@@ -58,7 +81,7 @@ class LocalFleet:
     def exchange(self, msg: bytes) -> list[Optional[bytes]]:
         replies = [send(msg) for send in self._send]
         self.traffic.count(msg, replies)
-        return checked_replies(msg, replies)
+        return checked_replies(msg, replies, self.limits)
 
     def finish(self) -> list[dict]:
         """Every participant's JSON-able summary, in participant order."""
@@ -127,6 +150,7 @@ class ProcessFleet:
         self.groups = [list(range(w, self.n, workers)) for w in range(workers)]
         self.workers = len(self.groups)
         self.secure_sum = False
+        self.limits = None  # the run's reply limits (run() sets them from the plan)
         self.participants = list(participants)
         self.traffic = Traffic(self.n)
         self.conns, self.procs = [], []
@@ -150,7 +174,7 @@ class ProcessFleet:
                 out[i] = reply
         # a worker gets the message once for its participants; each of them is counted as reached
         self.traffic.count(msg, out)
-        return checked_replies(msg, out)
+        return checked_replies(msg, out, self.limits)
 
     def finish(self) -> list[dict]:
         """Every participant's JSON-able summary (from its worker), in participant order; the

@@ -195,7 +195,10 @@ class SparseEntries:
 
 
 def message_kind(data: bytes) -> int:
-    """The kind byte of an encoded message (compare with :class:`MessageKind`)."""
+    """The kind byte of an encoded message (compare with :class:`MessageKind`); ``ValueError`` when
+    ``data`` is shorter than a header."""
+    if data is None or len(data) < HEADER.size:
+        raise ValueError(f"a message needs at least {HEADER.size} bytes, got {0 if data is None else len(data)}")
     return data[0]
 
 
@@ -275,22 +278,44 @@ def encode_matrix(
     return 1, d * d, np.ascontiguousarray(A, dtype="<f8").tobytes()
 
 
+def _in_matrix(k: np.ndarray, d: int) -> None:
+    if k.size and (k.min() < 0 or k.max() >= d * d):
+        raise ValueError("a matrix message names an entry outside the d × d matrix")
+
+
 def decode_matrix(
     fmt: int, count: int, d: int, buf: memoryview, state: Optional[SupportState] = None
 ) -> np.ndarray:
+    """The matrix of a message body (format, count and ``d`` from its header). A body whose length
+    does not match its counts, an unknown format or an entry outside the ``d × d`` matrix is a
+    ``ValueError`` (checked before anything else is done with it)."""
+    if fmt not in (0, 1, 2):
+        raise ValueError(f"a matrix message of unknown format {fmt}")
     if fmt == 0:
-        A = _pairs_from(buf, count, d).to_dense(d)
+        if len(buf) != count * _PAIR.itemsize:
+            raise ValueError(f"a sparse matrix message of {len(buf)} bytes for {count} entries")
+        e = _pairs_from(buf, count, d)
+        _in_matrix(np.frombuffer(buf, dtype=_PAIR)["k"].astype(np.int64), d)
+        A = e.to_dense(d)
     elif fmt == 1:
+        if count != d * d or len(buf) != 8 * d * d:
+            raise ValueError(f"a dense matrix message of {len(buf)} bytes for d = {d}")
         A = np.frombuffer(buf[: d * d * 8], dtype="<f8").reshape(d, d).copy()
     else:
         if state is None:
             raise ValueError("a support-delta message needs the receiver's support state")
+        if len(buf) < 8:
+            raise ValueError("a support-delta message shorter than its counts")
         n_add, n_rem = struct.unpack_from("<II", buf, 0)
+        if len(buf) != 8 + 4 * (n_add + n_rem) + 8 * count:
+            raise ValueError(f"a support-delta message of {len(buf)} bytes for its counts")
         off = 8
         added = np.frombuffer(buf[off : off + 4 * n_add], dtype="<i4").astype(np.int64)
         off += 4 * n_add
         removed = np.frombuffer(buf[off : off + 4 * n_rem], dtype="<i4").astype(np.int64)
         off += 4 * n_rem
+        _in_matrix(added, d)
+        _in_matrix(removed, d)
         mask = np.zeros(d * d, dtype=bool)  # (old support − removed) ∪ added, sorted, without sorting
         mask[state.support] = True
         mask[removed] = False
@@ -320,6 +345,8 @@ class ConsensusBroadcast:
     stop: bool = False
     dense_only: bool = False
 
+    kind = _KIND_BROADCAST
+
     def encode(self, state: Optional[SupportState] = None) -> bytes:
         fmt, count, payload = encode_matrix(self.W, allow_sparse=not self.dense_only, state=state)
         head = HEADER.pack(_KIND_BROADCAST, _VERSION, self.round, 0, self.d, count)
@@ -329,7 +356,11 @@ class ConsensusBroadcast:
     @classmethod
     def decode(cls, data: bytes, state: Optional[SupportState] = None) -> "ConsensusBroadcast":
         rnd, _, d, count = _header(data, _KIND_BROADCAST, "broadcast")
+        if len(data) < HEADER.size + _BROADCAST_FLAGS.size:
+            raise ValueError("a broadcast shorter than its flags")
         fmt, stop, rho2 = _BROADCAST_FLAGS.unpack_from(data, HEADER.size)
+        if stop not in (0, 1):
+            raise ValueError(f"a broadcast with stop flag {stop}")
         W = decode_matrix(fmt, count, d, memoryview(data)[HEADER.size + _BROADCAST_FLAGS.size :], state)
         return cls(rnd, d, W, rho2, bool(stop), fmt == 1)
 
@@ -412,6 +443,8 @@ class GramRequest:
     @classmethod
     def decode(cls, data: bytes) -> "GramRequest":
         rnd, _, d, count = _header(data, _KIND_GRAM_REQUEST, "second-moment request")
+        if len(data) != HEADER.size + 4 * count:
+            raise ValueError(f"a second-moment request of {len(data)} bytes for {count} pairs")
         pairs = np.frombuffer(data, dtype="<i4", count=count, offset=HEADER.size).astype(np.int64)
         return cls(rnd, d, pairs)
 
@@ -592,10 +625,11 @@ _ANSWERS = {
     MessageKind.SUFFSTATS_CENTRE: (MessageKind.SHARE_REPLY,),
 }
 
-#: The largest magnitude a value in a reply may have. Every value a participant sends is a weight,
-#: a share of a mean or of a second moment of finite data: anything this large cannot come from
-#: data in any sensible units, and its sum over the participants or its square in the coordinator's
-#: solvers would overflow to ``inf`` (``1e100² = 1e200`` is still finite).
+#: The largest magnitude a value in a reply may have, whatever the request. Every value a participant
+#: sends is a weight, a share of a mean or of a second moment of finite data: anything this large
+#: cannot come from data in any sensible units, and its sum over the participants or its square in the
+#: coordinator's solvers would overflow to ``inf`` (``1e100² = 1e200`` is still finite). The limits a
+#: run derives from its plan (:mod:`bnsl_cli.federated.reply_limits`) are tighter.
 REPLY_VALUE_LIMIT = 1e100
 
 _WHAT_REPLY = {
@@ -619,7 +653,8 @@ def _bad_values(values: np.ndarray, what: str) -> Optional[str]:
     return None
 
 
-def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: bool = True) -> Optional[str]:
+def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: bool = True,
+                   limits=None) -> Optional[str]:
     """Why ``reply`` (from the participant at ``index``, 0-based) cannot be the answer to
     ``request``; ``None`` if it can.
 
@@ -631,7 +666,12 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude, and a share of the pooled variances
     (the answer to a centre broadcast of count 1) is not negative. fed-suffstats: a basis broadcast
     (kind 40) is answered with a share of ``(d + 1)(d + 2)/2`` values, its first request (kind 41)
-    and its centre request (kind 42) with a share of the request's count."""
+    and its centre request (kind 42) with a share of the request's count.
+
+    ``limits`` (a :class:`~bnsl_cli.federated.reply_limits.ReplyLimits`, with ``values``): the values
+    must also lie within what the participant's rows can give by the run plan's public facts
+    (``limits.check(request, values, index)``: clipped releases and their noise tails, declared row
+    counts, the site's earlier shares); checked after everything above."""
     if request is None or len(request) < HEADER.size:
         return None
     r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
@@ -703,6 +743,8 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
         # a share of the pooled variances is a sum of squares (or, under DP, of a released v̂ > 0
         # and a square) divided by n: never negative
         return f"sent a negative variance share ({float(vals.min()):.3g})"
+    if why is None and limits is not None:
+        why = limits.check(request, np.asarray(vals, dtype=float), index)
     return why
 
 
@@ -726,7 +768,7 @@ class FirstRequest:
 
     @classmethod
     def decode(cls, data: bytes) -> "FirstRequest":
-        kind, version, rnd, _, d, count = HEADER.unpack_from(data, 0)
+        kind, version, rnd, _, d, count = read_header(data)
         if kind != MessageKind.SUFFSTATS_FIRST or version != _VERSION or len(data) != HEADER.size:
             raise ValueError("not a fed-suffstats first request")
         return cls(rnd, d, count)
@@ -751,7 +793,7 @@ class BasisBroadcast:
 
     @classmethod
     def decode(cls, data: bytes) -> "BasisBroadcast":
-        kind, version, rnd, _, d, _ = HEADER.unpack_from(data, 0)
+        kind, version, rnd, _, d, _ = read_header(data)
         if kind != MessageKind.SUFFSTATS_BASIS or version != _VERSION:
             raise ValueError("not a basis broadcast")
         if len(data) != HEADER.size + 8 * (2 * d + d * d):
@@ -786,7 +828,7 @@ class CentreRequest:
 
     @classmethod
     def decode(cls, data: bytes) -> "CentreRequest":
-        kind, version, rnd, _, d, count = HEADER.unpack_from(data, 0)
+        kind, version, rnd, _, d, count = read_header(data)
         if kind != MessageKind.SUFFSTATS_CENTRE or version != _VERSION:
             raise ValueError("not a fed-suffstats centre request")
         if len(data) != HEADER.size + 16 * d:

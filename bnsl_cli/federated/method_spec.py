@@ -100,6 +100,13 @@ class MethodSpec:
     #: the method-specific options of ``privacy-budget`` it takes
     #: (:data:`bnsl_cli.federated.method_options.BUDGET_OPTIONS`)
     budget_options: frozenset = frozenset()
+    #: the message kinds (:class:`~bnsl_cli.federated.messages.MessageKind`) its site answers; a site's
+    #: guard refuses every other kind before the participant sees it (``bnsl_cli.net.policy``)
+    site_messages: frozenset = frozenset()
+    #: ``reply_rules(plan) -> {request kind: Rule}``: what its participants' replies may hold, derived
+    #: from the plan's public facts (:mod:`bnsl_cli.federated.reply_limits`; ``None``: the blanket
+    #: checks only). ``run`` hands the limits built from them to the fleet.
+    reply_rules: Optional[Callable] = None
 
     @property
     def split_noise(self) -> bool:

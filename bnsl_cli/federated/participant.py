@@ -19,10 +19,65 @@ from bnsl_cli.federated.messages import (
     SparseUpdate,
     SupportState,
     message_kind,
+    read_header,
 )
+from bnsl_cli.errors import UnsafeMessageError
 from bnsl_cli.solvers.pgcd import local_objective, pgcd
 
-__all__ = ["Participant", "SparseParticipant", "DenseParticipant"]
+__all__ = [
+    "Participant",
+    "SparseParticipant",
+    "DenseParticipant",
+    "WEIGHT_MAX",
+    "RHO2_RANGE",
+    "consensus_problem",
+    "gram_request_problem",
+]
+
+#: A private participant answers a consensus broadcast only when every entry of ``W`` is at most this
+#: in magnitude and ``ρ₂`` lies in :data:`RHO2_RANGE` (and is the plan's schedule's value for the
+#: round): with its own ``B_p`` held to the same bound (:data:`bnsl_cli.solvers.dp_pgcd.STATE_MAX`),
+#: every value DP-PGCD forms from its rows is finite. Honest weights are edge weights in data units,
+#: honest ``ρ₂`` at most ``--rho-max`` (10¹⁶ by default).
+WEIGHT_MAX = 2.0**64
+RHO2_RANGE = (2.0**-64, 2.0**64)
+
+
+def consensus_problem(msg: ConsensusBroadcast, d: int, rho2_due: Optional[float], private: bool) -> Optional[str]:
+    """Why a participant with ``d`` columns must not use the consensus broadcast ``msg`` (``None``: it
+    may), from the message alone: ``d`` matches, ``W`` and ``ρ₂`` are finite, ``ρ₂ > 0``; with
+    ``rho2_due`` (the plan's schedule) ``ρ₂`` is exactly that value; a private participant also needs
+    ``|W| ≤`` :data:`WEIGHT_MAX` and ``ρ₂`` in :data:`RHO2_RANGE`."""
+    if msg.d != d or msg.W.shape != (d, d):
+        return f"a consensus broadcast for d = {msg.d}, this participant has {d} columns"
+    if not (np.all(np.isfinite(msg.W)) and np.isfinite(msg.rho2) and msg.rho2 > 0):
+        return "a consensus broadcast with a weight or ρ₂ that is not a finite (positive) number"
+    if rho2_due is not None and msg.rho2 != rho2_due:
+        return f"a consensus broadcast with ρ₂ = {msg.rho2!r}; the plan's schedule gives {rho2_due!r} for round {msg.round}"
+    if private:
+        big = float(np.max(np.abs(msg.W), initial=0.0))
+        if big > WEIGHT_MAX:
+            return f"a consensus broadcast with a weight of {big:.3g} (at most 2^64 = {WEIGHT_MAX:.3g} is accepted)"
+        if not RHO2_RANGE[0] <= msg.rho2 <= RHO2_RANGE[1]:
+            return f"a consensus broadcast with ρ₂ = {msg.rho2:.3g}, outside [2^-64, 2^64]"
+    return None
+
+
+def gram_request_problem(req: GramRequest, d: int) -> Optional[str]:
+    """Why a participant with ``d`` columns must not answer the second-moment request ``req``
+    (``None``: it may), from the message alone: ``d`` matches, and the pairs are distinct entries
+    ``a·d + b`` of the ``d × d`` matrix, at most ``d(d + 1)/2`` of them (a second-moment matrix has no
+    more distinct values; the honest coordinator asks for upper-triangle pairs ``a ≤ b``)."""
+    if req.d != d:
+        return f"a second-moment request for d = {req.d}, this participant has {d} columns"
+    p = req.pairs
+    if p.size > d * (d + 1) // 2:
+        return f"a second-moment request for {p.size} pairs, more than the {d * (d + 1) // 2} a d × d matrix has"
+    if p.size and (p.min() < 0 or p.max() >= d * d):
+        return "a second-moment request naming a pair outside the d × d matrix"
+    if p.size > 1 and not np.all(p[1:] > p[:-1]) and np.unique(p).size != p.size:
+        return "a second-moment request naming a pair twice"
+    return None
 
 
 class Participant:
@@ -35,10 +90,15 @@ class Participant:
     """
 
     uses_exact_moments = True
+    #: the participant checks the ranges of :func:`consensus_problem` (private participants)
+    private = False
 
     def __init__(self, pid: int, X: np.ndarray, n_total: int, lam: float, centre: Optional[np.ndarray] = None,
-                 report_B: bool = False):
+                 report_B: bool = False, rho2_schedule: Optional[tuple] = None):
         self.pid = int(pid)
+        #: ``(ρ₂ of round 1, growth, cap)`` from the plan: every broadcast's ρ₂ must be the schedule's
+        self.rho2_schedule = rho2_schedule
+        self._rho2_due = None if rho2_schedule is None else float(rho2_schedule[0])
         self.report_B = bool(report_B)
         Xc = X - (X.mean(axis=0, keepdims=True) if centre is None else np.asarray(centre)[None, :])
         self._Xc = Xc
@@ -56,8 +116,18 @@ class Participant:
         self.compute_s = 0.0
         self.steps_taken = 0
 
+    def _refuse_if(self, why: Optional[str]) -> None:
+        """Refuse a message whose contents fail a check made on the message alone (before the rows are
+        used: the refusal is the same on every data set)."""
+        if why is not None:
+            raise UnsafeMessageError(f"participant {self.pid + 1} refused {why}")
+
     def _receive_consensus(self, msg: ConsensusBroadcast) -> None:
         """Dual update with the previous ρ₂ and the new W, then adopt the new W and ρ₂."""
+        self._refuse_if(consensus_problem(msg, self.d, self._rho2_due, self.private))
+        if self.rho2_schedule is not None:
+            _, growth, cap = self.rho2_schedule
+            self._rho2_due = min(self._rho2_due * float(growth), float(cap))
         if self.rho2 is not None:
             self.beta += self.rho2 * (self.B - msg.W)
         self.W = msg.W
@@ -68,10 +138,15 @@ class Participant:
         second-moment request (the polish, after the rounds) with the requested moments."""
         if message_kind(data) == GramRequest.kind:
             req = GramRequest.decode(data)
+            self._refuse_if(gram_request_problem(req, self.d))
             t0 = time.perf_counter()
             values = self._second_moments(req.pairs)
             self.compute_s += time.perf_counter() - t0
             return GramReply(req.round, self.pid, self.d, values).encode()
+        head = read_header(data)
+        if head.kind != ConsensusBroadcast.kind or head.d != self.d:
+            # (before decoding: the header's d sizes the matrix)
+            self._refuse_if(f"a kind-{head.kind} message for d = {head.d} where a consensus broadcast for d = {self.d} is due")
         msg = ConsensusBroadcast.decode(data, self.link)
         self._receive_consensus(msg)
         if msg.stop:
@@ -123,8 +198,8 @@ class SparseParticipant(Participant):
     """Fed-Sparse-BNSL: PGCD from the previous ``B_p``; sends only the changed coordinates."""
 
     def __init__(self, pid, X, n_total, lam, steps: int, tol: float = 1e-8, forbidden=None, required=None,
-                 report_B: bool = False):
-        super().__init__(pid, X, n_total, lam, report_B=report_B)
+                 report_B: bool = False, rho2_schedule: Optional[tuple] = None):
+        super().__init__(pid, X, n_total, lam, report_B=report_B, rho2_schedule=rho2_schedule)
         self.steps = int(steps)
         self.tol = float(tol)
         #: prior knowledge (public, from the plan): PGCD never selects a forbidden coordinate
@@ -148,8 +223,8 @@ class DenseParticipant(Participant):
 
     No ℓ₁ locally (λ sits on W at the server)."""
 
-    def __init__(self, pid, X, n_total, report_B: bool = False):
-        super().__init__(pid, X, n_total, lam=0.0, report_B=report_B)
+    def __init__(self, pid, X, n_total, report_B: bool = False, rho2_schedule: Optional[tuple] = None):
+        super().__init__(pid, X, n_total, lam=0.0, report_B=report_B, rho2_schedule=rho2_schedule)
 
     def _local_update(self, rnd: int) -> DenseUpdate:
         A = self._S + self.rho2 * np.eye(self.d)

@@ -41,7 +41,10 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import threshold_to_dag
-from bnsl_cli.federated.messages import GramReply, GramRequest
+from bnsl_cli.federated.messages import GramReply, GramRequest, MessageKind
+from bnsl_cli.federated.reply_limits import NOISE_TAIL, ROUNDING, Rule, psd_message
+from bnsl_cli.privacy.defaults import POLISH_CLIP
+from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.score_search import (  # noqa: F401 - graph_changes: importable from here too
     POLISH_CANDIDATES,
     PolishResult,
@@ -55,6 +58,8 @@ __all__ = [
     "candidate_edges",
     "POLISH_SCORE",
     "PolishStage",
+    "GramShares",
+    "reply_rules",
 ]
 #: The polish score of a non-private run (see :func:`polish_graph`) and of a private one.
 POLISH_SCORE = "auto"
@@ -193,3 +198,59 @@ class PolishStage:
         self.result.info["pairs"] = int(self.pairs.size)
         self.seconds = time.perf_counter() - t0
         self.result.info["seconds"] = self.seconds
+
+
+# ----------------------------------------------------------------------------------------------
+# what a participant's second moments may hold (bnsl_cli.federated.reply_limits)
+# ----------------------------------------------------------------------------------------------
+
+
+class GramShares(Rule):
+    """The limits of a :class:`GramReply`, site ``p``'s share ``Σ_rows x_a x_b / n`` of each requested
+    second moment, in the units it works in.
+
+    Non-private: its rows centred at its own means, so ``S_aa`` is at most its share of the pooled
+    variances (:meth:`~bnsl_cli.federated.reply_limits.ReplyLimits.within_moments`, standardised when
+    the statistics were broadcast) and ``|S_ab| ≤ √(S_aa S_bb)`` (checked on the limits and, for the
+    requested pairs whose diagonals are in the reply too, on the values). Private: products of rows
+    standardised by the site's released ``√v̂``, each row's vector clipped to ``C_r = κ√|Q|``, plus
+    Gaussian noise of std ``σ_pol · 2C_r``, scaled back by ``√(v̂_a v̂_b)`` over ``n``: at most
+    ``(n_p C_r + NOISE_TAIL σ_pol 2C_r) √(v̂_a v̂_b) / n`` with ``v̂`` bounded by the site's share of the
+    pooled variances (or the one-off release's clip and noise)."""
+
+    what = "second moments (polish)"
+
+    def limit(self, lim, request, index):
+        req = GramRequest.decode(request)
+        a, b = req.pairs // req.d, req.pairs % req.d
+        if lim.privacy is None:
+            q = lim.within_moments(index)
+            if q is None:
+                return None
+            return (np.sqrt(q[a] * q[b]),
+                    "√(S_aa S_bb) with each S_aa at most the site's share of the pooled variances")
+        mult = lim.privacy.multiplier(ReleaseKind.POLISH)
+        if mult is None:
+            return None
+        c_r = POLISH_CLIP * float(np.sqrt(req.pairs.size))
+        sigma = mult * 2.0 * c_r
+        v = lim.v_hat(index)
+        n_p = lim.rows[index]
+        return ((n_p * c_r + NOISE_TAIL * sigma) * np.sqrt(v[a] * v[b]) / lim.n * (1.0 + ROUNDING),
+                f"n_p rows clipped to {c_r:.3g} plus {NOISE_TAIL:g} noise stds ({sigma:.3g}), scaled by √(v̂_a v̂_b)/n")
+
+    def consistent(self, lim, request, index, values):
+        if lim.privacy is not None:
+            return None  # noisy moments need not be positive semi-definite
+        req = GramRequest.decode(request)
+        a, b = req.pairs // req.d, req.pairs % req.d
+        diag = {int(x): float(v) for x, y, v in zip(a, b, values) if x == y}
+        neg = [j for j, v in diag.items() if v < 0]
+        if neg:
+            return f"sent a negative second moment S_aa = {diag[neg[0]]:.3g} (column {neg[0] + 1}): a sum of squares"
+        return psd_message(values, a, b, diag, "second moments")
+
+
+def reply_rules(plan) -> dict:
+    """The limits of the polish's replies (:mod:`bnsl_cli.federated.reply_limits`): :class:`GramShares`."""
+    return {MessageKind.GRAM_REQUEST: GramShares()}

@@ -44,12 +44,15 @@ def run_admm(
     threshold: float = 0.3,
     progress: Optional[Callable[[dict], None]] = None,
     polish=None,
+    guard=None,
 ) -> RunLog:
     """Run at most ``max_rounds`` ADMM rounds; stop early when ``h(W) ≤ h_tol`` and
     ``max_p ‖B_p − W‖_max ≤ gap_tol``. With ``polish`` (a
     :class:`~bnsl_cli.federated.polish.PolishStage`), one second-moment exchange follows the rounds.
     Ends with a stop broadcast that delivers the final consensus W to every participant.
-    ``progress`` gets each round's record and the round's bytes as the fleet counted them."""
+    ``progress`` gets each round's record and the round's bytes as the fleet counted them. ``guard``
+    (an :class:`~bnsl_cli.federated.update_guard.UpdateGuard`) checks every round's updates against
+    the coordinator's state before the W-step."""
     if not hasattr(fleet, "exchange"):
         fleet = LocalFleet(fleet)
     t0 = time.perf_counter()
@@ -60,11 +63,15 @@ def run_admm(
         rnd = len(history) + 1
         fleet.traffic.enter(rnd)
         msg = coordinator.broadcast()
+        if guard is not None:
+            guard.before(coordinator)
         t_local = time.perf_counter()
         for reply in fleet.exchange(msg):
             if reply is not None:
                 coordinator.receive(reply)
         t_local = time.perf_counter() - t_local
+        if guard is not None:
+            guard.after(coordinator)
         info = coordinator.step()
         W = coordinator.W
         info["edges"] = int(np.count_nonzero(np.abs(W) > threshold))

@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from bnsl_cli.federated.fleet import checked_replies, checked_sum
 from bnsl_cli.federated.messages import with_sender
 from bnsl_cli.federated.secure_sum import ALL_SITES, SCALE_BITS, SecureSum, generate_keypair, summable_span, unmask_sum
 from bnsl_cli.federated.traffic import Traffic
@@ -24,7 +25,11 @@ class SecureLocalFleet:
     """An in-process fleet whose summable replies are masked by every site (the secure sum of
     :mod:`bnsl_cli.federated.secure_sum`, with keys made here for this run) and unmasked only as
     their sum: the coordinator code gets the sum in the first reply and zeros in the others, as
-    from ``bnsl serve --secure-sum``. Sites holding split noise need this (or the networked one)."""
+    from ``bnsl serve --secure-sum``. Sites holding split noise need this (or the networked one).
+
+    As over the network, the inner fleet checks every reply's shape and that its values are finite
+    and in the blanket range; the run's ``limits`` (set by ``run``) apply to the replies in the clear
+    one by one and to the summable ones only as their sum (one site's values are never seen)."""
 
     secure_sum = True
 
@@ -39,6 +44,7 @@ class SecureLocalFleet:
         run_id = os.urandom(16)
         self._sites = [SecureSum(i, keys[i][0], [k[1] for k in keys], run_id, self.scale_bits) for i in range(n_sites)]
         self._count = 0
+        self.limits = None  # the run's reply limits (run() sets them; the inner fleet keeps the blanket checks)
 
     def __len__(self) -> int:
         return len(self.inner)
@@ -50,7 +56,7 @@ class SecureLocalFleet:
             if any(s is not None for s in spans):
                 raise ValueError("secure sum: some replies are summable and some are not")
             self.traffic.count(msg, out)
-            return out
+            return checked_replies(msg, out, self.limits)
         self._count += 1
         tag = b"exchange|%d" % self._count
         start = spans[0][0]
@@ -61,7 +67,8 @@ class SecureLocalFleet:
         first = out[0]
         prefix = with_sender(first[:start], ALL_SITES)
         zeros = np.zeros_like(total).astype("<f8").tobytes()
-        return [prefix + (total.astype("<f8").tobytes() if k == 0 else zeros) for k in range(len(out))]
+        summed = [prefix + (total.astype("<f8").tobytes() if k == 0 else zeros) for k in range(len(out))]
+        return checked_sum(msg, summed, self.limits)
 
     def finish(self):
         return self.inner.finish()

@@ -33,23 +33,25 @@ the units) and reported in original units: ``W_orig[i, j] = W_std[i, j] · σ_j 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import NoDagError, ScaleWarning, warn
+from bnsl_cli.errors import ByzantineWarning, NoDagError, ScaleWarning, UnsafeMessageError, warn
 from bnsl_cli.federated import dp_participant
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
+    MessageKind,
     ShareReply,
     StandardizeBroadcast,
     StatsRequest,
     message_kind,
 )
 from bnsl_cli.federated.method_spec import Statistics
+from bnsl_cli.federated.reply_limits import CentreShares, MeanShares
 from bnsl_cli.federated.traffic import STANDARDIZE
-from bnsl_cli.privacy.bounding import clamp_rows
+from bnsl_cli.privacy.bounding import STANDARDISED_MAX, clamp_rows, standardised_bound
 from bnsl_cli.stats import (
     check_scales,
     column_stats,
@@ -65,6 +67,7 @@ __all__ = [
     "StatsSite",
     "with_stats",
     "standardize_stage",
+    "reply_rules",
     "after_rounds",
     "floating_point_trap",
 ]
@@ -132,6 +135,14 @@ class StatsSite:
                 raise ValueError(f"participant {self.pid + 1}: a standardisation broadcast after the rounds began")
             if msg.mean is None or not (np.all(np.isfinite(msg.mean)) and np.all(msg.sd > 0) and np.all(np.isfinite(msg.sd))):
                 raise ValueError(f"participant {self.pid + 1}: the standardisation broadcast is not usable")
+            if self._pre is not None:
+                # private: (x − μ)/σ of the clamped rows must stay finite, whatever the rows (checked on
+                # the released centre and spread and the broadcast alone, before the rows are used)
+                b = standardised_bound(self._pre[0], self._pre[1], msg.mean, msg.sd)
+                if not b <= STANDARDISED_MAX:
+                    raise UnsafeMessageError(
+                        f"participant {self.pid + 1} refused a standardisation broadcast whose scales would stretch "
+                        f"its clamped rows to {b:.3g} (at most 2^400 is accepted)")
             X = quantise((self._X - msg.mean[None, :]) / msg.sd[None, :])
             pre = self._pre
             if pre is not None:
@@ -177,13 +188,23 @@ def with_stats(build: Callable) -> Callable:
 @dataclass
 class ColumnStats:
     """The record of the column-statistics exchange: whether ``--standardize`` applied them, where
-    they came from, the pooled means and standard deviations. (Its bytes are the fleet's, under the
-    stage :data:`~bnsl_cli.federated.traffic.STANDARDIZE`; the report builder adds them.)"""
+    they came from, the pooled means and standard deviations, and the warnings about a site's shares
+    (:meth:`~bnsl_cli.federated.reply_limits.ReplyLimits.outlying_spreads`, warned after the rounds).
+    (Its bytes are the fleet's, under the stage :data:`~bnsl_cli.federated.traffic.STANDARDIZE`; the
+    report builder adds them.)"""
 
     applied: bool
     source: str
     mean: list
     sd: list
+    warnings: list = field(default_factory=list)
+
+
+def reply_rules(plan) -> dict:
+    """The limits of this exchange's replies (:mod:`bnsl_cli.federated.reply_limits`): a share of the
+    column means answers a :class:`StatsRequest`, a share of the pooled variances about the broadcast
+    mean a :class:`CentreBroadcast`."""
+    return {MessageKind.STATS_REQUEST: MeanShares(), MessageKind.CENTRE: CentreShares()}
 
 
 def standardize_stage(spec, plan, fleet) -> Optional[ColumnStats]:
@@ -206,6 +227,9 @@ def standardize_stage(spec, plan, fleet) -> Optional[ColumnStats]:
         mean=mean.tolist(),
         sd=sd.tolist(),
     )
+    limits = getattr(fleet, "limits", None)
+    if limits is not None:
+        rec.warnings = limits.outlying_spreads(plan.names)
     if plan.standardize:
         check_scales(mean, sd, plan.names)
         fleet.exchange(StandardizeBroadcast(0, plan.d, mean, sd).encode())
@@ -231,7 +255,9 @@ def after_rounds(spec, plan, outcome, report: dict, rec: Optional[ColumnStats], 
     """After the driver: weights back in original units (with ``--standardize``), the scale warning
     (without). ``rec`` is the stage's record (``None`` for methods without the exchange;
     ``notears``/``local-notears`` sites and ``fed-moments`` put their own ``sd`` in their summaries
-    / report)."""
+    / report). A site whose shares stood out (``rec.warnings``) is warned about first."""
+    if rec is not None and rec.warnings:
+        warn(rec.warnings, ByzantineWarning, report.setdefault("warnings", []), stacklevel=3)
     sds = _sources(spec, outcome, report, rec)
     if not sds:
         return

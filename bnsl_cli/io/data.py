@@ -483,13 +483,52 @@ def _find_bad_cell(
     ``na="drop-rows"`` a missing value (empty or one of :data:`MISSING`) is no error."""
     try:
         return _find_bad_cell_rows(path, text, names, skip, sep, has_header, na)
-    except csv.Error:  # a carriage return alone inside a line (old Mac line ends)
-        return _lone_cr(path)
+    except _CsvTrouble as exc:  # a field beyond the csv module's limit, or a lone carriage return
+        return _csv_error(path, exc.message, exc.line, text)
 
 
 def _lone_cr(path: Path) -> InputDataError:
     return InputDataError(
         f"{_display(path)}: a carriage return (\\r) without a newline; save the file with \\n or \\r\\n line ends"
+    )
+
+
+class _CsvTrouble(Exception):
+    """A ``csv.Error`` of the strict checker, with the line its record starts on."""
+
+    def __init__(self, message: str, line: int):
+        super().__init__(message)
+        self.message, self.line = message, line
+
+
+def _csv_rows(reader, first_line: int):
+    """The rows of ``reader`` (a ``csv.reader``); its ``csv.Error`` as :class:`_CsvTrouble` naming
+    the line (of the file: the reader's first line is ``first_line``) where that record starts."""
+    while True:
+        start = first_line + reader.line_num
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise _CsvTrouble(str(exc), start) from None
+        yield row
+
+
+def _csv_error(path: Path, message: str, line: Optional[int], text: str = "") -> InputDataError:
+    """What a ``csv.Error`` means, in one line: a field longer than the csv module's field size
+    limit (``csv.field_size_limit()``), naming the line ``line`` of ``text`` where its record
+    starts (and an unclosed quote from there on, the usual cause); otherwise (the only other
+    error our reader settings leave) a carriage return without a newline."""
+    if "field limit" not in message:
+        return _lone_cr(path)
+    where = f" line {line}:" if line is not None else ""
+    hint = ""
+    if text.split("\n", (line or 1) - 1)[-1].count('"') % 2:  # a quote opened there is never closed
+        hint = '; a quote (") left open there makes a field run on over the lines that follow'
+    return InputDataError(
+        f"{_display(path)}:{where} a field is longer than {csv.field_size_limit():,} characters, the field "
+        f"size limit of Python's csv reader{hint}"
     )
 
 
@@ -499,9 +538,9 @@ _NA_HINT = "; pass --na drop-rows to drop the rows that hold one"
 def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error") -> InputDataError | None:
     body = text.lstrip("\r\n")
     skipped = text[: len(text) - len(body)].count("\n")  # leading blank lines keep their numbers
-    reader = csv.reader(io.StringIO(body), delimiter=sep)
+    reader = _csv_rows(csv.reader(io.StringIO(body), delimiter=sep), 1 + skipped)
     if has_header:
-        next(reader)
+        next(reader, None)
     d = len(names)
     shown = _display(path)
     first_row = True
@@ -750,8 +789,8 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
         raise InputDataError(f"{shown}: file is empty")
     try:
         fields = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
-    except csv.Error:
-        raise _lone_cr(path) from None
+    except csv.Error as exc:
+        raise _csv_error(path, str(exc), header_line, line) from None
     has_header = _has_header(fields, rest, opts.header, path, sep)
     if has_header:
         header = fields

@@ -14,7 +14,8 @@ from bnsl_cli.net.frames import MAX_DATA_BYTES
 from bnsl_cli.privacy.ledger import PrivacyEvent
 
 __all__ = [
-    "METHOD", "CHANNEL_OPTIONS", "FederationError", "SiteRefusedError", "ColumnMismatchError", "need_grpc",
+    "METHOD", "CHANNEL_OPTIONS", "SERVER_OPTIONS", "KEEPALIVE_S", "PING_TIMEOUT_S", "FROZEN_COORDINATOR_S",
+    "FederationError", "SiteRefusedError", "ColumnMismatchError", "need_grpc",
     "pack_events", "unpack_events",
 ]
 
@@ -22,17 +23,44 @@ __all__ = [
 METHOD = "/bnsl.federation.v1.Federation/Session"
 SERVICE = "bnsl.federation.v1.Federation"
 
-CHANNEL_OPTIONS = [
+#: A site pings the coordinator (HTTP/2 PING) after this many seconds without a frame from it ...
+KEEPALIVE_S = 4
+#: ... and gives the connection up when a ping is not acknowledged within this many seconds.
+PING_TIMEOUT_S = 4
+#: So a coordinator whose process or machine stops (frozen, SIGSTOP, power loss, a cut cable) is
+#: noticed by its sites within this many seconds (``bnsl join --help`` and docs/federation.md say
+#: so): at most KEEPALIVE_S + PING_TIMEOUT_S, and a margin for the timers. Pings are acknowledged by
+#: gRPC's own threads, which need no Python lock: a coordinator that computes for long between
+#: rounds (even holding the GIL) still answers them, and sends no frame meanwhile, so the sites keep
+#: waiting for its next message up to ``join --timeout``. (Recent gRPC releases, e.g. 1.85, wait
+#: ``grpc.http2.ping_timeout_ms``, 60 s unless set, for a keep-alive ping's acknowledgement,
+#: whatever ``grpc.keepalive_timeout_ms`` says: both are set.)
+FROZEN_COORDINATOR_S = 10
+
+_MESSAGE_SIZES = [
     ("grpc.max_send_message_length", MAX_DATA_BYTES),
     ("grpc.max_receive_message_length", MAX_DATA_BYTES),
-    # detect a peer whose machine vanished without closing its TCP connection
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
+]
+#: the site's channel
+CHANNEL_OPTIONS = _MESSAGE_SIZES + [
+    # notice a coordinator that stopped answering without closing its TCP connection
+    ("grpc.keepalive_time_ms", KEEPALIVE_S * 1000),
+    ("grpc.keepalive_timeout_ms", PING_TIMEOUT_S * 1000),
+    ("grpc.http2.ping_timeout_ms", PING_TIMEOUT_S * 1000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]
-SERVER_OPTIONS = CHANNEL_OPTIONS + [
-    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+#: the coordinator's server
+SERVER_OPTIONS = _MESSAGE_SIZES + [
+    # detect a site whose machine vanished without closing its TCP connection
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.ping_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    # the sites ping every KEEPALIVE_S while the coordinator is silent: allowed (a peer that pings
+    # more often than this is sent GOAWAY after two strikes)
+    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_S * 1000 // 2),
     ("grpc.so_reuseport", 0),  # a port in use must be an error, not a shared listener
 ]
 

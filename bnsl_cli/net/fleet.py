@@ -2,7 +2,8 @@
 
 :class:`NetworkFleet` is a fleet like :class:`~bnsl_cli.federated.fleet.LocalFleet`: ``exchange(msg)``
 sends one encoded broadcast to every site and returns their encoded replies in site order. Before
-that, :meth:`NetworkFleet.gather` waits for the sites' HELLOs and orders them by declared name, and
+that, :meth:`NetworkFleet.gather` waits for the sites' HELLOs and orders them by name (under mutual TLS
+the name in each site's certificate, which its HELLO must declare), and
 :meth:`NetworkFleet.start` sends each its PLAN and waits for every ACCEPT; :meth:`finish` collects the
 sites' end-of-run SUMMARY frames and :meth:`close` ends the run (DONE on success, ABORT with a reason
 otherwise). Any fault — a site that disconnects, times out, sends a malformed, out-of-order or
@@ -13,8 +14,11 @@ Every reply is checked against the broadcast before the coordinator sees it
 (:func:`~bnsl_cli.federated.messages.validate_reply`): its kind must answer the request's kind, its
 header must carry the broadcast's round, the site's index and ``d``, its length must match its
 declared entry count (so a truncated or padded message is refused here), its indices must lie in
-the matrix, and its values (when not masked by a secure sum) must be finite and in range. A bad
-reply stops the run (:class:`FederationError`, exit 6) naming the site.
+the matrix, and its values (when not masked by a secure sum) must be finite and in range — within
+what the site's rows can give by the run plan's public facts once ``run`` has set the fleet's
+``limits`` (:mod:`bnsl_cli.federated.reply_limits`). A bad reply stops the run
+(:class:`FederationError`, exit 6) naming the site. Masked replies are checked only as their sum
+(against the sum of the sites' limits); a sum beyond it stops the run naming no site.
 """
 
 from __future__ import annotations
@@ -126,9 +130,10 @@ class NetworkFleet:
     :data:`PENDING_PER_IDENTITY` of one certificate identity; the gRPC server admits ``n_sites +
     max_pending`` concurrent calls and a margin, so waiting connections never take a joined site's
     capacity. Under mutual TLS every connection is bound to its certificate identity
-    (:mod:`.identity`): one identity holds at most one participant slot, the coordinator's own
-    certificate and certificates without the client role are refused, and ``allow_sites`` (names)
-    restricts who may join."""
+    (:mod:`.identity`): a site's name is its certificate's (a HELLO that declares another name is
+    refused, so no certificate can take another site's name or place in the order), one identity
+    holds at most one participant slot, the coordinator's own certificate and certificates without
+    the client role are refused, and ``allow_sites`` (names) restricts who may join."""
 
     def __init__(self, listen: str, n_sites: int, credentials=None, timeout: float = 120.0,
                  log: Optional[Callable[[str], None]] = None, handshake_timeout: float = 10.0,
@@ -153,6 +158,9 @@ class NetworkFleet:
         self.traffic = Traffic(self.n)
         self.secure_sum = bool(secure_sum)
         self.scale_bits = int(scale_bits)
+        #: the run's reply limits (:class:`~bnsl_cli.federated.reply_limits.ReplyLimits`; ``run`` sets
+        #: them from the plan): the values of every reply in the clear, and the sums of masked ones
+        self.limits = None
         self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)
@@ -377,14 +385,18 @@ class NetworkFleet:
         why = self._bad_hello(item)
         if why is None:
             site.hello = item.body
-            if any(s.name == site.name for s in self.sites):
-                why = f"a site named {site.name!r} already joined; give each site a distinct --site-id"
+            if site.identity is not None and site.name != site.identity.name:
+                # a site's name is its certificate's: it orders the sites and names them in the plan
+                why = (f"this connection declares site name {site.name!r} but its certificate is {site.identity.name!r}; "
+                       "a site's name must be its certificate's name; refused")
             elif site.identity is not None and any(
                 s.identity is not None and s.identity.name == site.identity.name for s in self.sites
             ):
                 holder = next(s for s in self.sites if s.identity is not None and s.identity.name == site.identity.name)
                 why = (f"certificate {site.identity.name!r} already holds a participant slot (as site {holder.name!r}); "
                        "one certificate, one site")
+            elif any(s.name == site.name for s in self.sites):
+                why = f"a site named {site.name!r} already joined; give each site a distinct --site-id"
         if why is not None:
             site.hello = None
             self.log(f"refused a connection from {site.who}: {why}")
@@ -451,8 +463,9 @@ class NetworkFleet:
                 )
             s.reply_s += max(s.arrived - sent, 0.0)
             reply = frame.body
-            # a masked reply's values are checked by the site (finite, in the fixed-point range)
-            why = validate_reply(msg, reply, s.index, values=frame.kind != F.MASKED)
+            # a masked reply's values are checked by the site (finite, in the fixed-point range) and,
+            # once unmasked, as their sum against the sites' limits
+            why = validate_reply(msg, reply, s.index, values=frame.kind != F.MASKED, limits=self.limits)
             if why is not None:
                 raise self._fail(s, why)
             out.append(reply)
@@ -464,6 +477,12 @@ class NetworkFleet:
                 out = unmask_replies(out, self.scale_bits)
             except ValueError as exc:
                 raise self._fail(None, f"the sites' masked replies do not add up ({exc})") from None
+            if self.limits is not None:
+                why = self.limits.check_sum(msg, out[0])
+                if why is not None:
+                    raise self._fail(None, why)
+        if self.limits is not None:
+            self.limits.seen(msg, out)
         return out
 
     def finish(self) -> list[dict]:

@@ -76,10 +76,24 @@ __all__ = [
 RHO_SLACK = 1e-9
 
 
+#: The δ a site accepts when it states none (``bnsl join --max-delta``; ``SiteLimits.max_delta``
+#: ``None``): a fixed public bound, the same for every site, that the coordinator cannot move by
+#: choosing the plan. ``bnsl learn --dp`` and ``bnsl serve --dp`` make δ = 1/n_min² by default (the
+#: smallest site's rows, :func:`~bnsl_cli.plan.run_plan.default_delta`), which is at most 1e-5
+#: whenever every site has at least 317 rows (1/317² = 9.95e-6): the sizes private runs need to learn
+#: anything (the README's measurements use 500 to 5,000 rows per site). 1e-5 is also the customary
+#: bound for δ, far below 1/n for any site of fewer than 100,000 rows (n·δ ≤ 0.01 up to 1,000 rows,
+#: ``bnsl learn``'s own threshold for a weak δ). A fleet with a smaller site needs an explicit
+#: ``serve --delta`` (≤ 1e-5) or a higher ``--max-delta`` at every site.
+DEFAULT_MAX_DELTA = 1e-5
+
+
 @dataclass(frozen=True)
 class SiteLimits:
     """What a site accepts (``bnsl join``'s options). ``None`` means "no limit" except for
-    ``max_epsilon`` (``None``: no private run) and ``max_delta`` (``None``: 1 / this site's rows)."""
+    ``max_epsilon`` (``None``: no private run) and ``max_delta`` (``None``: the fixed public bound
+    :data:`DEFAULT_MAX_DELTA`, 1e-5, set in its place so that the HELLO and the transcript show the
+    bound in force; before it was 1 / this site's rows, which let a 2,000-row site accept δ = 5e-4)."""
 
     max_epsilon: Optional[float] = None
     max_delta: Optional[float] = None
@@ -93,6 +107,8 @@ class SiteLimits:
     require_secure_sum: bool = False
 
     def __post_init__(self) -> None:
+        if self.max_delta is None:
+            object.__setattr__(self, "max_delta", DEFAULT_MAX_DELTA)
         if self.max_epsilon is not None and not (isinstance(self.max_epsilon, (int, float)) and self.max_epsilon > 0):
             raise OptionError(f"max_epsilon must be > 0, got {self.max_epsilon!r}")
         if self.max_delta is not None and not (isinstance(self.max_delta, (int, float)) and self.max_delta > 0):
@@ -274,7 +290,7 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
             f"the plan spends ε = {worst:.4g} (recomputed here from its release list), more than this site's "
             f"--max-epsilon {limits.max_epsilon:g}"
         )
-    max_delta = limits.max_delta if limits.max_delta is not None else 1.0 / table.n
+    max_delta = limits.max_delta if limits.max_delta is not None else DEFAULT_MAX_DELTA
     if not pv.delta <= max_delta * (1 + 1e-12):
         raise RefusedError(f"the plan's δ = {pv.delta:.3g} exceeds this site's --max-delta {max_delta:.3g}")
     if limits.releases is not None:
@@ -371,6 +387,8 @@ class SpendGuard:
         self.planned_rho_each: dict = {}
         self.stages = suffstats_stages(plan)
         self.stages_done = 0
+        #: the message kinds this plan's method's site answers (the registry's ``site_messages``)
+        self.takes = method_spec(plan.method).site_messages
         #: ρ of each whitened-moment stage, in order (fed-suffstats: the stages' shares differ)
         self.stage_rho: list = []
         if plan.private:
@@ -455,6 +473,8 @@ class SpendGuard:
         except ValueError as exc:
             raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
         kind, rnd = head.kind, head.round
+        if kind not in self.takes:
+            raise self._refuse(f"a message of kind {kind}, which a {self.plan.method} site does not take")
         if self.stopped:
             raise self._refuse(f"a kind-{kind} message after the stop broadcast")
         if kind == MessageKind.BROADCAST:

@@ -24,6 +24,7 @@ from bnsl_cli.net import frames as F
 from bnsl_cli.net.common import (
     CHANNEL_OPTIONS,
     METHOD,
+    PING_TIMEOUT_S,
     FederationError,
     need_grpc,
     pack_events,
@@ -149,7 +150,9 @@ def run_site(
     site's :class:`~bnsl_cli.net.policy.SpendGuard`: what ``bnsl join`` uses. ``secure_key``: this run's X25519 private
 key (its public key is in the HELLO) for secure aggregation. ``credentials``: mutual TLS
     (:class:`~bnsl_cli.net.tls.PartyCredentials`) or ``None`` for plaintext. ``timeout``
-    bounds the wait for each coordinator frame. Returns the plan body and the site's summary."""
+    bounds the wait for each coordinator frame; a coordinator that stops answering the channel's
+    keep-alive pings is given up sooner, within :data:`~bnsl_cli.net.common.FROZEN_COORDINATOR_S`
+    (:class:`FederationError`). Returns the plan body and the site's summary."""
     grpc = need_grpc()
     log = log or (lambda _m: None)
     host, port = split_hostport(target, "coordinator address")
@@ -203,6 +206,13 @@ key (its public key is in the HELLO) for secure aggregation. ``credentials``: mu
                 delay = min(2 * delay, 1.0)
     finally:
         channel.close()
+
+
+def _unanswered_ping(detail) -> bool:
+    """Whether a gRPC error's details say the transport was closed because the coordinator did not
+    acknowledge a keep-alive ping (gRPC's "ping timeout" / "keepalive timeout")."""
+    text = str(detail or "").lower()
+    return "ping timeout" in text or "keepalive timeout" in text or "keepalive watchdog" in text
 
 
 class _Busy(Exception):
@@ -356,6 +366,11 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
             ) from None
         code = exc.code() if hasattr(exc, "code") else None
         detail = exc.details() if hasattr(exc, "details") else str(exc)
+        if _unanswered_ping(detail):  # a frozen coordinator, not a busy one: no point in trying again
+            raise FederationError(
+                f"the coordinator at {target} stopped answering: no reply to keep-alive pings within "
+                f"{PING_TIMEOUT_S:g} s (its process is stopped, or its machine or the network is gone); gave up"
+            ) from None
         if plan is None and code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
             raise _Busy(f"{code.name}: {detail}") from None
         raise FederationError(

@@ -49,6 +49,8 @@ __all__ = [
     "clip_factors",
     "to_float32_range",
     "triangular_solve_bound",
+    "STANDARDISED_MAX",
+    "standardised_bound",
 ]
 
 #: A centred value is clamped at this many released standard units (``√v̂_j``).
@@ -151,3 +153,20 @@ def triangular_solve_bound(zeta: np.ndarray, L: np.ndarray) -> float:
             u[i] = (zeta[i] + float(A[i, :i] @ u[:i])) / A[i, i]
         top = float(np.max(u)) * 2.0 if d else 0.0
     return top if top == top else float("inf")  # NaN (0·inf) counts as unbounded
+
+
+#: A broadcast mean and scale are accepted for rows clamped by :func:`clamp_rows` only when
+#: :func:`standardised_bound` is at most this: ``(x − μ)/σ`` and the products formed from it stay finite.
+STANDARDISED_MAX = 2.0**400
+
+
+def standardised_bound(centre: np.ndarray, v_hat: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> float:
+    """The largest ``|x_j − μ_j| / σ_j`` over every row clamped by :func:`clamp_rows` to
+    ``ĉ_j ± L_j`` (released ``ĉ``, ``v̂``), with a broadcast ``μ``, ``σ``: ``(|ĉ_j − μ_j| + L_j)/σ_j``
+    with a margin for rounding. Reads only released and broadcast values; ``inf`` when it overflows."""
+    c = np.asarray(centre, np.float64)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        top = (np.abs(c - np.asarray(mean, np.float64)) + centred_limits(v_hat) + 2.0**-51 * np.abs(c)) \
+            / np.asarray(sd, np.float64) * (1.0 + 2.0**-40)
+        b = float(np.max(top, initial=0.0))
+    return b if b == b else float("inf")

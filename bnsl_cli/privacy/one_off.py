@@ -22,12 +22,35 @@ from bnsl_cli.privacy.ledger import PrivacyEvent
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 from bnsl_cli.privacy.mechanisms import gaussian_noise
 
-__all__ = ["BIN_EDGES", "range_counts", "release_range", "release_means", "release_second_moments"]
+__all__ = [
+    "BIN_EDGES",
+    "RANGE_BOUND_MAX",
+    "means_sensitivity",
+    "second_moments_sensitivity",
+    "range_counts",
+    "release_range",
+    "release_means",
+    "release_second_moments",
+]
 
 
 #: Fixed bin edges for |x|: 4^k, k = −10 … 15 (about 1e-6 … 1e9). Public, data-independent.
 #: Coarse bins keep the counts well above the noise at small budgets.
 BIN_EDGES = 4.0 ** np.arange(-10, 16).astype(float)
+#: The largest bound :func:`release_range` can return (public): the top bin's lower edge ``4^15``
+#: times ``4^frac`` with ``frac ≤ 1``. A released mean or second moment is clipped at a bound at most
+#: this (the coordinator's reply limits read it: :mod:`bnsl_cli.federated.reply_limits`).
+RANGE_BOUND_MAX = float(BIN_EDGES[-1]) * 4.0
+
+
+def means_sensitivity(d: int) -> float:
+    """Replace-one L2 sensitivity of :func:`release_means`' clipped sums over ``d`` columns: ``2√d``."""
+    return 2.0 * float(np.sqrt(d))
+
+
+def second_moments_sensitivity(d: int) -> float:
+    """Replace-one L2 sensitivity of :func:`release_second_moments`' clipped sums: ``√d``."""
+    return float(np.sqrt(d))
 
 
 def release_range(X: np.ndarray, centre: np.ndarray, sigma_multiplier: float, rng, *, quantile: float,
@@ -89,7 +112,7 @@ def release_means(X: np.ndarray, bound: np.ndarray, sigma_multiplier: float, rng
     """Noisy column means of ``X`` with values clipped to ``±bound`` (per column)."""
     n, d = X.shape
     sums = clip_scaled(X, bound).sum(axis=0)  # = clip(x/B, ±1), without overflowing x/B
-    sens = 2.0 * float(np.sqrt(d))
+    sens = means_sensitivity(d)
     std = sigma_multiplier * sens
     noisy = sums + gaussian_noise(d, std, rng)
     return bound * noisy / n, PrivacyEvent(ReleaseKind.COLUMN_MEANS, GAUSSIAN, sens, std, 1)
@@ -102,7 +125,7 @@ def release_second_moments(Xc: np.ndarray, bound: np.ndarray, sigma_multiplier: 
     that level, so ``v̂`` stays positive (post-processing)."""
     n, d = Xc.shape
     sums = np.minimum(clip_scaled(Xc, bound) ** 2, 1.0).sum(axis=0)  # = min((x/B)², 1), no overflow
-    sens = float(np.sqrt(d))
+    sens = second_moments_sensitivity(d)
     std = sigma_multiplier * sens
     noisy = sums + gaussian_noise(d, std, rng)
     v = bound**2 * np.maximum(noisy, max(std, 1e-9 * n)) / n

@@ -17,7 +17,13 @@ from bnsl_cli.privacy.mechanisms import ColumnwiseSelector, gaussian_noise
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, ReleaseKind
 from bnsl_cli.solvers.pgcd import soft_threshold
 
-__all__ = ["clip_levels", "ClippedGradients", "dp_pgcd"]
+__all__ = ["STATE_MAX", "clip_levels", "ClippedGradients", "dp_pgcd"]
+
+#: A participant's weights are held to ``±STATE_MAX`` (a noisy step beyond it stops there): with the
+#: broadcast ``W`` and ``ρ₂`` held to public ranges (:func:`bnsl_cli.federated.participant.consensus_problem`),
+#: every gradient, residual and score DP-PGCD forms from the rows is finite. Honest weights are edge
+#: weights in data units, far inside. The bound is applied to the released (noisy) value: post-processing.
+STATE_MAX = 2.0**64
 
 #: bytes of products per block of :meth:`ClippedGradients.column` (well inside a 1–2 MB L2 cache)
 BLOCK_BYTES = 1 << 19
@@ -202,7 +208,7 @@ def dp_pgcd(
         old = float(bcol[m])
         g = float(gcol[m]) + gaussian_noise(None, sigma_list[m], rng)
         x = old - g / M_list[m]
-        new = _soft_scalar(x, thr_list[m])
+        new = min(max(_soft_scalar(x, thr_list[m]), -STATE_MAX), STATE_MAX)  # finite whatever W, ρ₂ arrived
         delta = new - old
         if delta != 0.0:
             bcol[m] = new

@@ -155,3 +155,24 @@ def test_a_lone_carriage_return_is_one_clear_error(tmp_path, monkeypatch, text):
     for small in (True, False):
         got = outcome(p, monkeypatch, small)
         assert got[0] == "error" and "carriage return" in got[2] and got[2].startswith(str(p)), got
+
+
+@pytest.mark.parametrize("text, line, quote", [
+    ("a,b\n1,2\n3,{long}\n5,6\n", 3, False),  # a data field
+    ("\n\na,b\n1,2\n3,{long}\n5,6\n", 5, False),  # leading blank lines keep their numbers
+    ("a,{long}\n1,2\n3,4\n", 1, False),  # a column name
+    ('a,b\n1,2\n3,"4\n5,6\n' + "7,8\n" * 40000, 3, True),  # a quote never closed: the field runs on
+])
+def test_a_field_beyond_the_csv_field_size_limit_is_named(tmp_path, monkeypatch, text, line, quote):
+    import csv
+
+    limit = csv.field_size_limit()
+    p = tmp_path / "long.csv"
+    p.write_text(text.replace("{long}", "4" * (limit + 10)))
+    for small in (True, False):
+        got = outcome(p, monkeypatch, small)
+        assert got[0] == "error", got
+        msg = got[2]
+        assert msg.startswith(f"{p}: line {line}: a field is longer than {limit:,} characters"), msg
+        assert "csv reader" in msg and "carriage return" not in msg and "\n" not in msg, msg
+        assert ("a quote (\") left open" in msg) == quote, msg

@@ -45,7 +45,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
         assert (served / name).read_bytes() == (learned / name).read_bytes(), name
     rep = json.loads((served / "report.json").read_text())
     assert rep["network"]["transport"] == "gRPC, mutual TLS"
-    assert [s["site"] for s in rep["network"]["sites"]] == ["site1.csv", "site2.csv", "site3.csv"]
+    assert [s["site"] for s in rep["network"]["sites"]] == ["site1", "site2", "site3"]
     # each participant bound to its certificate: identity and SHA-256 fingerprint, in the report
     # and (the coordinator's) in each site's transcript
     from tests.net.test_identity import _fp
@@ -65,7 +65,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     assert sum(r["bytes"] - 2 for r in data) == rep["communication"]["per_participant"][1]["bytes_up"]
     assert [r["frame"] for r in sent if r["frame"] not in ("DATA", "EMPTY")] == ["HELLO", "ACCEPT", "SUMMARY"]
     hello, summary = sent[0]["body"], [r for r in sent if r["frame"] == "SUMMARY"][0]["body"]
-    assert hello["site"] == "site2.csv" and hello["rows"] == 400 and hello["limits"]["allow_non_private"] is True
+    assert hello["site"] == "site2" and hello["rows"] == 400 and hello["limits"]["allow_non_private"] is True
     assert summary["participant"] == 2 and summary["rows"] == 400 and "compute_s" in summary  # non-private: timings too
     for r in sent:
         if "body" in r:  # the body as recorded is the body as sent: it hashes to the frame's sha256
@@ -88,10 +88,10 @@ def test_site_refuses_epsilon_and_nobody_writes(world, tmp_path):
     code, _, err = coord.done()
     assert code == 5, err
     lines = error_lines(err)
-    assert len(lines) == 1 and "site 2 (site2.csv) refused the run" in lines[0] and "--max-epsilon 5" in lines[0]
+    assert len(lines) == 1 and "site 2 (site2) refused the run" in lines[0] and "--max-epsilon 5" in lines[0]
     assert results[1][0] == 5 and "more than this site's --max-epsilon 5" in results[1][2]
     for k in (0, 2):
-        assert results[k][0] == 6 and "site 2 (site2.csv) refused the run" in results[k][2]
+        assert results[k][0] == 6 and "site 2 (site2) refused the run" in results[k][2]
     for code_, _, err_ in results:
         assert "Traceback" not in err_ and len(error_lines(err_)) == 1
     assert no_outputs(out)
@@ -112,9 +112,9 @@ def test_site_requires_secure_sum(world, tmp_path):
              for k, p in enumerate(paths)]
     results = [s.done() for s in sites]
     code, _, err = coord.done()
-    assert code == 5 and "site 1 (site1.csv) refused the run" in err and "--require-secure-sum" in err, err
+    assert code == 5 and "site 1 (site1) refused the run" in err and "--require-secure-sum" in err, err
     assert results[0][0] == 5 and "no secure aggregation" in results[0][2]
-    assert all(r[0] == 6 and "site 1 (site1.csv) refused the run" in r[2] for r in results[1:])
+    assert all(r[0] == 6 and "site 1 (site1) refused the run" in r[2] for r in results[1:])
     assert all(len(error_lines(r[2])) == 1 and "Traceback" not in r[2] for r in results)
     assert no_outputs(out)
 
@@ -137,8 +137,8 @@ def test_mismatched_columns_and_expired_certificate(world, tmp_path):
     results = [s.done() for s in sites]
     code, _, err = coord.done()
     assert code == 3, err
-    assert f"site 3 (site3.csv) has different columns from site 1 (site1.csv): lacks {old!r}; has extra 'renamed'" in err
-    assert all(r[0] == 6 and "site 3 (site3.csv) has different columns" in r[2] for r in results)
+    assert f"site 3 (site3) has different columns from site 1 (site1): lacks {old!r}; has extra 'renamed'" in err
+    assert all(r[0] == 6 and "site 3 (site3) has different columns" in r[2] for r in results)
     assert no_outputs(out)
 
 
@@ -164,7 +164,7 @@ class Slow:
 def on_plan(body):
     return Slow(make_participant(RunPlan.from_dict(body["plan"]), body["index"], t.X, None))
 creds = load_party(f"{certs}/ca.pem", f"{certs}/site2.pem", f"{certs}/site2.key")
-run_site(f"127.0.0.1:{port}", {"site": "site2.csv", "columns": list(t.names), "rows": t.n}, on_plan,
+run_site(f"127.0.0.1:{port}", {"site": "site2", "columns": list(t.names), "rows": t.n}, on_plan,
          credentials=creds, transcript=Transcript(tpath))
 """
 
@@ -197,10 +197,10 @@ def test_site_killed_mid_run(world, tmp_path):
     code, _, err = coord.done()
     assert code == 6, err
     lines = error_lines(err)
-    assert len(lines) == 1 and "site 2 (site2.csv)" in lines[0] and ("disconnected" in lines[0] or "closed" in lines[0])
+    assert len(lines) == 1 and "site 2 (site2)" in lines[0] and ("disconnected" in lines[0] or "closed" in lines[0])
     for s in others:
         c, _, e = s.done()
-        assert c == 6 and "site 2 (site2.csv)" in e and "Traceback" not in e
+        assert c == 6 and "site 2 (site2)" in e and "Traceback" not in e
     assert no_outputs(out)
 
 
@@ -223,7 +223,7 @@ def test_ctrl_c_on_the_coordinator_waiting_for_sites(world, tmp_path):
     out = tmp_path / "out"
     coord, port = serve(certs, out, participants=3)
     site = join(certs, port, paths[0], "site1", "--allow-non-private", "--timeout", "600")
-    coord.wait_for("site 'site1.csv' joined")  # the coordinator holds the site's connection
+    coord.wait_for("site 'site1' joined")  # the coordinator holds the site's connection
     _interrupt_the_coordinator(coord, [site], out)
 
 
@@ -256,8 +256,8 @@ def test_ctrl_c_on_a_site_mid_run_stops_everyone(world, tmp_path):
     slow.communicate(timeout=30)
     seen = f"site 1 ({c1}): {e1}\ncoordinator ({code}): {err}\nsite 3 ({c3}): {e3}"
     assert c1 == 130 and "interrupted" in e1 and "Traceback" not in e1 and len(error_lines(e1)) == 1, seen
-    assert code == 6 and len(error_lines(err)) == 1 and "site 1 (site1.csv)" in err and "Traceback" not in err, seen
-    assert c3 == 6 and "site 1 (site1.csv)" in e3 and len(error_lines(e3)) == 1 and "Traceback" not in e3, seen
+    assert code == 6 and len(error_lines(err)) == 1 and "site 1 (site1)" in err and "Traceback" not in err, seen
+    assert c3 == 6 and "site 1 (site1)" in e3 and len(error_lines(e3)) == 1 and "Traceback" not in e3, seen
     assert no_outputs(out)
 
 
@@ -266,7 +266,7 @@ def test_ctrl_c_on_a_site_before_the_plan(world, tmp_path):
     out = tmp_path / "out"
     coord, port = serve(certs, out, participants=2)
     site1 = join(certs, port, paths[0], "site1", "--allow-non-private", "--timeout", "600")
-    coord.wait_for("site 'site1.csv' joined")
+    coord.wait_for("site 'site1' joined")
     site1.send_signal(signal.SIGINT)
     c, _, e = site1.done(timeout=30)
     assert c == 130 and "interrupted" in e and "Traceback" not in e

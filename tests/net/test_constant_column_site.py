@@ -28,7 +28,9 @@ def test_private_run_ignores_a_constant_column_non_private_refuses_it(small_worl
     out = tmp_path / "private"
     coord, port = serve(certs, out, "-m", "fed-sparse", "--dp", "--epsilon", "10", "--value-bound", "20", "--rounds", "3",
                         "--steps", "5")
-    sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "10") for k, p in enumerate(sites_csv)]
+    # 300 rows per site: the plan's default δ = 1/300² is above join's default bound (1e-5)
+    sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "10", "--max-delta", "1e-4")
+             for k, p in enumerate(sites_csv)]
     for party in (*sites, coord):
         code, _, err = party.done()
         assert code == 0 and "constant" not in err, err

@@ -122,26 +122,31 @@ def test_a_coordinator_certificate_not_for_the_dialled_host_is_refused(certs, ta
         fleet.close()
 
 
+def _wait_joined(fleet, n):
+    for _ in range(250):
+        if len(fleet.sites) >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{len(fleet.sites)} of {n} sites joined")
+
+
 def test_one_certificate_takes_one_slot(certs, tables):
     fleet = NetworkFleet("127.0.0.1:0", 2, _party(certs, "coordinator"), timeout=20)
     parts = _parts(tables[:2])
     try:
-        first = Site(fleet.port, _party(certs, "site1"), "alpha", tables[0], parts[0])
+        first = Site(fleet.port, _party(certs, "site1"), "site1", tables[0], parts[0])
         box = {}
         th = threading.Thread(target=lambda: box.setdefault("hellos", fleet.gather(20)))
         th.start()
-        for _ in range(250):
-            if fleet.sites:
-                break
-            time.sleep(0.02)
-        assert [s.name for s in fleet.sites] == ["alpha"]
-        # the same certificate under another declared name: refused
-        second = Site(fleet.port, _party(certs, "site1"), "beta", tables[1], parts[1])
+        _wait_joined(fleet, 1)
+        assert [s.name for s in fleet.sites] == ["site1"]
+        # the same certificate again: refused
+        second = Site(fleet.port, _party(certs, "site1"), "site1", tables[1], parts[1])
         err = second.outcome()
         assert isinstance(err, FederationError) and "'site1' already holds a participant slot" in str(err), err
-        real = Site(fleet.port, _party(certs, "site2"), "beta", tables[1], parts[1])
+        real = Site(fleet.port, _party(certs, "site2"), "site2", tables[1], parts[1])
         th.join(30)
-        assert [(s.name, s.identity.name) for s in fleet.sites] == [("alpha", "site1"), ("beta", "site2")]
+        assert [(s.name, s.identity.name) for s in fleet.sites] == [("site1", "site1"), ("site2", "site2")]
         assert fleet.sites[0].identity.sha256 == _fp(certs / "site1.pem")
         fleet.start(lambda i: {"index": i})
         run_admm(_coord(tables[0].d, 2), fleet, 2)
@@ -258,3 +263,105 @@ def test_certs_command_names_the_coordinator(tmp_path):
     res = Party(["certs", str(tmp_path / "d"), "--parties", "a,b", "--hostname", "hub.lan"])
     code, _, err = res.done()
     assert code == 2 and len(error_lines(err)) == 1 and "--coordinator" in err and not (tmp_path / "d" / "ca.pem").exists()
+
+
+def _issue(root, parties):
+    """A CA and one certificate + key per entry of ``parties`` (file stem → (common name, URI SAN
+    site name or ``None``, role)), as any CA may issue them: e.g. two certificates that both name
+    'site1' (a renewal, or a mistake)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    root.mkdir()
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
+
+    def build(subject, pub, *ext):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_name).public_key(pub)
+             .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + dt.timedelta(days=1)))
+        for e, crit in ext:
+            b = b.add_extension(e, critical=crit)
+        return b.sign(ca_key, hashes.SHA256())
+
+    ca = build(ca_name, ca_key.public_key(), (x509.BasicConstraints(ca=True, path_length=0), True))
+    (root / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for stem, (cn, uri, role) in parties.items():
+        key = ec.generate_private_key(ec.SECP256R1())
+        if role == "server":
+            san = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            eku = ExtendedKeyUsageOID.SERVER_AUTH
+        else:
+            san = [x509.UniformResourceIdentifier(f"site:{uri}")] if uri else [x509.DNSName(f"{stem}.invalid")]
+            eku = ExtendedKeyUsageOID.CLIENT_AUTH
+        cert = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]), key.public_key(),
+                     (x509.BasicConstraints(ca=False, path_length=None), True),
+                     (x509.SubjectAlternativeName(san), False), (x509.ExtendedKeyUsage([eku]), False))
+        (root / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (root / f"{stem}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+    return root
+
+
+def test_a_site_name_is_its_certificates_name(tables, tmp_path):
+    """A connection must declare its certificate's name: no certificate takes another site's name
+    or its place in the order (sites are numbered by name), and two certificates that carry the same
+    name (here one by its site:NAME URI, the other by its common name only) take one slot."""
+    root = _issue(tmp_path / "set", {"coordinator": ("coordinator", None, "server"), "site1": ("site1", "site1", "client"),
+                                     "site1-renewed": ("site1", None, "client"), "site2": ("site2", "site2", "client")})
+    assert identity_of((root / "site1-renewed.pem").read_bytes()).name == "site1"
+    fleet = NetworkFleet("127.0.0.1:0", 2, _party(root, "coordinator"), timeout=20)
+    parts = _parts(tables[:2])
+    try:
+        th = threading.Thread(target=fleet.gather, args=(30,))
+        th.start()
+        # site 1's certificate under site 2's name, site 2's under a name that would come first: refused
+        for cert, name in (("site1", "site2"), ("site2", "a-first")):
+            err = Site(fleet.port, _party(root, cert), name, tables[0]).outcome()
+            assert isinstance(err, FederationError) and err.exit_code == 6, err
+            msg = str(err)
+            assert f"declares site name {name!r} but its certificate is {cert!r}" in msg and "\n" not in msg, msg
+        assert not fleet.sites
+        first = Site(fleet.port, _party(root, "site1"), "site1", tables[0], parts[0])
+        _wait_joined(fleet, 1)
+        # another certificate that names site1 (another key, common name only): site1 holds that slot
+        err = Site(fleet.port, _party(root, "site1-renewed"), "site1", tables[1]).outcome()
+        assert isinstance(err, FederationError) and "'site1' already holds a participant slot" in str(err), err
+        second = Site(fleet.port, _party(root, "site2"), "site2", tables[1], parts[1])
+        th.join(30)
+        assert [(s.name, s.identity.name, s.identity.sha256) for s in fleet.sites] == [
+            ("site1", "site1", _fp(root / "site1.pem")), ("site2", "site2", _fp(root / "site2.pem"))]
+        fleet.start(lambda i: {"index": i})
+        run_admm(_coord(tables[0].d, 2), fleet, 2)
+        fleet.finish()
+        fleet.close(ok=True)
+        assert first.outcome() is None and second.outcome() is None
+    finally:
+        fleet.close()
+
+
+def test_join_names_the_site_after_its_certificate(certs, tmp_path):
+    """bnsl join under mutual TLS declares its certificate's name (not the CSV's file name);
+    --site-id may repeat it, and any other --site-id is a usage error naming both, before anything
+    is sent."""
+    csv = tmp_path / "data.csv"
+    csv.write_text("a,b\n1,2\n3,5\n4,4\n")
+    res = Party(["join", "127.0.0.1:9", str(csv), "--allow-non-private", "--site-id", "site3", *tls(certs, "site1")])
+    code, _, err = res.done()
+    assert code == 2 and len(error_lines(err)) == 1 and "Traceback" not in err, err
+    assert "--site-id 'site3' is not the name in --cert" in err and "('site1')" in err, err
+    fleet = NetworkFleet("127.0.0.1:0", 1, _party(certs, "coordinator"), timeout=20)
+    try:
+        site = Party(["join", f"127.0.0.1:{fleet.port}", str(csv), "--allow-non-private", "--site-id", "site1",
+                      "--transcript", str(tmp_path / "t.jsonl"), *tls(certs, "site1")])
+        (hello,) = fleet.gather(30)
+        assert hello["site"] == "site1" and fleet.sites[0].identity.name == "site1"
+        fleet.abort("test over")
+    finally:
+        fleet.close()
+    assert site.done()[0] == 6
+    site = Party(["join", "127.0.0.1:9", str(csv), "--allow-non-private", *tls(certs, "site2")])
+    code, _, err = site.done()  # no --site-id: the certificate's name, not data.csv
+    assert code == 6 and "cannot reach the coordinator" in err and "site2: 3 rows" in err, err

@@ -60,8 +60,17 @@ def _guard(tables, **kw):
     return acc, guarded_participant(acc)
 
 
+def _rho2(r):
+    """ρ₂ of round ``r`` on the default schedule (a participant refuses any other)."""
+    c = LearnConfig()
+    v = float(c.rho2)
+    for _ in range(r - 1):
+        v = min(v * float(c.rho2_growth), float(c.rho_max))
+    return v
+
+
 def _round(r, d, stop=False):
-    return ConsensusBroadcast(r, d, np.zeros((d, d)), 1e-3, stop=stop).encode()
+    return ConsensusBroadcast(r, d, np.zeros((d, d)), _rho2(r), stop=stop).encode()
 
 
 def _within(guard: SpendGuard, rho: float) -> None:
@@ -329,7 +338,18 @@ def _refused_suffstats(guard, msg, says):
 
 def test_fed_suffstats_messages_are_refused_in_other_plans(tables):
     acc, g = _guard(tables)
-    _refused(g, _basis(1, acc.plan.d), "kind 40, which no plan sends")
+    _refused(g, _basis(1, acc.plan.d), "kind 40, which a fed-sparse site does not take")
+
+
+def test_a_round_broadcast_to_a_fed_suffstats_site_is_refused_before_the_participant_sees_it(tables):
+    # (the guard used to admit a consensus round for any method: the fed-suffstats site then failed
+    # with an internal ValueError)
+    acc, g = _guard(tables, method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site"))
+    seen = []
+    inner = g.inner.handle
+    g.inner.handle = lambda data: seen.append(data) or inner(data)
+    _refused(g, _round(1, acc.plan.d), "kind 1, which a fed-suffstats site does not take")
+    assert seen == []
 
 
 def test_a_non_private_plan_is_held_to_its_rounds_too(tables):

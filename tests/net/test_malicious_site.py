@@ -25,6 +25,10 @@ CASES = [
     ("fed-sparse", MessageKind.BROADCAST, _out_of_range, "outside the d × d matrix"),
     ("fed-bnsl", MessageKind.BROADCAST, _wrong_shape, "malformed"),
     ("fed-sparse", MessageKind.STATS_REQUEST, lambda r: _set_values(r, math.inf), "non-finite value (inf) in its share"),
+    # issue 28: within the blanket range, beyond what the site's rows can give (before: site 1 was blamed
+    # for the overflowed second moments about the poisoned mean)
+    ("fed-sparse", MessageKind.STATS_REQUEST, lambda r: _set_values(r, 1e99),
+     "value of magnitude 1e+99 in its share of the column means"),
 ]
 
 
@@ -39,6 +43,24 @@ def test_a_bad_reply_over_the_network_names_the_site(tables, method, kind, bad, 
     got, _, errors = networked(plan, tables, secure=False, part_for=part_for)
     assert isinstance(got, Exception) and got.exit_code == 6, got
     assert str(got).startswith("site 2 (site1) ") and says in str(got), str(got)
+
+
+def test_a_masked_share_beyond_the_sites_limits_stops_the_run_naming_no_site(tables):
+    """Under a secure sum the coordinator sees the sum of the masked shares only (issue 28): a sum beyond
+    the sum of the sites' limits stops the run (exit 6), and the message says no site can be named."""
+    from bnsl_cli.plan.options import DPConfig
+
+    plan = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=5.0, noise="distributed"), seed=1),
+                           Shapes.of_tables(tables))
+
+    def part_for(plan, k, X, rng):
+        p = make_participant(plan, k, X, rng)
+        return Corrupt(p, MessageKind.SUFFSTATS_FIRST, lambda r: _set_values(r, 1e5)) if k == 1 else p
+
+    got, _, _ = networked(plan, tables, secure=True, part_for=part_for)
+    assert isinstance(got, Exception) and got.exit_code == 6, got
+    assert str(got).startswith("the sites' securely summed scale histograms holds a value of magnitude 1e+05"), str(got)
+    assert "a secure sum cannot tell which site sent it" in str(got)
 
 
 @pytest.mark.slow  # a heavy end-to-end networked run
@@ -57,7 +79,7 @@ def test_serve_stops_with_exit_6_naming_the_site_of_a_nan_mean_share(small_world
     table = read_table(csvs[1])
     sk, pk = generate_keypair()
     creds = load_party(certs / "ca.pem", certs / "site2.pem", certs / "site2.key")
-    hello = {"site": csvs[1].name, "columns": list(table.names), "rows": table.n, "x25519": pk.hex()}
+    hello = {"site": "site2", "columns": list(table.names), "rows": table.n, "x25519": pk.hex()}
 
     def on_plan(body):
         plan = RunPlan.from_dict(body["plan"])
@@ -78,8 +100,8 @@ def test_serve_stops_with_exit_6_naming_the_site_of_a_nan_mean_share(small_world
     th.join(30)
     assert code == 6, err
     lines = error_lines(err)
-    assert len(lines) == 1 and "site 2 (site2.csv) sent a non-finite value (nan) in its share" in lines[0], err
+    assert len(lines) == 1 and "site 2 (site2) sent a non-finite value (nan) in its share" in lines[0], err
     assert no_outputs(out)
     hcode, _, herr = honest.done(60)
-    assert hcode == 6 and "site 2 (site2.csv)" in herr, herr
+    assert hcode == 6 and "site 2 (site2)" in herr, herr
     assert errors and errors[0].exit_code == 6

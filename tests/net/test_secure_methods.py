@@ -198,7 +198,8 @@ def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     opts = ["--method", "fed-bnsl", "--dp", "--epsilon", "20", "--value-bound", "20", "--rounds", "20", "--seed", "2"]
     out = tmp_path / "served"
     coord, port = serve(certs, out, *opts, "--secure-sum")
-    sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "20", "--accept-seeded-noise",
+    # 300 rows per site: the plan's default δ = 1/300² is above join's default bound (1e-5)
+    sites = [join(certs, port, p, f"site{k + 1}", "--max-epsilon", "20", "--max-delta", "1e-4", "--accept-seeded-noise",
                    "--transcript", str(tmp_path / f"t{k + 1}.jsonl")) for k, p in enumerate(paths)]
     cfg = LearnConfig(method="fed-bnsl", dp=DPConfig(epsilon=20, value_bound=20.0), rounds=20, seed=2, workers=1)
     tabs = [read_table(p) for p in paths]

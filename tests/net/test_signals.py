@@ -44,9 +44,9 @@ def test_sigterm_to_a_site_mid_run(world, tmp_path):
     c1, _, e1 = site1.done(timeout=30)
     _one_line(c1, e1, 143, "terminated (SIGTERM)")
     code, _, err = coord.done(timeout=30)
-    _one_line(code, err, 6, "site 1 (site1.csv)", "terminated (SIGTERM)")
+    _one_line(code, err, 6, "site 1 (site1)", "terminated (SIGTERM)")
     c3, _, e3 = site3.done(timeout=30)
-    _one_line(c3, e3, 6, "site 1 (site1.csv)")
+    _one_line(c3, e3, 6, "site 1 (site1)")
     slow.communicate(timeout=30)
     recs = [json.loads(line) for line in paths[0].with_name("site1.transcript.jsonl").read_text().splitlines()]
     ends = [r for r in recs if r["event"] == "end"]

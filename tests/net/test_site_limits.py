@@ -74,6 +74,36 @@ def test_the_same_plans_pass_within_the_limits(tables):
                 _limits(accept_seeded_noise=True), "site0")
 
 
+def _sized(rows, d=4):
+    """One table per entry of ``rows`` (that many rows, ``d`` columns; table k named site{k})."""
+    rng = np.random.default_rng(0)
+    return [Table(rng.normal(size=(n, d)), tuple(f"x{i}" for i in range(d)), f"site{k}") for k, n in enumerate(rows)]
+
+
+def test_the_default_max_delta_is_a_fixed_public_bound():
+    """Without --max-delta a site accepts δ ≤ DEFAULT_MAX_DELTA = 1e-5, whatever its rows (before:
+    1 / its rows, so a 2,000-row site accepted δ = 5e-4); the default δ = 1/n_min² of learn/serve
+    --dp is within it whenever every site has at least 317 rows."""
+    from bnsl_cli.net.policy import DEFAULT_MAX_DELTA
+
+    assert DEFAULT_MAX_DELTA == 1e-5 and SiteLimits().max_delta == DEFAULT_MAX_DELTA
+    assert SiteLimits(max_epsilon=5.0).to_dict()["max_delta"] == 1e-5  # the HELLO and transcript show it
+    assert SiteLimits(max_delta=1e-3).max_delta == 1e-3
+    limits = SiteLimits(max_epsilon=5.0)
+    private = dict(method="fed-sparse", rounds=5, steps=5)  # (the default δ does not depend on the method)
+    big = _sized([2000, 2000, 2000])
+    with pytest.raises(RefusedError, match=r"the plan's δ = 0\.0005 exceeds this site's --max-delta 1e-05"):
+        check_plan(_body(big, LearnConfig(**private, dp=DPConfig(epsilon=5.0, delta=5e-4, accountant="zcdp"))), big[0], limits, "site0")
+    for rows in ([317, 400, 5000], [500, 500, 500], [100_000, 1000, 2000]):
+        tabs = _sized(rows)
+        body = _body(tabs, LearnConfig(**private, dp=DPConfig(epsilon=5.0, accountant="zcdp")))
+        assert body["plan"]["privacy"]["delta"] == 1.0 / min(rows) ** 2
+        assert check_plan(body, tabs[0], limits, "site0").epsilon <= 5.0 * (1 + 1e-9)
+    small = _sized([1000, 300, 1000])  # 1/300² = 1.1e-5 > 1e-5: a fleet with a site this small states its δ
+    with pytest.raises(RefusedError, match="exceeds this site's --max-delta 1e-05"):
+        check_plan(_body(small, LearnConfig(**private, dp=DPConfig(epsilon=5.0, accountant="zcdp"))), small[0], limits, "site0")
+
+
 def test_max_rounds_counts_admm_rounds_only(tables):
     """fed-moments has no ADMM rounds (two exchanges in all; it takes no --rounds): a site's
     --max-rounds does not count its plan's rounds field (80, the default)."""

@@ -27,8 +27,9 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant
+from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, rho2_schedule
 from bnsl_cli.federated import method_options
+from bnsl_cli.federated.messages import MessageKind as K
 from bnsl_cli.federated.method_spec import MethodSpec, Rounds, Statistics
 from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
 from bnsl_cli.federated.participant import DenseParticipant, SparseParticipant
@@ -63,6 +64,7 @@ def _fed_sparse_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=Non
     return SparseParticipant(
         pid, X, plan.n_total, plan.lam, plan.steps, plan.tol,
         forbidden=plan.forbidden_mask(), required=plan.required_mask(), report_B=plan.personal,
+        rho2_schedule=rho2_schedule(plan),
     )
 
 
@@ -70,7 +72,7 @@ def _fed_bnsl_participant(plan, pid: int, X: np.ndarray, rng, preprocessed=None)
     """A Fed-BNSL participant (one noisy covariance under a private plan)."""
     if plan.private:
         return DPDenseParticipant.from_plan(plan, pid, X, rng, preprocessed=preprocessed)
-    return DenseParticipant(pid, X, plan.n_total, report_B=plan.personal)
+    return DenseParticipant(pid, X, plan.n_total, report_B=plan.personal, rho2_schedule=rho2_schedule(plan))
 
 
 #: Method-specific options (:mod:`bnsl_cli.federated.method_options`): the ADMM penalty schedule,
@@ -83,6 +85,9 @@ _ONE_OFFS = frozenset({"--clip", "--public-means", "--value-bound"})
 _BUDGET_ONE_OFFS = frozenset({"--sigma-multiplier", "--moment-multiplier", "--mean-multiplier", "--public-means",
                               "--value-bound"})
 
+#: the column-statistics exchange of the methods whose statistics come from it (standardize.with_stats)
+_STATS_MESSAGES = frozenset({K.STATS_REQUEST, K.CENTRE, K.STANDARDIZE})
+
 _POLISH_MECHANISM = (
     "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
 )
@@ -92,7 +97,7 @@ _POLISH_MECHANISM = (
 _SPECS = (
     MethodSpec(
         "fed-sparse", "Fed-Sparse-BNSL: ADMM + PGCD",
-        participant=with_stats(_fed_sparse_participant), drive=admm.drive_admm,
+        participant=with_stats(_fed_sparse_participant), drive=admm.drive_admm, reply_rules=admm.reply_rules,
         rounds=Rounds.ADMM, statistics=Statistics.EXCHANGE,
         default_lambda=0.005, dp_lambda=DP_LAMBDA,
         # Non-private: the default per-participant λ is the method's default × 8 / P, i.e. the
@@ -111,10 +116,11 @@ _SPECS = (
                                               "--polish-share", "--clip-levels"},
         budget_options=_BUDGET_ONE_OFFS | {"--rounds", "--steps", "--selection-share", "--moment-share", "--mean-share",
                                            "--polish-share", "--gumbel-multiplier", "--polish-multiplier"},
+        site_messages=_STATS_MESSAGES | {K.BROADCAST, K.GRAM_REQUEST},
     ),
     MethodSpec(
         "fed-bnsl", "Fed-BNSL (Ng & Zhang 2022)",
-        participant=with_stats(_fed_bnsl_participant), drive=admm.drive_admm,
+        participant=with_stats(_fed_bnsl_participant), drive=admm.drive_admm, reply_rules=admm.reply_rules,
         rounds=Rounds.ADMM, statistics=Statistics.EXCHANGE,
         default_lambda=0.03,
         private=True, release_builder=admm.dp_fed_bnsl_builder,
@@ -123,10 +129,11 @@ _SPECS = (
         dp_title="DP-Fed-BNSL",
         options=_ADMM | _GRAPH | _ONE_OFFS | {"--personal"},
         budget_options=_BUDGET_ONE_OFFS,
+        site_messages=_STATS_MESSAGES | {K.BROADCAST},
     ),
     MethodSpec(
         "fed-moments", "NOTEARS on pooled second moments (two sum-shaped exchanges)",
-        participant=moments.make_moment_site, drive=moments.drive_moments,
+        participant=moments.make_moment_site, drive=moments.drive_moments, reply_rules=moments.reply_rules,
         rounds=Rounds.SOLVER, statistics=Statistics.POOLED_MOMENTS,
         default_lambda=0.1,
         private=True, release_builder=moments.dp_fed_moments_builder,
@@ -135,10 +142,12 @@ _SPECS = (
         dp_title="DP fed-moments",
         options=_GRAPH | _ONE_OFFS,
         budget_options=_BUDGET_ONE_OFFS,
+        site_messages=frozenset({K.MOMENT_REQUEST, K.CENTRE, K.STANDARDIZE}),
     ),
     MethodSpec(
         "fed-suffstats", "private sufficient statistics: whitened second moments in stages, a noise-aware score search",
         participant=suffstats.make_suffstats_site, drive=suffstats.drive_suffstats,
+        reply_rules=suffstats.reply_rules,
         rounds=Rounds.SOLVER, statistics=Statistics.POOLED_MOMENTS,
         default_lambda=0.0,
         private=True, release_builder=suffstats.release_builder,
@@ -154,6 +163,7 @@ _SPECS = (
         # moments; its clip is fixed and its value ranges come from fixed-bin histograms
         options=frozenset({"--threshold", "--standardize", "--noise", "--collusion-tolerance"}),
         budget_options=frozenset({"--sites", "--collusion-tolerance"}),
+        site_messages=frozenset({K.SUFFSTATS_FIRST, K.SUFFSTATS_CENTRE, K.SUFFSTATS_BASIS}),
     ),
     MethodSpec(
         "notears", "NOTEARS on all rows pooled (not federated)",

@@ -12,11 +12,12 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import ConvergenceWarning, warn
+from bnsl_cli.errors import ByzantineWarning, ConvergenceWarning, warn
 from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.outcome import AdmmOutcome
-from bnsl_cli.federated import polish
+from bnsl_cli.federated import polish, standardize
 from bnsl_cli.federated.protocol import RunLog, run_admm
+from bnsl_cli.federated.update_guard import UpdateGuard
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases, dp_pgcd_releases
 from bnsl_cli.privacy.releases import ReleaseKind
@@ -24,7 +25,9 @@ from bnsl_cli.privacy.releases import ReleaseKind
 __all__ = [
     "ENCODING",
     "coordinator_for",
+    "update_guard",
     "drive_admm",
+    "reply_rules",
     "dp_pgcd_builder",
     "dp_fed_bnsl_builder",
 ]
@@ -98,6 +101,14 @@ def _polish_entry(spec, stage, W: np.ndarray) -> tuple[np.ndarray, Optional[dict
     return W, info
 
 
+def reply_rules(plan) -> dict:
+    """What the ADMM methods' replies may hold (:mod:`bnsl_cli.federated.reply_limits`): the column
+    statistics' shares (:func:`bnsl_cli.federated.standardize.reply_rules`) and the polish's second
+    moments (:func:`bnsl_cli.federated.polish.reply_rules`). The updates themselves depend on the
+    rounds' state: the coordinator checks them (:mod:`bnsl_cli.federated.update_guard`)."""
+    return {**standardize.reply_rules(plan), **polish.reply_rules(plan)}
+
+
 def coordinator_for(spec, plan) -> Coordinator:
     """The coordinator of an ADMM plan (fed-sparse, fed-bnsl) for its method's ``spec``.
 
@@ -122,6 +133,18 @@ def coordinator_for(spec, plan) -> Coordinator:
     return coord
 
 
+def update_guard(spec, plan, fleet) -> Optional[UpdateGuard]:
+    """The check of the sites' updates (:mod:`bnsl_cli.federated.update_guard`): the descent bound in
+    non-private runs (the sites' second moments bounded by their shares of the pooled variances, read
+    from the fleet's reply limits), the robust comparison in every run; ``None`` when the updates
+    arrive securely summed (fed-bnsl under a secure sum: no site's update is seen)."""
+    if fleet.secure_sum and not spec.sparse_updates:
+        return None
+    limits = getattr(fleet, "limits", None)
+    within = None if limits is None or plan.private else limits.within_moments
+    return UpdateGuard(plan.P, plan.d, lam=plan.lam if spec.sparse_updates else 0.0, within=within)
+
+
 def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
     """Coordinator side of fed-sparse / fed-bnsl: the ADMM rounds, the polish exchange (fed-sparse),
     the stop broadcast, then the participants' summaries."""
@@ -134,9 +157,10 @@ def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
         stage = polish.PolishStage(
             plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given, knowledge=plan.knowledge
         )
+    guard = update_guard(spec, plan, fleet)
     log = run_admm(
         coord, fleet, plan.rounds, h_tol=plan.h_tol, gap_tol=plan.gap_tol, threshold=plan.threshold,
-        progress=progress, polish=stage,
+        progress=progress, polish=stage, guard=guard,
     )
     summaries = fleet.finish()
     label = plan.method + (" --dp" if plan.private else "")
@@ -145,6 +169,8 @@ def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
     W, polish_info = _polish_entry(spec, stage, W)
     converged, warning = _convergence(log, plan, plan.method + (" (dp)" if plan.private else ""))
     warn_list = []
+    if guard is not None:
+        warn(guard.warnings(), ByzantineWarning, warn_list)
     if warning is not None:
         warn([warning], ConvergenceWarning, warn_list)
     issues = list(coord.solver_issues)

@@ -49,12 +49,29 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph, fit_required
-from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, warn
+from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, UnsafeMessageError, warn
 from bnsl_cli.federated import dp_participant
-from bnsl_cli.federated.messages import CentreBroadcast, MomentRequest, ShareReply, StandardizeBroadcast, message_kind
+from bnsl_cli.federated.messages import (
+    CentreBroadcast,
+    MessageKind,
+    MomentRequest,
+    ShareReply,
+    StandardizeBroadcast,
+    message_kind,
+)
 from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.federated.reply_limits import (
+    NOISE_TAIL,
+    ROUNDING,
+    ROW_VALUE_LIMIT,
+    CentreShares,
+    MeanShares,
+    Rule,
+    own_mean_floor,
+    psd_message,
+)
 from bnsl_cli.federated.share_site import ShareSite
-from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
+from bnsl_cli.privacy.bounding import STANDARDISED_MAX, clamp_abs, clamp_rows, clip_factors, row_norms, standardised_bound
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import project_psd, symmetric_gaussian_matrix
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases
@@ -75,6 +92,8 @@ __all__ = [
     "MomentSite",
     "make_moment_site",
     "drive_moments",
+    "MomentShares",
+    "reply_rules",
     "dp_fed_moments_releases",
     "dp_fed_moments_builder",
     "private_moment_matrix",
@@ -214,6 +233,12 @@ class MomentSite(ShareSite):
                 raise ValueError(f"participant {self.pid + 1}: a scale broadcast out of order")
             if msg.sd.size != self.d or not (np.all(np.isfinite(msg.sd)) and np.all(msg.sd > 0)):
                 raise ValueError(f"participant {self.pid + 1}: the scale broadcast is not usable")
+            # (x − ĉ)/σ̄ of the clamped rows must stay finite, whatever the rows (released ĉ, v̂ and the
+            # broadcast alone, before the rows are used)
+            b = standardised_bound(self._centre, self._v_hat, self._centre, np.asarray(msg.sd, float))
+            if not b <= STANDARDISED_MAX:
+                raise UnsafeMessageError(f"participant {self.pid + 1} refused a scale broadcast that would stretch its "
+                                         f"clamped rows to {b:.3g} (at most 2^400 is accepted)")
             self._release(self._Xp, np.asarray(msg.sd, float))
             self._Xp = None
             self.compute_s += time.perf_counter() - t0
@@ -246,6 +271,66 @@ def make_moment_site(plan, pid: int, X: np.ndarray, rng) -> MomentSite:
 # ----------------------------------------------------------------------------------------------
 # the coordinator side
 # ----------------------------------------------------------------------------------------------
+
+
+class MomentShares(Rule):
+    """The limits of a share of the pooled centred moments (the answer to a full
+    :class:`CentreBroadcast`), the upper triangle of ``Σ_rows (x − μ)(x − μ)ᵀ / n``.
+
+    Non-private: every entry at most ``n_p/n · (ROW_VALUE_LIMIT + |μ_a|)(ROW_VALUE_LIMIT + |μ_b|)``; in
+    the clear, one site's matrix is positive semi-definite (``|S_ab| ≤ √(S_aa S_bb)``) and its
+    diagonal at least ``n_p (x̄_p − μ)² / n`` (its own mean share). Private:
+    ``[s_a s_b (Z_sᵀZ_s + N)_ab + n_p (ĉ_a − μ_a)(ĉ_b − μ_b)] / n`` with rows clipped to
+    ``C_x = clip·√d`` (``|Z_sᵀZ_s|_ab ≤ n_p C_x²``), the moment-matrix release's noise tail, and ``s`` the
+    site's released ``√v̂`` (bounded by the one-off release's clip and noise) or, with split noise,
+    the broadcast common scale."""
+
+    what = "share of the pooled moments"
+
+    def limit(self, lim, request, index):
+        mu = CentreBroadcast.decode(request).mean
+        a, b = np.triu_indices(lim.d)
+        n_p = lim.rows[index]
+        if lim.privacy is None:
+            top = ROW_VALUE_LIMIT + np.abs(mu)
+            return (n_p / lim.n * top[a] * top[b] * (1.0 + ROUNDING),
+                    f"n_p/n times products about μ of values below {ROW_VALUE_LIMIT:.0e}")
+        rel = lim.release(ReleaseKind.MOMENT_MATRIX)
+        if rel is None:
+            return None
+        c2 = lim.privacy.clip**2 * lim.d  # C_x² with C_x = clip·√d
+        sigma = lim.site_noise(rel, np.sqrt(2.0) * c2)
+        if rel.split > 1 and lim.scale is not None:
+            s = np.asarray(lim.scale, float)
+        else:
+            s = np.sqrt(lim.v_hat(index, working_units=False))
+        off = lim.centre_offsets(index, mu)
+        return ((s[a] * s[b] * (n_p * c2 + NOISE_TAIL * sigma) + n_p * off[a] * off[b]) / lim.n * (1.0 + ROUNDING),
+                f"n_p rows clipped to C_x² = {c2:.3g} plus {NOISE_TAIL:g} noise stds ({sigma:.3g}) of the moment-matrix "
+                "release, in the site's released scales, and its centre's distance to μ, over n")
+
+    def consistent(self, lim, request, index, values):
+        if lim.privacy is not None:
+            return None  # the noisy matrix need not be positive semi-definite
+        a, b = np.triu_indices(lim.d)
+        on = a == b
+        diag = values[on]
+        low = np.zeros(lim.d)
+        if lim.site_means is not None:
+            low = own_mean_floor(lim, index, CentreBroadcast.decode(request).mean)
+        short = diag < low
+        if short.any():
+            j = int(np.argmax(short))
+            return (f"sent a share of the pooled moments whose diagonal ({diag[j]:.3g} in column {j + 1}) is below what "
+                    f"its own column means imply ({low[j]:.3g}): a sum of squares about μ")
+        return psd_message(values, a, b, {j: float(diag[j]) for j in range(lim.d)}, "a share of the pooled moments")
+
+
+def reply_rules(plan) -> dict:
+    """What fed-moments' replies may hold (:mod:`bnsl_cli.federated.reply_limits`): a share of the column
+    means answers the :class:`MomentRequest`; a share of the pooled variances (split noise) or of the
+    pooled moments (:class:`MomentShares`) a :class:`CentreBroadcast`."""
+    return {MessageKind.MOMENT_REQUEST: MeanShares(), MessageKind.CENTRE: CentreShares(full=MomentShares())}
 
 
 #: What fed-moments' messages carry (the report's ``communication.note``).

@@ -48,8 +48,18 @@ import numpy as np
 
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, UnsafeMessageError, warn
-from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
+from bnsl_cli.federated.messages import (
+    CENTRE_ROUND,
+    BasisBroadcast,
+    CentreRequest,
+    FirstRequest,
+    MessageKind,
+    ShareReply,
+    message_kind,
+    read_header,
+)
 from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.federated.reply_limits import NOISE_TAIL, ROUNDING, ROW_VALUE_LIMIT, MeanShares, Rule, psd_message
 from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.privacy.bounding import ABS_MAX, clamp_abs, clamp_rows, clip_factors, row_norms, triangular_solve_bound
 from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
@@ -83,6 +93,9 @@ __all__ = [
     "make_suffstats_site",
     "drive_suffstats",
     "model_whitening",
+    "HistogramShares",
+    "WhitenedShares",
+    "reply_rules",
 ]
 
 #: Shares of ρ* spent on the scale and the centre histograms and the shares of the rest for the
@@ -875,6 +888,134 @@ def noisy_moments_warning(plan, d: int, tau: float) -> Optional[str]:
 
 def _sum(raw) -> np.ndarray:
     return sum_shares(ShareReply.decode(r).values for r in raw)
+
+
+# -- what a site's shares may hold (bnsl_cli.federated.reply_limits) -------------------------------
+
+
+class HistogramShares(Rule):
+    """The limits of a private share of histograms (``(counts + noise) / n``): the scale histograms
+    (the answer to the first request: per column :func:`value_bins` counts of the ``n_p`` rows and
+    :func:`pair_bins` counts of its ``n_p // 2`` row pairs) or the centre histograms (per column
+    :data:`CENTRE_BINS` counts of the rows). A count lies in ``[0, n_p]``, so a value is at most
+    ``(n_p + NOISE_TAIL σ) / n`` (σ: the site's noise std of that release); and every row lands in exactly one
+    bin of each of its column's histograms, so in the clear each histogram adds up to its rows (or
+    pairs) within ``NOISE_TAIL σ √bins``."""
+
+    def __init__(self, kind: ReleaseKind):
+        self.kind = kind
+        self.what = "scale histograms" if kind == ReleaseKind.SCALE_HISTOGRAM else "centre histograms"
+
+    def _sigma(self, lim) -> Optional[float]:
+        rel = lim.release(self.kind)
+        return None if rel is None else lim.site_noise(rel, release_sensitivity(self.kind, lim.d))
+
+    def _blocks(self, lim, index) -> list:
+        """``(bins per column, what each column's histogram adds up to)`` of each block of the values."""
+        n_p = lim.rows[index]
+        if self.kind == ReleaseKind.SCALE_HISTOGRAM:
+            return [(value_bins(), n_p, "rows"), (pair_bins(), n_p // 2, "row pairs")]
+        return [(CENTRE_BINS, n_p, "rows")]
+
+    def limit(self, lim, request, index):
+        sigma = self._sigma(lim)
+        if sigma is None:
+            return None
+        return ((lim.rows[index] + NOISE_TAIL * sigma) / lim.n * (1.0 + ROUNDING),
+                f"counts of n_p rows plus {NOISE_TAIL:g} noise stds ({sigma:.3g}), over n")
+
+    def consistent(self, lim, request, index, values):
+        sigma = self._sigma(lim)
+        if sigma is None:
+            return None
+        off = 0
+        for bins, total, of in self._blocks(lim, index):
+            block = values[off : off + lim.d * bins].reshape(lim.d, bins) * lim.n
+            off += lim.d * bins
+            gap = np.abs(block.sum(axis=1) - total)
+            tol = NOISE_TAIL * sigma * math.sqrt(bins) * (1.0 + ROUNDING) + ROUNDING * max(total, 1)
+            if (gap > tol).any():
+                j = int(np.argmax(gap))
+                return (f"sent {self.what} whose column {j + 1} adds up to {block[j].sum():.6g} {of}, not its {total} "
+                        f"(within {tol:.3g}: the noise of {bins} bins)")
+        return None
+
+
+class WhitenedShares(Rule):
+    """The limits of a share of the augmented second moments in a broadcast basis (the answer to a
+    :class:`BasisBroadcast`, ``Σ_rows a aᵀ / n`` with ``a = [1; L⁻¹ (x − m̃)/s̃]``, upper triangle).
+
+    Private: each ``a`` clipped to ``C = CLIP·√(d + 1)``, so an entry is at most
+    ``(n_p C² + NOISE_TAIL σ) / n`` with σ that stage's noise std. Non-private: values below
+    ``ROW_VALUE_LIMIT`` give ``|a_i| ≤ Σ_j |L⁻¹|_ij (ROW_VALUE_LIMIT + |m̃_j|)/s̃_j``; in the clear the
+    site's matrix is positive semi-definite, its rows' weight (entry ``(0, 0)``) is exactly ``n_p / n``
+    and its first row is ``n_p/n · L⁻¹ (x̄_p − m̃)/s̃`` for its own mean share ``x̄_p``."""
+
+    what = "share of the whitened moments"
+
+    @staticmethod
+    def _basis(request):
+        msg = BasisBroadcast.decode(request)
+        Linv = np.linalg.inv(msg.L)
+        return msg, Linv
+
+    def limit(self, lim, request, index):
+        n_p = lim.rows[index]
+        a, b = np.triu_indices(lim.d + 1)
+        if lim.privacy is None:
+            msg, Linv = self._basis(request)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                z = (ROW_VALUE_LIMIT + np.abs(msg.centre)) / msg.scale
+                top = np.concatenate([[1.0], np.abs(Linv) @ z])
+            top = np.where(np.isfinite(top), top, np.inf)
+            return (n_p / lim.n * top[a] * top[b] * (1.0 + ROUNDING),
+                    f"n_p/n times products of whitened values below {ROW_VALUE_LIMIT:.0e}")
+        stages = _stage_releases(lim.privacy)
+        k = read_header(request).round
+        if not 1 <= k <= len(stages):
+            return None
+        c2 = CLIP**2 * (lim.d + 1)
+        sigma = lim.site_noise(stages[k - 1], release_sensitivity(ReleaseKind.WHITENED_MOMENTS, lim.d))
+        return ((n_p * c2 + NOISE_TAIL * sigma) / lim.n * (1.0 + ROUNDING),
+                f"n_p rows clipped to C² = {c2:.3g} plus {NOISE_TAIL:g} noise stds ({sigma:.3g}) of stage {k}, over n")
+
+    def consistent(self, lim, request, index, values):
+        if lim.privacy is not None:
+            return None  # noisy moments
+        d1 = lim.d + 1
+        a, b = np.triu_indices(d1)
+        n_p = lim.rows[index]
+        w = values[0]
+        if abs(w * lim.n - n_p) > 1e-9 * n_p:
+            return (f"sent a share of the whitened moments whose rows' weight (Σ 1 / n) is {w * lim.n:.6g} rows, "
+                    f"not its {n_p}")
+        diag = {j: float(values[k]) for k, j in enumerate(a) if a[k] == b[k]}
+        neg = [j for j, v in diag.items() if v < 0]
+        if neg:
+            return f"sent a share of the whitened moments with a negative square sum ({diag[neg[0]]:.3g})"
+        if lim.site_means is not None:
+            msg, Linv = self._basis(request)
+            xbar = lim.site_means[index]
+            want = n_p / lim.n * (Linv @ ((xbar - msg.centre) / msg.scale))
+            got = values[1:d1]  # entries (0, 1 … d)
+            tol = ROUNDING * (n_p / lim.n * (np.abs(Linv) @ ((np.abs(xbar) + np.abs(msg.centre)) / msg.scale))
+                              + np.sqrt(np.maximum(w * np.array([diag[j] for j in range(1, d1)]), 0.0)))
+            off = np.abs(got - want) > tol
+            if off.any():
+                j = int(np.argmax(np.abs(got - want) - tol))
+                return (f"sent a share of the whitened moments whose mean entry {j + 1} ({got[j]:.6g}) contradicts its "
+                        f"own share of the column means (which gives {want[j]:.6g})")
+        return psd_message(values, a, b, diag, "a share of the whitened moments")
+
+
+def reply_rules(plan) -> dict:
+    """What fed-suffstats' replies may hold (:mod:`bnsl_cli.federated.reply_limits`): private, the scale
+    and the centre histograms (:class:`HistogramShares`), non-private the column-mean shares
+    (:class:`~bnsl_cli.federated.reply_limits.MeanShares`); the whitened moments of every stage
+    (:class:`WhitenedShares`)."""
+    first = HistogramShares(ReleaseKind.SCALE_HISTOGRAM) if plan.private else MeanShares()
+    return {MessageKind.SUFFSTATS_FIRST: first, MessageKind.SUFFSTATS_CENTRE: HistogramShares(ReleaseKind.CENTRE_HISTOGRAM),
+            MessageKind.SUFFSTATS_BASIS: WhitenedShares()}
 
 
 def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:

@@ -9,10 +9,10 @@ import pytest
 from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.secure_sum import ALL_SITES
+from bnsl_cli.federated.messages import FirstRequest
+from bnsl_cli.federated.methods.suffstats.releases import HIST_SHARE
 from bnsl_cli.federated.methods.suffstats import (
-    HIST_SHARE,
     STAGES,
-    FirstRequest,
     SuffstatsSite,
     centre_and_scale,
     pair_bins,

@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 
 import bnsl_cli.federated.dp_participant as dpp
-import bnsl_cli.federated.methods.suffstats as ss
+import bnsl_cli.federated.methods.suffstats.releases as ss_releases
+from bnsl_cli.federated.messages import CENTRE_ROUND
+from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.errors import BnslError, GuardRefusedError, UnsafeMessageError
 from bnsl_cli.federated.messages import (
     CENTRE_ROUND,
@@ -84,8 +86,8 @@ def _same_refusal_or_replies(a, b):
 
 @pytest.fixture
 def no_noise(monkeypatch):
-    monkeypatch.setattr(ss, "gaussian_noise", lambda size, std, rng: np.zeros(size))
-    monkeypatch.setattr(ss, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
+    monkeypatch.setattr(ss_releases, "gaussian_noise", lambda size, std, rng: np.zeros(size))
+    monkeypatch.setattr(ss_releases, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
     monkeypatch.setattr(dpp, "gaussian_noise", lambda size, std, rng: np.zeros(size))
 
 

@@ -21,7 +21,7 @@ checks switched off: ``test_the_audit_catches_the_crafted_basis_without_the_site
 import numpy as np
 import pytest
 
-import bnsl_cli.federated.methods.suffstats as ss
+import bnsl_cli.federated.methods.suffstats.site as ss_site
 from bnsl_cli.federated import audit as A
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
@@ -153,7 +153,7 @@ def test_the_audit_catches_a_broken_mechanism():
 def test_the_audit_catches_the_crafted_basis_without_the_sites_checks(plan, monkeypatch):
     """With the site's basis check switched off, the crafted basis reaches the whitening: NaN on D′
     only, and the audit reports it (the audit that would have caught issue 28)."""
-    monkeypatch.setattr(ss, "basis_problem", lambda *args, **kwargs: None)
+    monkeypatch.setattr(ss_site, "basis_problem", lambda *args, **kwargs: None)
     case = A.crafted_basis_case(np.random.default_rng(2026), plan)
     r = case.run(TRIALS["site"])
     assert set(case.kinds[0]) == {"finite reply"} and set(case.kinds[1]) == {"non-finite reply"}, case.kinds

@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import bnsl_cli.federated.methods.suffstats as ss
+import bnsl_cli.federated.methods.suffstats.releases as ss_releases
+from bnsl_cli.federated.messages import CENTRE_ROUND
+from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.federated.messages import ShareReply
+from bnsl_cli.federated.messages import BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats import (
     CENTRE_BINS,
     STAGES,
-    CentreRequest,
-    BasisBroadcast,
-    FirstRequest,
     SuffstatsSite,
     pair_bins,
     value_bins,
@@ -38,8 +38,8 @@ def _plan(d: int, n: int):
 
 @pytest.fixture
 def no_noise(monkeypatch):
-    monkeypatch.setattr(ss, "gaussian_noise", lambda size, std, rng: np.zeros(size))
-    monkeypatch.setattr(ss, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
+    monkeypatch.setattr(ss_releases, "gaussian_noise", lambda size, std, rng: np.zeros(size))
+    monkeypatch.setattr(ss_releases, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
 
 
 def _site(plan, X):
@@ -98,7 +98,7 @@ def _centre(plan, X, lo, width):
     d = X.shape[1]
     site = _site(plan, X)
     site.handle(FirstRequest(0, d, d * (value_bins() + pair_bins())).encode())
-    reply = ShareReply.decode(site.handle(CentreRequest(ss.CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode()))
+    reply = ShareReply.decode(site.handle(CentreRequest(CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode()))
     event = site.ledger.events(0)[-1]
     return reply.values * plan.n_total, event
 
@@ -111,7 +111,7 @@ def test_centre_histograms_are_bounded(no_noise):
         lo = rng.normal(size=4) * scale - 0.5 * CENTRE_BINS * width
         a, ev = _centre(plan, D, lo, width)
         b, _ = _centre(plan, Dp, lo, width)
-        assert ev.release == ss.ReleaseKind.CENTRE_HISTOGRAM
+        assert ev.release == ReleaseKind.CENTRE_HISTOGRAM
         assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
         assert a.sum() == b.sum() == 40 * 4  # every row counts once per column, whatever its values
         diff = float(np.linalg.norm(a - b))

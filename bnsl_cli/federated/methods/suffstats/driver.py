@@ -1,0 +1,171 @@
+"""The fed-suffstats coordinator: the exchanges, the fits, the noise-aware search per stage, the next
+stage's basis, the finished graph. It never sees rows."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from bnsl_cli.dag import finish_graph
+from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, warn
+from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply
+from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
+from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, unusable_message
+from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
+from bnsl_cli.federated.methods.suffstats.releases import pooled_noise_std, stage_releases
+from bnsl_cli.federated.methods.suffstats.sequence import basis_problem
+from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.solvers.suffstats import learn_suffstats
+from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares
+
+
+# the coordinator side
+# ----------------------------------------------------------------------------------------------
+
+
+def model_whitening(G: np.ndarray, W: np.ndarray, floor: float) -> np.ndarray:
+    """The lower Cholesky factor of the model covariance ``(I − B)⁻ᵀ diag(R) (I − B)⁻¹`` of the DAG
+    weights ``W`` (``B = W``, in the units of ``G``) with residual variances ``R`` read from ``G``,
+    floored at ``floor`` (a direction the release could not resolve is not amplified)."""
+    d = G.shape[0]
+    M = np.eye(d) - W
+    R = np.maximum(np.diag(M.T @ G @ M), floor)
+    Minv = np.linalg.inv(M)
+    S = Minv.T @ (R[:, None] * Minv)
+    S = 0.5 * (S + S.T)
+    try:
+        return np.linalg.cholesky(S)
+    except np.linalg.LinAlgError:
+        return np.linalg.cholesky(S + floor * np.eye(d))
+
+def _sum(raw) -> np.ndarray:
+    return sum_shares(ShareReply.decode(r).values for r in raw)
+
+def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
+    """Coordinator side of fed-suffstats (see the module docstring)."""
+    t_solve = 0.0
+    d, n = plan.d, float(plan.n_total)
+    fleet.traffic.enter("first")
+    first = _sum(fleet.exchange(FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()))
+    notes: dict = {}
+    if plan.private:
+        pv = plan.privacy
+        rel = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
+        # the noise of the sum: P shares of std/√split each (split = P − t: more than std when t > 0)
+        std_sum = pooled_noise_std(rel, d, plan.P)
+        nv = d * value_bins()
+        hv, hp = first[:nv].reshape(d, value_bins()) * n, first[nv:].reshape(d, pair_bins()) * n
+        n_pairs = float(sum(p.rows // 2 for p in plan.participants))
+        lo, width, coarse_scale, defaulted = coarse_bins(hv, hp, std_sum, n, n_pairs)
+        # the centre histograms on linear bins placed by the scale histograms (post-processing)
+        crel = next(r for r in pv.releases if r.kind == ReleaseKind.CENTRE_HISTOGRAM)
+        fleet.traffic.enter("centre")
+        raw = fleet.exchange(CentreRequest(CENTRE_ROUND, d, d * CENTRE_BINS, lo, width).encode())
+        hc = _sum(raw).reshape(d, CENTRE_BINS) * n
+        c_std = pooled_noise_std(crel, d, plan.P)
+        centre, scale, unresolved = refine_centre(hc, lo, width, coarse_scale, c_std, n)
+        if defaulted:
+            notes["scale_defaulted"] = [plan.names[j] for j in defaulted]
+        if unresolved:
+            notes["centre_unresolved"] = [plan.names[j] for j in unresolved]
+        stages = stage_releases(pv)
+    else:
+        centre, scale = first, np.ones(d)
+        stages = [None]
+    L = np.eye(d)
+    L_ok = None
+    history = []
+    W = np.zeros((d, d))
+    for k, rel in enumerate(stages, start=1):
+        fleet.traffic.enter(f"stage {k}")
+        raw = fleet.exchange(BasisBroadcast(k, d, centre, scale, L).encode())
+        t0 = time.perf_counter()
+        M = from_upper_triangle(_sum(raw), d + 1) * n
+        w0 = M[0, 0]
+        std_sum = 0.0 if rel is None else pooled_noise_std(rel, d, plan.P)
+        if not (np.all(np.isfinite(M)) and w0 > 3.0 * std_sum and w0 > 0):
+            # the rows' weight after the clip is lost in the noise: this basis whitened too hard, or
+            # the noise of this stage is too large for the rows (post-processing of released values
+            # decides it); back to the last basis that worked, or (none yet) the same basis again
+            # with the next stage's larger share
+            if L_ok is None and k == len(stages):
+                raise PrivacyBudgetError(unusable_message(plan, d))
+            history.append({"round": k, "tau": None, "edges": None, "score": None, "weight": float(w0 / n),
+                            "note": "the clipped rows' weight is within the noise; "
+                                    + ("the previous basis is used next" if L_ok is not None else "the next stage tries again")})
+            if L_ok is not None:
+                L = L_ok
+            continue
+        L_ok = L
+        ybar = M[0, 1:] / w0
+        Cy = M[1:, 1:] / w0 - np.outer(ybar, ybar)
+        SL = scale[:, None] * L
+        G = SL @ Cy @ SL.T  # raw units
+        if rel is None:
+            tau, H = 0.0, None
+        else:
+            tau = std_sum / w0
+            H = SL @ SL.T
+        sd = np.sqrt(np.maximum(np.diag(G), 0.0))
+        mean = centre + scale * (L @ ybar)  # the released weighted mean, raw units
+        if plan.standardize:
+            # the search on the correlation matrix (quantised: a change of units moves only last bits)
+            check_scales(mean, sd, plan.names)
+            Gs, sd = standardized(G)
+            res = learn_suffstats(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd), knowledge=plan.knowledge)
+            W = res.W * sd[None, :] / sd[:, None]  # raw units, for the next basis
+        else:
+            res = learn_suffstats(G, n, tau, H=H, knowledge=plan.knowledge)
+            W = res.W
+        history.append({"round": k, "tau": tau, "edges": int(res.E.sum()), "score": res.info.get("score"),
+                        "weight": float(w0 / n)})
+        if k < len(stages):
+            # the next stage's basis: the centre moved to the released weighted mean, the whitening
+            # of the model covariance (both post-processing of the releases)
+            Gz = L @ Cy @ L.T  # the moments in units of s̃
+            Wz = W * scale[:, None] / scale[None, :]
+            L_next = model_whitening(0.5 * (Gz + Gz.T), Wz, tau)
+            # a basis the sites would refuse (basis_problem: public bounds, far outside honest bases) is
+            # not sent: the next stage uses this one again
+            why = basis_problem(BasisBroadcast(k + 1, d, mean, scale, L_next), d, plan.private)
+            if why is None:
+                centre, L = mean, L_next
+            else:
+                history[-1]["note"] = f"the next basis would be refused by the sites ({why}); this one is used again"
+        t_solve += time.perf_counter() - t0
+        if progress is not None:
+            progress({"round": k, "h": 0.0, "edges": int(res.E.sum())})
+    warns = []
+    taus = [h["tau"] for h in history if h.get("tau")]
+    if plan.private and taus:
+        w = noisy_moments_warning(plan, d, taus[-1])
+        if w:
+            warn([w], NoisyReleaseWarning, warns)
+    thr = plan.threshold if plan.threshold_given else 0.0
+    if plan.standardize:  # the run reports standardised weights; the standardisation stage maps them back
+        W = res.W
+    Wf, removed = finish_graph(W, thr, spec.name, plan.names, plan.knowledge)
+    summaries = fleet.finish()
+    return SolverOutcome(
+        W, Wf, summaries,
+        rounds=len(stages),
+        converged=True,
+        timing={"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
+        messages="sum-shaped exchanges only: " + ("the scale histograms, the centre histograms, then the whitened moments "
+                                                 "per stage"
+                                                 if plan.private else "the column-mean shares, then the moments"),
+        warnings=warns,
+        final={"h": 0.0},
+        history=history,
+        removed_for_acyclicity=removed,
+        solver_issues=[],
+        suffstats={"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
+        standardize={
+            "applied": bool(plan.standardize),
+            "source": "the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
+            "mean": mean.tolist(),
+            "sd": sd.tolist(),
+        },
+    )

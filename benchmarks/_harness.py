@@ -23,7 +23,7 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.learn import DPConfig, LearnConfig, learn  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
 from bnsl_cli.simulate import simulate  # noqa: E402
@@ -38,7 +38,7 @@ def make_data(d: int, seed: int, participants: int = 8, samples: int = 5000):
 def _read_back(tables) -> tuple[list, float]:
     """Write the shards as CSV in a temporary folder, read them with the library's reader; the
     seconds the reading took."""
-    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.shards import read_shards
 
     with tempfile.TemporaryDirectory(prefix="bnsl-bench-") as tmp:
         paths = []
@@ -64,7 +64,7 @@ def _coordinator_options(options: dict):
     if not options:
         return
     import bnsl_cli.federated.methods.admm as admm
-    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator
 
     class _Configured(Coordinator):
         def __init__(self, *a, **k):

@@ -25,7 +25,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 import bnsl_cli.federated.polish as polish_mod  # noqa: E402
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
 from bnsl_cli.plan.options import LearnConfig  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402

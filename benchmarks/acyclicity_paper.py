@@ -38,8 +38,9 @@ SACHS_EPSILON = 5.0
 def _sachs_child(conn, acyclicity, private, seed):
     import warnings
 
-    from bnsl_cli.io.data import Table, read_table
+    from bnsl_cli.io.csv_reader import read_table
     from bnsl_cli.io.graph_formats import read_graph
+    from bnsl_cli.io.table import Table
     from bnsl_cli.learn import DPConfig, LearnConfig, learn
     from bnsl_cli.metrics import structure_metrics
     from bnsl_cli.split import split_indices

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from bnsl_cli.io.data import Table
+from bnsl_cli.io.table import Table
 from bnsl_cli.knowledge import KnowledgeSource
 from bnsl_cli.learn import DPConfig, LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics

@@ -73,7 +73,7 @@ def _certs(P):
 
 
 def latency(P: int, d: int, rounds: int, tls: bool) -> dict:
-    from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
     from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.net.tls import load_party
 
@@ -115,7 +115,7 @@ def _run_site_proc(port, k, path, certdir):
     from bnsl_cli.net.site import run_site
     from bnsl_cli.net.tls import load_party
     from bnsl_cli.federated.methods import make_participant
-    from bnsl_cli.io.data import read_table
+    from bnsl_cli.io.csv_reader import read_table
     from bnsl_cli.plan.run_plan import RunPlan
 
     c = Path(certdir)
@@ -144,7 +144,7 @@ def whole_run(reps: int) -> dict:
 
     from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.net.tls import load_party
-    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.shards import read_shards
     from bnsl_cli.plan.options import LearnConfig
     from bnsl_cli.plan.run_plan import RunPlan
     from bnsl_cli.plan.shapes import ParticipantShape, Shapes

@@ -37,7 +37,7 @@ if not cold:
     import pandas  # not reading time either ("warm")
 t0 = time.perf_counter()
 if which == "bnsl":
-    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.shards import read_shards
     tables = read_shards(paths)
     n = sum(t.X.shape[0] for t in tables); cells = sum(t.X.size for t in tables)
 else:

@@ -82,7 +82,7 @@ def _loopback(plan, tables):
 
 
 def split(d: int, P: int, n: int, epsilons, seeds) -> None:
-    from bnsl_cli.io.data import Table
+    from bnsl_cli.io.table import Table
     from bnsl_cli.metrics import structure_metrics
     from bnsl_cli.plan.options import DPConfig, LearnConfig
     from bnsl_cli.plan.run_plan import RunPlan

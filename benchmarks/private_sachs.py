@@ -20,8 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bnsl_cli.io.data import Table, read_table  # noqa: E402
+from bnsl_cli.io.csv_reader import read_table  # noqa: E402
 from bnsl_cli.io.graph_formats import read_graph  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.learn import learn  # noqa: E402

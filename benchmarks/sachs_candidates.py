@@ -17,7 +17,7 @@ import _common as C
 from bnsl_cli.federated import polish as PM
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.split import split_indices
-from bnsl_cli.io.data import read_table
+from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.federated.messages import GramReply
 DATA = C.HERE / "sachs"

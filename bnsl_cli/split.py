@@ -26,8 +26,9 @@ from typing import Sequence
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.data import ReadOptions, read_table, resolve_sep
+from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.graphs import format_float
+from bnsl_cli.io.table import ReadOptions, resolve_sep
 
 __all__ = [
     "MODES",

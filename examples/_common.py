@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # run from a source checkout without installing
     sys.path.insert(0, str(HERE.parent))
 
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
 from bnsl_cli.simulate import simulate  # noqa: E402
 

@@ -23,7 +23,7 @@ import _common as C  # first: caps BLAS threads
 import numpy as np
 import pandas as pd
 
-from bnsl_cli.io.data import read_table
+from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics

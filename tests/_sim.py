@@ -1,6 +1,6 @@
 """Simulated participant tables shared by the tests."""
 
-from bnsl_cli.io.data import Table
+from bnsl_cli.io.table import Table
 from bnsl_cli.simulate import simulate
 
 

@@ -306,7 +306,7 @@ def test_notears_fixes_forbidden_entries_and_spares_required_ones():
 
 
 def test_coordinator_w_step_keeps_forbidden_at_zero_and_required_unsnapped():
-    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator
 
     d, P = 4, 2
     for dense in (False, True):

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bnsl_cli.io.data import Table
+from bnsl_cli.io.table import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
 from tests._sim import simulated_tables
@@ -51,7 +51,7 @@ def test_fed_sparse_sends_far_less_than_fed_bnsl(data):
 
 def test_snap_keeps_small_consensus_entries_out_of_every_broadcast(data, monkeypatch):
     """With snap s, no broadcast W has a non-zero entry below s; without it, some do."""
-    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator
     from bnsl_cli.federated.messages import ConsensusBroadcast, SupportState
 
     _, tables = data
@@ -162,7 +162,7 @@ def test_failed_solver_results_become_report_warnings(monkeypatch):
 
 def test_coordinator_solver_issues_and_unconverged_dp_runs_warn(monkeypatch):
     from bnsl_cli.errors import ConvergenceWarning
-    from bnsl_cli.federated.coordinator import Coordinator
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator
     from bnsl_cli.learn import DPConfig
 
     real_step = Coordinator.step

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnsl_cli.io.data import read_shards
+from bnsl_cli.io.shards import read_shards
 from bnsl_cli.io.graph_formats import read_graph
 from tests._bench import bench_modules
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.dp_participant import DPSparseParticipant
+from bnsl_cli.federated.methods.admm.dp_site import DPSparseParticipant
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import ConsensusBroadcast, SparseUpdate
-from bnsl_cli.federated.participant import SparseParticipant
+from bnsl_cli.federated.methods.admm.site import SparseParticipant
 from bnsl_cli.federated.methods import make_participant, method_spec
 from bnsl_cli.learn import DPConfig, LearnConfig, RunPlan, Shapes, learn
 from bnsl_cli.metrics import structure_metrics
@@ -239,7 +239,7 @@ def test_unseeded_runs_differ_and_bad_budgets_fail(shards):
 def test_a_participant_with_few_rows_is_warned_about_by_file():
     """Issue 12.9: a 10-row participant got δ = 0.01-scale guarantees silently."""
     from bnsl_cli.errors import PrivacyWarning
-    from bnsl_cli.io.data import Table
+    from bnsl_cli.io.table import Table
 
     sim = simulate(4, 4, participants=2, samples=400, seed=3)
     tables = [Table(sim.shards[0], tuple(sim.names), "big.csv"), Table(sim.shards[1][:10], tuple(sim.names), "tiny.csv")]
@@ -296,7 +296,7 @@ def test_the_reported_epsilon_never_exceeds_the_target(method):
     (it showed 8.000000000000002 for --epsilon 8 on the shipped example)."""
     from pathlib import Path
 
-    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.shards import read_shards
 
     tables = read_shards(sorted(Path(__file__).resolve().parents[1].joinpath("examples/tiny/shards").glob("*.csv")))
     for eps in (2.0, 5.0, 8.0, 13.0):

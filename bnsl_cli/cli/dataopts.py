@@ -168,7 +168,7 @@ def read_options(
 ):
     """The :class:`~bnsl_cli.io.data.ReadOptions` of these option values, checked (an
     :class:`~bnsl_cli.errors.OptionError`, exit 2, when they contradict each other)."""
-    from bnsl_cli.io.data import ReadOptions
+    from bnsl_cli.io.table import ReadOptions
 
     return ReadOptions(
         columns=split_names(columns), drop=split_names(drop) or (), index_col=index_col, na=na, header=header,

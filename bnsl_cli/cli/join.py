@@ -113,7 +113,8 @@ def command(
 
     creds = credentials(ca, cert, key, insecure, host, "coordinator address", role="clientAuth")
     name = _site_name(site_id, csv, creds, cert)
-    from bnsl_cli.io.data import read_table, sample_warnings
+    from bnsl_cli.io.csv_reader import read_table
+    from bnsl_cli.io.shards import sample_warnings
 
     read_opts = dataopts.read_options(**read)
     table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: accepted()
@@ -149,7 +150,7 @@ def command(
 
     def accepted(acc) -> None:
         if not acc.plan.private:  # a private run must not depend on whether a column is constant
-            from bnsl_cli.io.data import check_constant_columns
+            from bnsl_cli.io.shards import check_constant_columns
 
             check_constant_columns(table)
         if acc.plan.private and not acc.plan.standardize:  # this site's exact spreads (nothing is released)
@@ -187,7 +188,7 @@ def command(
 
 
 def _columns_of(table, names, X):
-    from bnsl_cli.io.data import Table
+    from bnsl_cli.io.table import Table
 
     return Table(X, tuple(names), table.path)
 

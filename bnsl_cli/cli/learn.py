@@ -197,7 +197,7 @@ def command(
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
     from bnsl_cli.federated.methods import default_method, method_spec
-    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.shards import read_shards
     from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan.options import DPConfig, LearnConfig
 

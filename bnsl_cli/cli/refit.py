@@ -133,7 +133,7 @@ def command(
 
     from bnsl_cli import __version__
     from bnsl_cli.errors import InputDataError
-    from bnsl_cli.io.data import read_shards
+    from bnsl_cli.io.shards import read_shards
     from bnsl_cli.io.outdir import OutputDir
     from bnsl_cli.io.graph_formats import read_graph
     from bnsl_cli.io.graphs import adjacency_csv_text, ORIENTATION

@@ -176,7 +176,7 @@ def _check_shard_sizes(result, mode: str, data: Path) -> None:
     accepts (:data:`~bnsl_cli.io.data.MIN_ROWS`); rows are never moved between shards to avoid it
     (that would change the shares or groups asked for)."""
     from bnsl_cli.errors import InputDataError
-    from bnsl_cli.io.data import MIN_ROWS
+    from bnsl_cli.io.shards import MIN_ROWS
 
     sizes = [int(idx.size) for idx in result.indices]
     small = [k for k, m in enumerate(sizes) if m < MIN_ROWS]

@@ -27,7 +27,7 @@ the direction of the test) is chosen on one half of the trials, separately for t
 the bounds are computed on the other half, so that the choice does not bias them.
 
 Each mechanism is run through its real code (:mod:`bnsl_cli.privacy.one_off`,
-:mod:`bnsl_cli.federated.dp_participant`, :mod:`bnsl_cli.federated.methods.moments`, and fed-suffstats'
+:mod:`bnsl_cli.federated.methods.admm.dp_site`, :mod:`bnsl_cli.federated.methods.moments`, and fed-suffstats'
 site :class:`~bnsl_cli.federated.methods.suffstats.SuffstatsSite` answering encoded messages). The
 statistic is the likelihood ratio of the ideal mechanism, computed from the two noise-free outputs,
 which are obtained by running the same code with a generator that draws zeros (:class:`ZeroNoise`).
@@ -52,13 +52,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.federated.dp_participant import CENTRED_QUANTILE, RAW_QUANTILE, private_covariance, private_polish_moments
+from bnsl_cli.federated.methods.admm.dp_site import private_covariance, private_polish_moments
 from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply
 from bnsl_cli.federated.methods.moments import private_moment_matrix
 from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, STAGE_Z, make_suffstats_site, pair_bins, value_bins
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import PrivacyEvent
-from bnsl_cli.privacy.one_off import release_means, release_range, release_second_moments
+from bnsl_cli.privacy.one_off import CENTRED_QUANTILE, RAW_QUANTILE, release_means, release_range, release_second_moments
 from bnsl_cli.privacy.pld import accountant_epsilon
 from bnsl_cli.privacy.mechanisms import sample_noise
 from bnsl_cli.privacy.releases import GAUSSIAN

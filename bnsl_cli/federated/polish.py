@@ -12,7 +12,7 @@ DAG fixes that.
    request covers ``F_j × F_j`` with ``F_j = {j} ∪ N_j``.
 2. Each participant answers with its share ``Σ_rows x_a x_b / n`` of the pooled second moments on
    those pairs (non-private: exact; private: clipped products with Gaussian noise, an accounted
-   release — see :mod:`bnsl_cli.federated.dp_participant`). Summed, they are the pooled ones.
+   release — see :mod:`bnsl_cli.federated.methods.admm.dp_site`). Summed, they are the pooled ones.
 3. The coordinator hill-climbs (:func:`bnsl_cli.solvers.score_search.score_search`) over edge deletions, reversals and
    additions that keep the graph acyclic, on a Gaussian score with an extended-BIC penalty
    ``(log(n)/2 + log d)`` per edge: the equal-variance score

@@ -36,7 +36,7 @@ a secure sum cannot tell which site sent it.
 What no limit here catches: a site sending wrong but plausible values within them (nothing checks
 that a site's values come from its rows), or lying about its row count (the limits take the declared
 counts as the public facts). The ADMM updates, whose range depends on the rounds' state, are
-checked by the coordinator (:mod:`bnsl_cli.federated.update_guard`).
+checked by the coordinator (:mod:`bnsl_cli.federated.methods.admm.update_guard`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ naming the option. The coordinator sees these statistics only, never rows.
 
 Under ``--dp`` no extra budget is spent: the statistics are post-processing of the one-off releases
 every private participant already makes (column means ``ĉ_p`` and centred second moments ``v̂_p``,
-:func:`~bnsl_cli.federated.dp_participant.private_preprocessing`): ``sums = n_p ĉ_p``,
+:func:`~bnsl_cli.federated.methods.admm.dp_site.private_preprocessing`): ``sums = n_p ĉ_p``,
 ``m2 = n_p v̂_p``, and the broadcast ``μ`` is post-processing of the released shares. The participant then keeps those releases in standardised units
 (``(ĉ_p − μ)/σ``, ``v̂_p/σ²``), so nothing is released twice. (With ``--public-means`` the centre is
 the declared 0.)
@@ -39,7 +39,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from bnsl_cli.errors import ByzantineWarning, NoDagError, ScaleWarning, UnsafeMessageError, warn
-from bnsl_cli.federated import dp_participant
+from bnsl_cli.privacy import one_off
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
     MessageKind,
@@ -98,7 +98,7 @@ class StatsSite:
         self._pre = None
         if plan.private:
             pv = plan.privacy
-            self._pre = dp_participant.private_preprocessing(X, dp_participant.one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
+            self._pre = one_off.private_preprocessing(X, one_off.one_off_multipliers(pv), pv.value_bound, rng, plan.participants[pid].label)
             centre, v_hat = self._pre[0], self._pre[1]
             self._stats = (n, n * np.asarray(centre, float), n * np.asarray(v_hat, float))
             X = clamp_rows(X, centre, v_hat)  # (x − μ)/σ below cannot overflow (bounding)

@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.data import is_number
+from bnsl_cli.io.columns import is_number
 from bnsl_cli.io.dot import DotUnsupported, parse_dot_flat, parse_dot_pydot
 from bnsl_cli.io.graphs import Graph
 

@@ -2,7 +2,7 @@
 gradient sums and the private coordinate-descent steps — an exponential-mechanism selection
 (Gumbel-max) of one coordinate, then a Gaussian noisy update of it, each step returning the privacy
 events it made. The participant around them (messages, ledger, plan) is
-:class:`bnsl_cli.federated.dp_participant.DPSparseParticipant`.
+:class:`bnsl_cli.federated.methods.admm.dp_site.DPSparseParticipant`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from bnsl_cli.solvers.pgcd import soft_threshold
 __all__ = ["STATE_MAX", "clip_levels", "ClippedGradients", "dp_pgcd"]
 
 #: A participant's weights are held to ``±STATE_MAX`` (a noisy step beyond it stops there): with the
-#: broadcast ``W`` and ``ρ₂`` held to public ranges (:func:`bnsl_cli.federated.participant.consensus_problem`),
+#: broadcast ``W`` and ``ρ₂`` held to public ranges (:func:`bnsl_cli.federated.methods.admm.site.consensus_problem`),
 #: every gradient, residual and score DP-PGCD forms from the rows is finite. Honest weights are edge
 #: weights in data units, far inside. The bound is applied to the released (noisy) value: post-processing.
 STATE_MAX = 2.0**64

@@ -266,7 +266,7 @@ def test_polish_summary_adds_up_after_the_threshold(tmp_path, extra):
 def test_scale_warning_under_dp_comes_from_the_exact_rows_not_the_noisy_statistics(tmp_path):
     from bnsl_cli.errors import ScaleWarning
     from bnsl_cli.stats import exact_scale_warning
-    from bnsl_cli.io.data import Table
+    from bnsl_cli.io.table import Table
     from bnsl_cli.learn import DPConfig, LearnConfig, learn
 
     X = chain(1200, seed=3, scale=(400.0, 1.0, 1.0))

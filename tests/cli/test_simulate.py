@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
-from bnsl_cli.io.data import read_table
+from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.simulate import simulate
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from bnsl_cli.cli.app import app
 
 runner = CliRunner()
-SACHS = Path(__file__).resolve().parents[1] / "data" / "sachs.csv"
+SACHS = Path(__file__).resolve().parents[2] / "examples" / "sachs" / "sachs.csv"
 
 
 def run(*args):

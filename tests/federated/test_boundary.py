@@ -9,13 +9,13 @@ import numpy as np
 
 import pytest
 
-import bnsl_cli.federated.coordinator as coordinator_module
+import bnsl_cli.federated.methods.admm.coordinator as coordinator_module
 import bnsl_cli.federated.methods.admm as admm_module
 import bnsl_cli.federated.polish as polish_module
-import bnsl_cli.federated.protocol as protocol_module
-from bnsl_cli.federated.coordinator import Coordinator
-from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.federated.protocol import run_admm
+import bnsl_cli.federated.methods.admm.protocol as protocol_module
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator
+from bnsl_cli.federated.methods.admm.site import SparseParticipant
+from bnsl_cli.federated.methods.admm.protocol import run_admm
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,7 @@ def test_network_fleet_and_guarded_participant_satisfy_the_contracts(tables):
 
 def test_personal_is_a_constructor_argument(tables):
     """``report_B`` comes in through the constructor (make_participant sets nothing afterwards)."""
-    from bnsl_cli.federated.participant import DenseParticipant, SparseParticipant
+    from bnsl_cli.federated.methods.admm.site import DenseParticipant, SparseParticipant
 
     X = tables[0].X
     assert SparseParticipant(0, X, 900, 0.01, 5, report_B=True).summary()["B"] is not None

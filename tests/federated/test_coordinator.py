@@ -7,9 +7,9 @@ import pytest
 import scipy.optimize
 
 from bnsl_cli.dag import is_dag
-from bnsl_cli.federated.coordinator import Coordinator
-from bnsl_cli.federated.participant import SparseParticipant
-from bnsl_cli.federated.protocol import run_admm
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator
+from bnsl_cli.federated.methods.admm.site import SparseParticipant
+from bnsl_cli.federated.methods.admm.protocol import run_admm
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.numerics import acyclicity_of
 from tests._sim import simulated_tables

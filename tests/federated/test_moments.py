@@ -17,7 +17,7 @@ from bnsl_cli.stats import (
     sum_shares,
     upper_triangle,
 )
-from bnsl_cli.io.data import Table
+from bnsl_cli.io.table import Table
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.learn import learn

@@ -5,9 +5,9 @@ import warnings
 import numpy as np
 import pytest
 
-from bnsl_cli.federated.dp_participant import DPSparseParticipant, private_polish_moments
+from bnsl_cli.federated.methods.admm.dp_site import DPSparseParticipant, private_polish_moments
 from bnsl_cli.federated.messages import HEADER, GramReply, GramRequest
-from bnsl_cli.federated.participant import SparseParticipant
+from bnsl_cli.federated.methods.admm.site import SparseParticipant
 from bnsl_cli.federated.polish import candidate_edges, polish_pairs
 from bnsl_cli.solvers.score_search import (
     least_squares_weights,
@@ -403,7 +403,7 @@ def test_non_private_stage_requests_every_pair_and_private_only_the_selected():
 
 
 def test_learn_keeps_a_weak_edge_unless_the_threshold_is_given():
-    from bnsl_cli.io.data import Table
+    from bnsl_cli.io.table import Table
     from bnsl_cli.simulate import simulate_sem
 
     W = np.zeros((6, 6))

@@ -4,7 +4,7 @@ and the fleet's unmasking that hands the coordinator sums only."""
 import numpy as np
 import pytest
 
-from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.messages import (
     HEADER, CentreBroadcast, DenseUpdate, GramReply, ShareReply, SparseEntries, SparseUpdate,
 )

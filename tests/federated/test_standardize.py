@@ -18,7 +18,7 @@ from bnsl_cli.stats import (
     variance_share,
     to_original_units,
 )
-from bnsl_cli.io.data import Table
+from bnsl_cli.io.table import Table
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.learn import learn
 from tests._sim import simulated_tables

@@ -18,7 +18,9 @@ from bnsl_cli.errors import (
     ShardMismatchError,
     SmallSampleWarning,
 )
-from bnsl_cli.io.data import ReadOptions, identifier_columns, read_shards, read_table, sample_warnings
+from bnsl_cli.io.csv_reader import read_table
+from bnsl_cli.io.shards import identifier_columns, read_shards, sample_warnings
+from bnsl_cli.io.table import ReadOptions
 
 
 def write(tmp_path, name, text, encoding="utf-8"):

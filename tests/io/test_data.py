@@ -1,4 +1,5 @@
-"""Tests of bnsl_cli.io.data: every bad input gives an InputDataError naming file, row and column."""
+"""Tests of the data reader (bnsl_cli.io.csv_reader, bnsl_cli.io.shards): every bad input gives an
+InputDataError naming file, row and column."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bnsl_cli.errors import InputDataError, ShardMismatchError, SmallSampleWarning
-from bnsl_cli.io.data import read_shards, read_table
+from bnsl_cli.io.csv_reader import read_table
+from bnsl_cli.io.shards import read_shards
 
 
 def write(tmp_path, name, text):
@@ -165,7 +167,8 @@ import hashlib  # noqa: E402
 import io  # noqa: E402
 import warnings  # noqa: E402
 
-from bnsl_cli.io.data import ConstantColumnWarning, resolve_sep  # noqa: E402
+from bnsl_cli.errors import ConstantColumnWarning  # noqa: E402
+from bnsl_cli.io.table import resolve_sep  # noqa: E402
 
 
 def test_header_with_fewer_names_than_fields_is_an_error(tmp_path):
@@ -295,9 +298,9 @@ def test_read_shards_progress_is_cumulative(tmp_path):
 
 
 def test_many_chunks_and_a_growing_buffer_give_the_exact_table(tmp_path, monkeypatch):
-    import bnsl_cli.io.data as data
+    from bnsl_cli.io import csv_reader
 
-    monkeypatch.setattr(data, "CHUNK_BYTES", 4096)  # 1024-row chunks
+    monkeypatch.setattr(csv_reader, "CHUNK_BYTES", 4096)  # 1024-row chunks
     rng = np.random.default_rng(1)
     X = rng.normal(size=(5_000, 3))
     text = "a,b,c\n" + "".join(",".join(map(repr, r)) + "\n" for r in X.tolist())

@@ -1,4 +1,4 @@
-"""The numpy parse of small inputs (bnsl_cli.io.data.parse_small) stands for the pandas path only
+"""The numpy parse of small inputs (bnsl_cli.io.csv_reader.parse_small) stands for the pandas path only
 where both agree: the same table or the same error, byte for byte, on every input."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import bnsl_cli.io.data as data
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.data import read_shards, read_table
+from bnsl_cli.io import csv_reader
+from bnsl_cli.io.csv_reader import read_table
+from bnsl_cli.io.shards import read_shards
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ def outcome(path, monkeypatch, small: bool, **kw):
     """``("ok", names, X bytes, shape)`` or ``("error", type, message)`` of one read."""
     with monkeypatch.context() as m:
         if not small:
-            m.setattr(data, "SMALL_INPUT_BYTES", -1)  # every input goes the pandas way
+            m.setattr(csv_reader, "SMALL_INPUT_BYTES", -1)  # every input goes the pandas way
         try:
             t = read_table(path, **kw)
         except InputDataError as exc:
@@ -122,9 +123,9 @@ def test_small_inputs_do_not_import_pandas_large_ones_do(tmp_path):
         p.write_text("a,b,c\n" + "".join(",".join(map(repr, r)) + "\n" for r in rng.normal(size=(200, 3)).tolist()))
         paths.append(str(p))
     code = (
-        "import sys, bnsl_cli.io.data as d\n"
-        "if sys.argv[1] == 'large': d.SMALL_INPUT_BYTES = 100\n"
-        "t = d.read_shards(sys.argv[2:])\n"
+        "import sys, bnsl_cli.io.csv_reader as r, bnsl_cli.io.shards as s\n"
+        "if sys.argv[1] == 'large': r.SMALL_INPUT_BYTES = 100\n"
+        "t = s.read_shards(sys.argv[2:])\n"
         "print(sum(x.n for x in t), 'pandas' in sys.modules)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -135,14 +136,14 @@ def test_small_inputs_do_not_import_pandas_large_ones_do(tmp_path):
 
 def test_read_shards_decides_on_the_total_size(tmp_path, monkeypatch):
     calls = []
-    real = data.parse_small
-    monkeypatch.setattr(data, "parse_small", lambda *a: calls.append(1) or real(*a))
+    real = csv_reader.parse_small
+    monkeypatch.setattr(csv_reader, "parse_small", lambda *a: calls.append(1) or real(*a))
     p1, p2 = tmp_path / "a.csv", tmp_path / "b.csv"
     p1.write_text("a,b\n1,2\n3,4\n")
     p2.write_text("a,b\n5,6\n7,9\n")
     read_shards([p1, p2])
     assert len(calls) == 2
-    monkeypatch.setattr(data, "SMALL_INPUT_BYTES", p1.stat().st_size + 1)  # each file fits, the two do not
+    monkeypatch.setattr(csv_reader, "SMALL_INPUT_BYTES", p1.stat().st_size + 1)  # each file fits, the two do not
     calls.clear()
     a, b = read_shards([p1, p2])
     assert calls == [] and b.X.tolist() == [[5, 6], [7, 9]]

@@ -86,7 +86,7 @@ D, P = 6, 3
 @pytest.fixture(scope="session")
 def site_tables():
     """Three in-memory sites (d = 6, 400 rows each; tables named site0..site2) for in-process runs."""
-    from bnsl_cli.io.data import Table
+    from bnsl_cli.io.table import Table
     from tests._sim import simulated_tables
 
     _, t = simulated_tables(D, P, 400, 7)

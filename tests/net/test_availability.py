@@ -88,10 +88,10 @@ def test_idle_streams_and_sockets_do_not_keep_sites_out(small_world, tmp_path):
 def test_a_flood_beyond_the_waiting_room_drops_the_oldest(tables):
     """With room for 4 waiting connections, 20 idle streams are dropped oldest first and the real
     sites (each says HELLO on arrival) get in; a site dropped as busy tries again."""
-    from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
     from bnsl_cli.net.site import run_site
-    from bnsl_cli.federated.participant import SparseParticipant
-    from bnsl_cli.federated.protocol import run_admm
+    from bnsl_cli.federated.methods.admm.site import SparseParticipant
+    from bnsl_cli.federated.methods.admm.protocol import run_admm
 
     fleet = NetworkFleet("127.0.0.1:0", len(tables), timeout=20, handshake_timeout=30, max_pending=4)
     n = sum(t.n for t in tables)

@@ -19,13 +19,13 @@ from bnsl_cli.net.identity import identity_of  # noqa: E402
 from bnsl_cli.net.site import run_site  # noqa: E402
 from bnsl_cli.net.tls import load_party, make_certs  # noqa: E402
 from bnsl_cli.net.transcript import Transcript  # noqa: E402
-from bnsl_cli.federated.participant import SparseParticipant  # noqa: E402
-from bnsl_cli.federated.protocol import run_admm  # noqa: E402
+from bnsl_cli.federated.methods.admm.site import SparseParticipant  # noqa: E402
+from bnsl_cli.federated.methods.admm.protocol import run_admm  # noqa: E402
 from tests.net.conftest import Party, error_lines, tls  # noqa: E402
 
 
 def _coord(d, p):
-    from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
+    from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
 
     return Coordinator(d, p, PenaltySchedule(1e-3, 1e-3, 1.75, 1.25, 1e16), snap=0.05)
 

@@ -368,7 +368,7 @@ def _malicious(csv, tmp_path, attack):
     honest private plan (5 rounds) and then runs ``attack(fleet, plan)``. Returns (what the
     attack raised, the site's exit code and stderr, its transcript records)."""
     from bnsl_cli.net.fleet import NetworkFleet
-    from bnsl_cli.io.data import read_table
+    from bnsl_cli.io.csv_reader import read_table
 
     fleet = NetworkFleet("127.0.0.1:0", 1, timeout=30)
     tpath = tmp_path / "site.transcript.jsonl"

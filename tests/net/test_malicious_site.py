@@ -70,7 +70,7 @@ def test_serve_stops_with_exit_6_naming_the_site_of_a_nan_mean_share(small_world
     from bnsl_cli.net.site import run_site
     from bnsl_cli.net.tls import load_party
     from bnsl_cli.federated.secure_sum import generate_keypair
-    from bnsl_cli.io.data import read_table
+    from bnsl_cli.io.csv_reader import read_table
 
     certs, csvs = small_world
     out = tmp_path / "out"

@@ -9,7 +9,7 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.cli.serve import plan_columns  # noqa: E402
 from bnsl_cli.errors import OptionError, ShardMismatchError  # noqa: E402
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes  # noqa: E402

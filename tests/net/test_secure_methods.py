@@ -15,7 +15,7 @@ from bnsl_cli.federated.messages import HEADER  # noqa: E402
 from bnsl_cli.net.common import FederationError  # noqa: E402
 from bnsl_cli.federated.methods import make_participant, method_spec  # noqa: E402
 from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summable_span  # noqa: E402
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import Shapes  # noqa: E402
@@ -192,7 +192,7 @@ def test_value_out_of_range_is_refused_at_the_site(tables):
 def test_cli_fed_bnsl_dp_secure_sum(small_world, tmp_path):
     """bnsl serve --secure-sum and three bnsl join processes (mutual TLS) against the same plan run in
     process on the same CSVs."""
-    from bnsl_cli.io.data import read_table
+    from bnsl_cli.io.csv_reader import read_table
 
     certs, paths = small_world
     opts = ["--method", "fed-bnsl", "--dp", "--epsilon", "20", "--value-bound", "20", "--rounds", "20", "--seed", "2"]

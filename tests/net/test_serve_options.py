@@ -19,7 +19,7 @@ pytest.importorskip("cryptography")
 from bnsl_cli.cli import learn as learn_cli  # noqa: E402
 from bnsl_cli.cli import serve as serve_cli  # noqa: E402
 from bnsl_cli.errors import BnslError  # noqa: E402
-from bnsl_cli.io.data import read_table  # noqa: E402
+from bnsl_cli.io.csv_reader import read_table  # noqa: E402
 
 #: a value different from the default for every RUN option (extra options it needs to matter in
 #: the plan; private options are compared with the same private baseline)

@@ -19,7 +19,7 @@ from bnsl_cli.net.common import FederationError, SiteRefusedError, pack_events, 
 from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
 from bnsl_cli.federated.methods import make_participant  # noqa: E402
 from bnsl_cli.net.policy import SiteLimits, admm_rounds, check_plan  # noqa: E402
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import Shapes  # noqa: E402
@@ -229,7 +229,7 @@ def test_private_statistics_shares_depend_on_the_rows_only_through_the_releases(
     """Under --dp the column-statistics shares (means, then variances about the pooled mean) are
     post-processing of the site's released means and second moments: with the releases held fixed,
     two different data sets of the same size send the same bytes."""
-    import bnsl_cli.federated.dp_participant as dpp
+    import bnsl_cli.privacy.one_off as dpp
 
     real = dpp.private_preprocessing
     fixed = {}

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.io.data import Table  # noqa: E402
+from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import Shapes  # noqa: E402

@@ -11,7 +11,7 @@ pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
 from bnsl_cli.errors import RefusedError  # noqa: E402
-from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule  # noqa: E402
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule  # noqa: E402
 from bnsl_cli.federated.fleet import LocalFleet  # noqa: E402
 from bnsl_cli.federated.messages import SparseEntries, SparseUpdate  # noqa: E402
 from bnsl_cli.net import frames as F  # noqa: E402
@@ -21,8 +21,8 @@ from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
 from bnsl_cli.net.site import run_site  # noqa: E402
 from bnsl_cli.net.tls import TLSError, load_party, make_certs  # noqa: E402
 from bnsl_cli.net.transcript import Transcript  # noqa: E402
-from bnsl_cli.federated.participant import SparseParticipant  # noqa: E402
-from bnsl_cli.federated.protocol import run_admm  # noqa: E402
+from bnsl_cli.federated.methods.admm.site import SparseParticipant  # noqa: E402
+from bnsl_cli.federated.methods.admm.protocol import run_admm  # noqa: E402
 from tests._sim import simulated_tables  # noqa: E402
 
 D, P, ROUNDS = 8, 3, 12

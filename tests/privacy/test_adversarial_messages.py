@@ -16,13 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import bnsl_cli.federated.dp_participant as dpp
+import bnsl_cli.federated.methods.admm.dp_site as dpp
 import bnsl_cli.federated.methods.suffstats.releases as ss_releases
 from bnsl_cli.federated.messages import CENTRE_ROUND
-from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.errors import BnslError, GuardRefusedError, UnsafeMessageError
 from bnsl_cli.federated.messages import (
-    CENTRE_ROUND,
     BasisBroadcast,
     CentreRequest,
     ConsensusBroadcast,

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import bnsl_cli.federated.dp_participant as dpp
-from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, clip_levels, dp_pgcd
+import bnsl_cli.federated.methods.admm.dp_site as dpp
+import bnsl_cli.privacy.one_off as one_off
+from bnsl_cli.federated.methods.admm.dp_site import DPDenseParticipant, DPSparseParticipant, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
     GramReply,
@@ -228,7 +229,7 @@ class _Privacy:
 @pytest.mark.parametrize("public_means", [False, True], ids=["released means", "--public-means"])
 def test_fed_moments_moment_matrix_is_bounded(public_means, split, monkeypatch):
     fixed = {}
-    monkeypatch.setattr(dpp, "private_preprocessing", lambda X, *a, **k: (fixed["c"], fixed["v"], [], {}))
+    monkeypatch.setattr(one_off, "private_preprocessing", lambda X, *a, **k: (fixed["c"], fixed["v"], [], {}))
     for rng, D, Dp, scale in neighbours(8 + public_means + 2 * split):
         fixed["c"], fixed["v"] = released(rng, D, scale, public_means)
         # the scale of the rows: the site's own √v̂, or (split noise) the pooled σ̄ the coordinator broadcasts
@@ -267,7 +268,7 @@ class _Plan:
 
 def test_standardize_then_polish_is_bounded(monkeypatch):
     fixed = {}
-    monkeypatch.setattr(dpp, "private_preprocessing", lambda X, *a, **k: (fixed["c"], fixed["v"], [], {}))
+    monkeypatch.setattr(one_off, "private_preprocessing", lambda X, *a, **k: (fixed["c"], fixed["v"], [], {}))
 
     def build(plan, pid, X, rng, pre):
         return DPSparseParticipant(0, X, plan.n_total, 0.05, 3, one_offs={}, value_bound=None, gumbel_multiplier=0.0,

@@ -27,12 +27,12 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.federated.dp_participant import DPDenseParticipant, DPSparseParticipant, rho2_schedule
+from bnsl_cli.federated.methods.admm.dp_site import DPDenseParticipant, DPSparseParticipant, rho2_schedule
 from bnsl_cli.federated import method_options
 from bnsl_cli.federated.messages import MessageKind as K
 from bnsl_cli.federated.method_spec import MethodSpec, Rounds, Statistics
 from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
-from bnsl_cli.federated.participant import DenseParticipant, SparseParticipant
+from bnsl_cli.federated.methods.admm.site import DenseParticipant, SparseParticipant
 from bnsl_cli.federated.standardize import with_stats
 from bnsl_cli.privacy.defaults import DP_LAMBDA
 from bnsl_cli.privacy.releases import ReleaseKind

@@ -50,7 +50,7 @@ import numpy as np
 
 from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, NoDagError, PrivacyBudgetError, UnsafeMessageError, warn
-from bnsl_cli.federated import dp_participant
+from bnsl_cli.privacy import one_off
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
     MessageKind,
@@ -172,8 +172,8 @@ class MomentSite(ShareSite):
         else:
             if rng is None:
                 raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
-            centre, v_hat, events, notes = dp_participant.private_preprocessing(
-                X, dp_participant.one_off_multipliers(privacy), privacy.value_bound, rng, label or f"participant {pid + 1}"
+            centre, v_hat, events, notes = one_off.private_preprocessing(
+                X, one_off.one_off_multipliers(privacy), privacy.value_bound, rng, label or f"participant {pid + 1}"
             )
             for ev in events:
                 self.ledger.record(self.pid, ev)

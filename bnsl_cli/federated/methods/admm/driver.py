@@ -1,6 +1,6 @@
 """The coordinator side of the ADMM methods (``fed-sparse``: Fed-Sparse-BNSL, ADMM + PGCD, private:
 DP-PGCD; ``fed-bnsl``: Fed-BNSL, Ng & Zhang 2022, private: one noisy covariance per participant):
-the coordinator, the driver around the round loop (:func:`bnsl_cli.federated.protocol.run_admm`)
+the coordinator, the driver around the round loop (:func:`bnsl_cli.federated.methods.admm.protocol.run_admm`)
 and the private variants' release lists. It imports no participant code (a test keeps it so); the
 participant factories are bound in the registry.
 """
@@ -13,11 +13,11 @@ import numpy as np
 
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import ByzantineWarning, ConvergenceWarning, warn
-from bnsl_cli.federated.coordinator import Coordinator, PenaltySchedule
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.outcome import AdmmOutcome
 from bnsl_cli.federated import polish, standardize
-from bnsl_cli.federated.protocol import RunLog, run_admm
-from bnsl_cli.federated.update_guard import UpdateGuard
+from bnsl_cli.federated.methods.admm.protocol import RunLog, run_admm
+from bnsl_cli.federated.methods.admm.update_guard import UpdateGuard
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.release_plan import dp_fed_bnsl_releases, dp_pgcd_releases
 from bnsl_cli.privacy.releases import ReleaseKind
@@ -105,7 +105,7 @@ def reply_rules(plan) -> dict:
     """What the ADMM methods' replies may hold (:mod:`bnsl_cli.federated.reply_limits`): the column
     statistics' shares (:func:`bnsl_cli.federated.standardize.reply_rules`) and the polish's second
     moments (:func:`bnsl_cli.federated.polish.reply_rules`). The updates themselves depend on the
-    rounds' state: the coordinator checks them (:mod:`bnsl_cli.federated.update_guard`)."""
+    rounds' state: the coordinator checks them (:mod:`bnsl_cli.federated.methods.admm.update_guard`)."""
     return {**standardize.reply_rules(plan), **polish.reply_rules(plan)}
 
 
@@ -134,7 +134,7 @@ def coordinator_for(spec, plan) -> Coordinator:
 
 
 def update_guard(spec, plan, fleet) -> Optional[UpdateGuard]:
-    """The check of the sites' updates (:mod:`bnsl_cli.federated.update_guard`): the descent bound in
+    """The check of the sites' updates (:mod:`bnsl_cli.federated.methods.admm.update_guard`): the descent bound in
     non-private runs (the sites' second moments bounded by their shares of the pooled variances, read
     from the fleet's reply limits), the robust comparison in every run; ``None`` when the updates
     arrive securely summed (fed-bnsl under a secure sum: no site's update is seen)."""

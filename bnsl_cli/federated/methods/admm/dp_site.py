@@ -31,79 +31,23 @@ import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import DenseUpdate, SparseEntries, SparseUpdate
-from bnsl_cli.federated.participant import Participant
+from bnsl_cli.federated.methods.admm.site import Participant
 from bnsl_cli.privacy.bounding import clamp_rows, clip_factors
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, clip_levels, dp_pgcd  # noqa: F401 - the kernels, importable from here too
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.mechanisms import gaussian_noise, project_psd, symmetric_gaussian_matrix
-from bnsl_cli.privacy.one_off import release_means, release_range, release_second_moments
+from bnsl_cli.privacy.one_off import one_off_multipliers, private_preprocessing
 from bnsl_cli.privacy.release_plan import covariance_sensitivity
 from bnsl_cli.privacy.releases import GAUSSIAN, ReleaseKind
 
 __all__ = [
-    "private_preprocessing",
-    "one_off_multipliers",
     "rho2_schedule",
     "private_polish_moments",
     "private_covariance",
     "DPSparseParticipant",
     "DPDenseParticipant",
 ]
-
-#: Quantiles of |x| (raw, for the mean) and |x − μ̂| (centred, for the second moments) used as bounds.
-RAW_QUANTILE = 1e-3
-CENTRED_QUANTILE = 1e-2
-
-
-def _need_bound(label: str, bound: np.ndarray, what: str, noise_std: float, n: int, d: int) -> None:
-    """Refuse (exit 5) when a range histogram drowned in its noise, with the numbers that say what
-    would work: the noise per bin against the rows, and where to see it at another ε."""
-    if np.isnan(bound).any():
-        raise PrivacyBudgetError(
-            f"{label}: too few rows for a private estimate of the {what} at this ε: the noisy histogram's "
-            f"noise is {noise_std:.0f} counts per bin against {n} rows, and a bin is read only above 3 noise stds "
-            f"({3.0 * noise_std:.0f} rows in one bin); `bnsl privacy-budget --method fed-sparse --epsilon E --samples {n} "
-            f"--nodes {d}` shows the value-range multiplier at another ε (noise = multiplier × √(2d) counts); or pass "
-            "--value-bound B (a public bound on |x|), --public-means if the data are centred, or use the --dp "
-            "default method (fed-suffstats), which makes no value-range release"
-        )
-
-
-def private_preprocessing(X: np.ndarray, multipliers: dict, value_bound: Optional[float], rng, label: str = "participant"):
-    """The one-off releases of a participant, each with the noise multiplier ``multipliers[kind]``
-    of the run plan: (without ``value_bound``) raw range, column means (absent: public means, data
-    taken as centred), (without ``value_bound``) centred range, second moments.
-
-    Returns ``(centre, v_hat, events, notes)``. Nothing here uses the exact local mean."""
-    n, d = X.shape
-    given = value_bound is not None
-    events = []
-    notes = {}
-
-    def bound(values: np.ndarray, kind: ReleaseKind, quantile: float, what: str) -> np.ndarray:
-        """The public ``value_bound``, or a noisy range histogram's bound (a recorded release)."""
-        if given:
-            return np.full(d, float(value_bound))
-        b, ev = release_range(values, np.zeros(d), multipliers[kind], rng, quantile=quantile, release=kind)
-        events.append(ev)
-        _need_bound(label, b, what, ev.noise_scale, n, d)
-        return b
-
-    if ReleaseKind.COLUMN_MEANS in multipliers:
-        b_raw = bound(X, ReleaseKind.RANGE_RAW, RAW_QUANTILE, "value range")
-        centre, ev = release_means(X, b_raw, multipliers[ReleaseKind.COLUMN_MEANS], rng)
-        events.append(ev)
-        notes["centring"] = "released column means (Gaussian mechanism on clipped values)"
-    else:
-        centre = np.zeros(d)
-        notes["centring"] = "declared public: data taken as centred (--public-means); no release"
-    Xc = X - centre[None, :]
-    b_c = bound(Xc, ReleaseKind.RANGE_CENTRED, CENTRED_QUANTILE, "spread of the centred values")
-    v_hat, ev = release_second_moments(Xc, b_c, multipliers[ReleaseKind.SECOND_MOMENTS], rng)
-    events.append(ev)
-    return centre, v_hat, events, notes
-
 
 # ----------------------------------------------------------------------------------------------
 # DP-PGCD
@@ -175,11 +119,6 @@ def rho2_schedule(plan) -> tuple:
     must follow (the coordinator's ``ρ₂ ← min(ρ₂·growth, cap)`` after each round)."""
     pen = plan.penalty
     return float(pen.rho2), float(pen.growth2), float(pen.cap)
-
-
-def one_off_multipliers(privacy) -> dict:
-    kinds = (ReleaseKind.RANGE_RAW, ReleaseKind.COLUMN_MEANS, ReleaseKind.RANGE_CENTRED, ReleaseKind.SECOND_MOMENTS)
-    return {k: privacy.multiplier(k) for k in kinds if privacy.multiplier(k) is not None}
 
 
 class _PrivateHolder(Participant):

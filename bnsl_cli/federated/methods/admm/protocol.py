@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.federated.coordinator import Coordinator
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator
 from bnsl_cli.federated.fleet import LocalFleet
 from bnsl_cli.federated.traffic import FINAL, POLISH
 
@@ -51,7 +51,7 @@ def run_admm(
     :class:`~bnsl_cli.federated.polish.PolishStage`), one second-moment exchange follows the rounds.
     Ends with a stop broadcast that delivers the final consensus W to every participant.
     ``progress`` gets each round's record and the round's bytes as the fleet counted them. ``guard``
-    (an :class:`~bnsl_cli.federated.update_guard.UpdateGuard`) checks every round's updates against
+    (an :class:`~bnsl_cli.federated.methods.admm.update_guard.UpdateGuard`) checks every round's updates against
     the coordinator's state before the W-step."""
     if not hasattr(fleet, "exchange"):
         fleet = LocalFleet(fleet)

@@ -64,7 +64,7 @@ def descent_radius(B_old: np.ndarray, W: np.ndarray, beta: np.ndarray, rho2: flo
 
 
 class UpdateGuard:
-    """The checks of :mod:`bnsl_cli.federated.update_guard` for ``P`` sites over ``d`` variables.
+    """The checks of :mod:`bnsl_cli.federated.methods.admm.update_guard` for ``P`` sites over ``d`` variables.
 
     ``within(index)``: per column a bound on site ``index``'s own centred second moments over ``n``
     (its ``S_p``'s diagonal; ``None``: no descent bound, e.g. a private run); ``lam``: the ℓ₁ weight of

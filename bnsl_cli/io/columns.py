@@ -1,0 +1,149 @@
+"""The columns of a data file: the header (:func:`check_columns`; whether the first line is one,
+:func:`first_line_is_header`), the columns used under ``--columns``/``--drop``/``--index-col`` and text
+columns (:func:`select_columns`), the rule for numeric cells and names (:func:`is_number`), and the
+column checks: too few left, other columns than another shard's, constant columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from bnsl_cli.errors import InputDataError, ShardMismatchError
+from bnsl_cli.io.table import ReadOptions, display_name, sep_name
+
+__all__ = [
+    "is_number",
+    "check_columns",
+    "first_line_is_header",
+    "select_columns",
+    "too_few_columns",
+    "column_mismatch",
+    "constant_columns",
+]
+
+
+def is_number(s: str) -> bool:
+    """``s`` reads as a float (a number, ``nan`` or ``inf``): the rule for numeric cells and names that
+    the data and graph readers share."""
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def check_columns(
+    names: Sequence[str], path: Path, line: int = 1, sep: str = ",", numeric_names: bool = False
+) -> None:
+    """Header checks: present, no empty and no duplicate names, not another separator.
+    ``numeric_names``: names that are numbers are accepted (``--header yes``)."""
+    where = f"{display_name(path)}: line {line} (header)"
+    if not numeric_names and all(is_number(h) for h in names if h):
+        raise InputDataError(
+            f"{display_name(path)}: no header row (the first line holds numbers); add a line with the column names, "
+            "or pass --header yes if these numbers are the names (e.g. gene ids), --header no if the file has "
+            "no header (columns V1, V2, …)"
+        )
+    if len(names) == 1:
+        for other in (";", "\t", "|", ","):
+            if other != sep and other in names[0]:
+                raise InputDataError(
+                    f"{where} is one name {names[0][:40]!r} holding {sep_name(other)}: the file looks "
+                    f"{sep_name(other)}-separated; pass --sep {'tab' if other == chr(9) else repr(other)}"
+                )
+    for k, h in enumerate(names, start=1):
+        if h == "":
+            raise InputDataError(f"{display_name(path)}: column {k} has an empty name in the header")
+    seen: dict[str, int] = {}
+    for k, h in enumerate(names, start=1):
+        if h in seen:
+            raise InputDataError(f"{display_name(path)}: duplicate column name {h!r} (columns {seen[h]} and {k})")
+        seen[h] = k
+
+
+_INT = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)")
+
+
+def first_line_is_header(fields: list, rest: bytes, mode: str, path: Path, sep: str) -> bool:
+    """Whether the first line is the header (see :class:`ReadOptions` ``header``)."""
+    if mode != "auto":
+        return mode == "yes"
+    if not all(is_number(h) for h in fields if h):
+        return True  # names that are words
+    # only numbers: names when they are integers and every sampled row below holds a decimal
+    if fields and all(_INT.fullmatch(h) for h in fields):
+        lines = [ln for ln in rest.split(b"\n")[:51][:-1] if ln.strip()] if b"\n" in rest else []
+        if lines:
+            try:
+                rows = list(csv.reader([ln.decode("utf-8", "replace").rstrip("\r") for ln in lines], delimiter=sep))
+            except csv.Error:
+                rows = []
+            if rows and all(any(_DECIMAL.fullmatch(c.strip()) for c in r) for r in rows):
+                return True
+    check_columns(fields, path)  # only numbers: raises the "no header row" error
+    return False  # pragma: no cover
+
+
+def select_columns(header: list, keep: list, opts: ReadOptions, path: Path) -> tuple[list, list]:
+    """(the numeric columns used, in order; the columns left out) under ``opts``."""
+    shown = display_name(path)
+
+    def need(name: str, option: str) -> None:
+        if name not in header:
+            cols = ", ".join(map(repr, header[:8])) + (" …" if len(header) > 8 else "")
+            raise InputDataError(f"{shown}: {option} names {name!r}, which is not a column (columns: {cols})")
+
+    if opts.index_col is not None:
+        need(opts.index_col, "--index-col")
+    for n in opts.drop:
+        need(n, "--drop")
+    for n in opts.columns or ():
+        need(n, "--columns")
+    gone = set(opts.drop) | ({opts.index_col} if opts.index_col is not None else set()) | set(keep)
+    chosen = list(opts.columns) if opts.columns is not None else header
+    sel = [h for h in chosen if h not in gone]
+    ignored = [h for h in header if h not in keep and h not in sel]
+    return sel, ignored
+
+
+def too_few_columns(path: Path, header: list, sel: list, opts: ReadOptions, sep: str) -> InputDataError:
+    """The error for a file left with too few columns ``sel`` (of ``header``) to learn a graph from."""
+    shown = display_name(path)
+    if len(header) == 1:
+        return InputDataError(
+            f"{shown}: one column ({header[0][:40]!r}); a graph needs at least two variables — is the file "
+            f"separated by something other than {sep_name(sep)}? (--sep)"
+        )
+    left = ", ".join(map(repr, sel)) or "none"
+    return InputDataError(
+        f"{shown}: {len(sel)} column(s) left ({left}) after --columns/--drop/--index-col; "
+        "a graph needs at least two variables"
+    )
+
+
+def constant_columns(X: np.ndarray) -> np.ndarray:
+    """The indices of the columns of ``X`` that hold one value in every row."""
+    if X.shape[0] == 0:
+        return np.zeros(0, dtype=int)
+    return np.flatnonzero((X == X[0]).all(axis=0))
+
+
+def column_mismatch(path: Path, names: Sequence[str], ref: Sequence[str], ref_path: Optional[Path] = None) -> ShardMismatchError:
+    """The error for a file whose columns ``names`` are not the columns ``ref`` (of ``ref_path``)."""
+    missing = [n for n in ref if n not in set(names)]
+    extra = [n for n in names if n not in set(ref)]
+    what = []
+    if missing:
+        what.append("lacks " + ", ".join(map(repr, missing[:5])))
+    if extra:
+        what.append("has extra " + ", ".join(map(repr, extra[:5])))
+    against = f" from {display_name(ref_path)}" if ref_path is not None else ""
+    return ShardMismatchError(
+        f"{display_name(path)}: columns differ{against} ({'; '.join(what)}); all shards need the same columns"
+    )

@@ -7,7 +7,9 @@ with a (extended) BIC penalty per edge: the equal-variance score ``n·d/2 · log
 the per-node score ``Σ_j n/2 · log(RSS_j(pa_j)/n)``, with ``RSS_j(S) = G_jj − G_jS G_SS⁻¹ G_Sj``.
 With noisy moments (private runs) an addition needs a partial second moment above ``z`` noise stds
 and :func:`prune_within_noise` drops the edges the noise cannot tell from none. ``E[i, j]`` is the
-edge ``i → j``.
+edge ``i → j``. The Gaussian score itself (the fits on the moments, the residual variances, the BIC
+and the extended-BIC penalty) lives in :mod:`bnsl_cli.solvers.gaussian_score`, shared with
+fed-suffstats' search; the polish uses its ``"solve"`` forms.
 """
 
 from __future__ import annotations
@@ -18,17 +20,22 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import DescendantCache, can_reverse
+from bnsl_cli.solvers.gaussian_score import (
+    added_residuals,
+    bic_of,
+    check_score,
+    ebic_penalty,
+    family_rss,
+    fit_on_parents,
+    least_squares_weights,
+    residual_floor,
+)
 
 __all__ = [
     "POLISH_CANDIDATES",
-    "SCORES",
-    "family_rss",
     "family_table",
     "score_search",
-    "ebic_penalty",
-    "bic_of",
     "prune_within_noise",
-    "least_squares_weights",
     "PolishResult",
     "polish_graph",
     "graph_changes",
@@ -36,24 +43,6 @@ __all__ = [
 
 #: Consensus entries with ``|W_ij|`` above this are candidate edges for the local search.
 POLISH_CANDIDATES = 0.1
-
-
-def family_rss(G: np.ndarray, j: int, parents) -> float:
-    """``G_jj − G_jS G_SS⁻¹ G_Sj`` (the per-row residual variance of ``j`` on ``S``); ``inf`` when
-    ``G_SS`` is singular or an entry is missing, floored at a tiny positive value."""
-    idx = sorted(parents)
-    if not idx:
-        r = float(G[j, j])
-    else:
-        A = G[np.ix_(idx, idx)]
-        b = G[idx, j]
-        try:
-            r = float(G[j, j] - b @ np.linalg.solve(A, b))
-        except np.linalg.LinAlgError:
-            return np.inf
-    if not np.isfinite(r):
-        return np.inf
-    return max(r, 1e-12 * max(abs(float(G[j, j])), 1e-300))
 
 
 @dataclass
@@ -70,38 +59,24 @@ class _Search:
         return r
 
 
-SCORES = ("equal", "node", "auto")
-
-
 def family_table(G: np.ndarray, j: int, S: np.ndarray):
     """Everything the search needs about node ``j`` with parents ``S`` (a sorted index array):
     ``R`` = RSS_j(S); ``add[i]`` = RSS_j(S ∪ {i}) and ``part[i]`` = the partial second moment of
     ``i`` and ``j`` given ``S`` (NaN where a moment is missing); ``drop[k]`` = RSS_j(S − {S_k})."""
     d = G.shape[0]
-    gj = G[:, j]
-    diag = np.diag(G)
+    fit = fit_on_parents(G, j, S, singular="none", mask_missing=True)
+    if fit is None:
+        return np.inf, np.full(d, np.nan), np.full(d, np.nan), np.full(S.size, np.nan)
+    Ainv, K, C, Cd = fit
     if S.size == 0:
-        C, Cd, drop = gj.copy(), diag.copy(), np.zeros(0)
+        drop = np.zeros(0)
     else:
-        A = G[np.ix_(S, S)]
-        GS = G[S, :]
-        missing = ~np.isfinite(GS)
-        try:
-            Ainv = np.linalg.inv(A)
-        except np.linalg.LinAlgError:
-            return np.inf, np.full(d, np.nan), np.full(d, np.nan), np.full(S.size, np.nan)
-        K = Ainv @ np.where(missing, 0.0, GS)
-        C = gj - np.where(missing, 0.0, GS).T @ K[:, j]
-        Cd = diag - np.einsum("ki,ki->i", np.where(missing, 0.0, GS), K)
-        bad = missing.any(axis=0)
-        C[bad] = np.nan
-        Cd[bad] = np.nan
         coef = K[:, j]
         drop = C[j] + coef**2 / np.diag(Ainv)
-    floor = 1e-12 * max(abs(float(G[j, j])), 1e-300)
+    floor = residual_floor(G, j)
     R = max(float(C[j]), floor) if np.isfinite(C[j]) else np.inf
     with np.errstate(divide="ignore", invalid="ignore"):
-        add = np.maximum(R - C**2 / Cd, floor)
+        add = added_residuals(R, C, Cd, floor)
     add[~(Cd > 0)] = np.nan
     add[j] = np.nan
     if S.size:
@@ -135,8 +110,7 @@ def score_search(
 
     Prior knowledge (d × d bool masks): no move creates a ``forbidden`` edge (additions and
     reversals); a ``required`` edge is never deleted nor reversed."""
-    if score not in ("equal", "node"):
-        raise ValueError(f"score must be 'equal' or 'node', got {score!r}")
+    check_score(score, auto=False)
     d = G.shape[0]
     pen = float(np.log(n) / 2.0) if penalty is None else float(penalty)
     max_moves = 10 * d + 10 if max_moves is None else int(max_moves)
@@ -254,28 +228,6 @@ def score_search(
     return E, moves
 
 
-def ebic_penalty(n: int, d: int) -> float:
-    """Per-edge penalty of the extended BIC (Chen & Chen 2008; Foygel & Drton 2010, γ = 1/2 for
-    graphs): ``log(n)/2 + log(d)``. With every one of the ~d² pairs open to an addition, the plain
-    BIC lets through about ``d²·P(χ²₁ > log n)`` spurious edges (≈ 20 at d = 200, n = 40 000);
-    the ``log d`` term keeps that below one."""
-    return float(np.log(n) / 2.0 + np.log(max(d, 2)))
-
-
-def bic_of(G: np.ndarray, n: int, E: np.ndarray, score: str, penalty: Optional[float] = None) -> float:
-    """BIC (lower is better) of the DAG ``E`` as a Gaussian model, variances included:
-    ``equal``: ``n·d/2·log(Σ RSS_j / d) + log(n)/2·(|E| + 1)``;
-    ``node``: ``n/2·Σ log RSS_j + log(n)/2·(|E| + d)``. Comparable across the two models.
-    ``penalty`` replaces ``log(n)/2`` for the edges (the variances keep the BIC's)."""
-    d = G.shape[0]
-    R = np.array([family_rss(G, j, np.flatnonzero(E[:, j])) for j in range(d)])
-    k = float(E.sum())
-    pen = np.log(n) / 2.0 if penalty is None else float(penalty)
-    if score == "equal":
-        return n * d / 2.0 * np.log(R.sum() / d) + pen * k + np.log(n) / 2.0
-    return n / 2.0 * np.log(R).sum() + pen * k + np.log(n) / 2.0 * d
-
-
 def prune_within_noise(G: np.ndarray, E: np.ndarray, noise_std: np.ndarray, z: float = 3.0) -> tuple[np.ndarray, int]:
     """Drop, weakest first, the edges ``i → j`` whose partial second moment given the other parents
     of ``j`` is within ``z`` noise stds of ``G_ij`` (private runs: the noisy moments cannot tell them
@@ -296,20 +248,6 @@ def prune_within_noise(G: np.ndarray, E: np.ndarray, noise_std: np.ndarray, z: f
             return E, dropped
         E[where] = False
         dropped += 1
-
-
-def least_squares_weights(G: np.ndarray, E: np.ndarray) -> np.ndarray:
-    """Least-squares weights of every family of the DAG ``E`` from the second moments ``G``."""
-    d = G.shape[0]
-    W = np.zeros((d, d))
-    for j in range(d):
-        S = np.flatnonzero(E[:, j])
-        if S.size:
-            try:
-                W[S, j] = np.linalg.solve(G[np.ix_(S, S)], G[S, j])
-            except np.linalg.LinAlgError:
-                W[S, j] = np.linalg.lstsq(G[np.ix_(S, S)], G[S, j], rcond=None)[0]
-    return W
 
 
 @dataclass
@@ -345,8 +283,7 @@ def polish_graph(
     ``knowledge`` (:class:`bnsl_cli.knowledge.Knowledge`): the search never adds a forbidden edge and
     starts from, and keeps, every required edge; the threshold and the noise pruning spare the
     required edges, whose least-squares weights are the fit of a required edge the consensus left at 0."""
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+    check_score(score)
     if additions not in ("consensus", "all"):
         raise ValueError(f"additions must be 'consensus' or 'all', got {additions!r}")
     d = G.shape[0]

@@ -23,7 +23,9 @@ is at most about ``τ² (1 + ‖β_i‖²)(1 + ‖β_j‖²)``; its sampling var
 removed (the same formula with ``S`` the other parents). Among the admitted moves the search takes
 the one with the largest gain of a Gaussian log-likelihood (``equal``: one noise variance for all
 nodes, ``n·d/2·log Σ_j R_j``; ``node``: ``Σ_j n/2·log R_j``). With ``tau = 0`` it is a plain
-extended-BIC greedy search.
+extended-BIC greedy search. The Gaussian score (the fits on the moments, the residual variances, the
+BIC and ``κ``) lives in :mod:`bnsl_cli.solvers.gaussian_score`, shared with the polish's search; this
+search uses its ``"inverse"`` / ``"lstsq"`` forms and ``κ`` in ``units="statistic"``.
 
 ``W[i, j]`` is the edge ``i → j``.
 """
@@ -36,18 +38,21 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import DescendantCache, can_reverse, threshold_to_dag
+from bnsl_cli.solvers.gaussian_score import (
+    added_residuals,
+    bic_of,
+    check_score,
+    dropped_residuals,
+    ebic_penalty,
+    fit_on_parents,
+    least_squares_weights,
+    residual_floor,
+)
 
 __all__ = [
-    "SCORES", "SuffstatsResult", "edge_threshold", "noise_aware_search", "topdown_order", "ordered_parents",
-    "least_squares", "learn_suffstats", "family_statistics",
+    "SuffstatsResult", "noise_aware_search", "topdown_order", "ordered_parents", "learn_suffstats",
+    "family_statistics",
 ]
-
-SCORES = ("equal", "node", "auto")
-
-
-def edge_threshold(n: float, d: int) -> float:
-    """``κ = log n + 2 log d``: the squared test statistic an edge must exceed."""
-    return float(np.log(max(n, 2.0)) + 2.0 * np.log(max(d, 2)))
 
 
 def _metric(d: int, u: Optional[np.ndarray], H: Optional[np.ndarray]) -> np.ndarray:
@@ -68,27 +73,16 @@ def family_statistics(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: O
     (``a = e_i − β_i``, ``b = e_j − β_j`` on ``S``; first order in the noise). A sum of independent
     noises ``Σ_m τ_m·L_m N_m L_mᵀ``: ``tau2`` a sequence of ``τ_m²`` and ``H`` the stack of ``H_m``."""
     d = G.shape[0]
-    diag = np.diag(G)
     if H is None:
         H = np.eye(d)
     Hs = H[None] if H.ndim == 2 else H
     t2s = np.atleast_1d(np.asarray(tau2, dtype=float))
     if t2s.size != Hs.shape[0]:
         raise ValueError("one noise variance per noise metric")
+    Ainv, K, C, Cd = fit_on_parents(G, j, S, singular="pinv")  # K's column i: the coefficients β_i of i on S
     if S.size:
-        A = G[np.ix_(S, S)]
-        try:
-            Ainv = np.linalg.inv(A)
-        except np.linalg.LinAlgError:
-            Ainv = np.linalg.pinv(A)
-        GS = G[S, :]
-        K = Ainv @ GS  # column i: coefficients β_i of i on S
-        C = G[:, j] - GS.T @ K[:, j]
-        Cd = diag - np.einsum("ki,ki->i", GS, K)
         bj = K[:, j]
-    else:
-        C, Cd = G[:, j].copy(), diag.copy()
-    floor = 1e-12 * max(abs(float(G[j, j])), 1e-300)
+    floor = residual_floor(G, j)
     R = max(float(C[j]), floor)
     noise_add = np.zeros(d)
     noise_keep = np.zeros(S.size)
@@ -110,7 +104,7 @@ def family_statistics(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: O
             aHa, bHb, aHb = hd.copy(), float(hd[j]), Hm[:, j].copy()
         noise_add += t2m * (np.maximum(aHa, 0.0) * max(bHb, 0.0) + aHb**2)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        add = np.maximum(R - C**2 / Cd, floor)
+        add = added_residuals(R, C, Cd, floor)
         t2 = C**2 / (Cd * add / n + noise_add)
     bad = ~(Cd > floor)
     add[bad] = np.nan
@@ -126,25 +120,6 @@ def family_statistics(G: np.ndarray, j: int, S: np.ndarray, n: float, tau2, H: O
     else:
         t2_par = np.zeros(0)
     return R, add, np.nan_to_num(t2, nan=0.0, posinf=0.0), t2_par
-
-
-def _dropped_residuals(G: np.ndarray, j: int, S: np.ndarray, R: float) -> np.ndarray:
-    """The residual variance of ``j`` on ``S`` without ``S_k``, for every ``k``: ``R + b_k² / (A⁻¹)_kk``
-    (``A = G_SS``, ``b = A⁻¹ G_Sj``; the residual grows by the squared coefficient over its
-    variance factor), each computed directly where ``A`` is singular."""
-    if not S.size:
-        return np.zeros(0)
-    floor = 1e-12 * max(abs(float(G[j, j])), 1e-300)
-    try:
-        Ainv = np.linalg.inv(G[np.ix_(S, S)])
-    except np.linalg.LinAlgError:
-        Ainv = None
-    dg = None if Ainv is None else np.diag(Ainv)
-    if dg is None or not np.all(dg > 0) or not np.all(np.isfinite(Ainv)):
-        return np.array([family_statistics(G, j, np.delete(S, k), n=1.0, tau2=0.0)[0] for k in range(S.size)])
-    b = Ainv @ G[S, j]
-    C = float(G[j, j]) - float(G[S, j] @ b)
-    return np.maximum(C + b**2 / dg, floor)
 
 
 def noise_aware_search(
@@ -167,14 +142,13 @@ def noise_aware_search(
 
     Prior knowledge (d × d bool masks): no addition or reversal creates a ``forbidden`` edge; a
     ``required`` edge is never deleted nor reversed (``E0`` must hold the required edges)."""
-    if score not in ("equal", "node"):
-        raise ValueError(f"score must be 'equal' or 'node', got {score!r}")
+    check_score(score, auto=False)
     G = np.asarray(G, dtype=float)
     d = G.shape[0]
     n = float(n)
     tau2 = np.asarray(tau, dtype=float) ** 2
     H = _metric(d, u, H)
-    kap = edge_threshold(n, d) if kappa is None else float(kappa)
+    kap = ebic_penalty(n, d, units="statistic") if kappa is None else float(kappa)
     max_moves = 10 * d + 10 if max_moves is None else int(max_moves)
     E = np.zeros((d, d), bool) if E0 is None else np.asarray(E0, bool).copy()
     np.fill_diagonal(E, False)
@@ -191,7 +165,7 @@ def noise_aware_search(
         KEEP[:, j] = np.inf
         KEEP[S, j] = tp
         DEL[:, j] = np.nan
-        DEL[S, j] = _dropped_residuals(G, j, S, R[j])
+        DEL[S, j] = dropped_residuals(G, j, S, R[j])
 
     for j in range(d):
         refresh(j)
@@ -331,7 +305,7 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
     predecessor with the largest noise-aware statistic above ``κ``), then backward elimination
     (a parent whose statistic given the others is ``κ`` or below leaves, the weakest first)."""
     d = G.shape[0]
-    kap = edge_threshold(n, d) if kappa is None else float(kappa)
+    kap = ebic_penalty(n, d, units="statistic") if kappa is None else float(kappa)
     tau2 = np.asarray(tau, dtype=float) ** 2
     H = _metric(d, u, H)
     E = np.zeros((d, d), bool)
@@ -358,27 +332,6 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
     return E
 
 
-def least_squares(G: np.ndarray, E: np.ndarray) -> np.ndarray:
-    """Least-squares weights of every family of the DAG ``E`` from the second moments ``G``."""
-    d = G.shape[0]
-    W = np.zeros((d, d))
-    for j in range(d):
-        S = np.flatnonzero(E[:, j])
-        if S.size:
-            W[S, j] = np.linalg.lstsq(G[np.ix_(S, S)], G[S, j], rcond=None)[0]
-    return W
-
-
-def _bic(G: np.ndarray, n: float, E: np.ndarray, score: str) -> float:
-    d = G.shape[0]
-    R = np.array([max(family_statistics(G, j, np.flatnonzero(E[:, j]), n, 0.0)[0], 1e-300) for j in range(d)])
-    k = float(E.sum())
-    pen = edge_threshold(n, d) / 2.0
-    if score == "equal":
-        return n * d / 2.0 * np.log(R.sum() / d) + pen * k + np.log(n) / 2.0
-    return n / 2.0 * np.log(R).sum() + pen * k + np.log(n) / 2.0 * d
-
-
 @dataclass
 class SuffstatsResult:
     W: np.ndarray  # weights in the units of G (standardised), W[i, j] the edge i → j
@@ -394,8 +347,7 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
     starts from :func:`ordered_parents` of :func:`topdown_order`; ``"empty"``: from no edges.
     ``score="auto"``: the equal-variance search, then the per-node search from its result, keeping
     the model with the lower BIC (the per-node model pays for ``d − 1`` more variances)."""
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+    check_score(score)
     if start not in ("order", "empty"):
         raise ValueError(f"start must be 'order' or 'empty', got {start!r}")
     A = np.asarray(G, dtype=float)
@@ -408,7 +360,8 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
     w, V = np.linalg.eigh(A)
     A = (V * np.maximum(w, 0.0)) @ V.T
     A = 0.5 * (A + A.T)
-    info: dict = {"tau": np.asarray(tau, dtype=float).tolist(), "kappa": edge_threshold(n, d), "start": start}
+    info: dict = {"tau": np.asarray(tau, dtype=float).tolist(), "kappa": ebic_penalty(n, d, units="statistic"),
+                  "start": start}
     E0 = None
     if start == "order":
         order = topdown_order(A)
@@ -425,7 +378,9 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
     if score == "auto":
         E1, m1 = noise_aware_search(A, n, tau, "equal", E0=E0, u=u, H=H, **kw)
         E2, m2 = noise_aware_search(A, n, tau, "node", E0=E1, u=u, H=H, **kw)
-        b1, b2 = _bic(A, n, E1, "equal"), _bic(A, n, E2, "node")
+        pen = ebic_penalty(n, d, units="statistic") / 2.0  # the edge test's level, per edge
+        b1 = bic_of(A, n, E1, "equal", pen, form="inverse")
+        b2 = bic_of(A, n, E2, "node", pen, form="inverse")
         chosen = "equal" if b1 <= b2 else "node"
         E, moves = (E1, m1) if chosen == "equal" else (E2, m1 + m2)
         info["bic"] = {"equal": float(b1), "node": float(b2)}
@@ -434,4 +389,4 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
         chosen = score
     info["score"] = chosen
     info["moves"] = {k: sum(1 for m in moves if m[0] == k) for k in ("add", "delete", "reverse")}
-    return SuffstatsResult(least_squares(A, E), E, info)
+    return SuffstatsResult(least_squares_weights(A, E, form="lstsq"), E, info)

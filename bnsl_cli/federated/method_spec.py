@@ -100,9 +100,11 @@ class MethodSpec:
     #: the method-specific options of ``privacy-budget`` it takes
     #: (:data:`bnsl_cli.federated.method_options.BUDGET_OPTIONS`)
     budget_options: frozenset = frozenset()
-    #: the message kinds (:class:`~bnsl_cli.federated.messages.MessageKind`) its site answers; a site's
-    #: guard refuses every other kind before the participant sees it (``bnsl_cli.net.policy``)
-    site_messages: frozenset = frozenset()
+    #: ``site_sequence(plan) -> (Step, …)``: the message sequence its site answers
+    #: (:mod:`bnsl_cli.federated.site_sequence`): each step's kinds, when each may come and the releases
+    #: it makes; a site's guard refuses every other kind before the participant sees it
+    #: (``bnsl_cli.net.policy``)
+    site_sequence: Callable = lambda plan: ()
     #: ``reply_rules(plan) -> {request kind: Rule}``: what its participants' replies may hold, derived
     #: from the plan's public facts (:mod:`bnsl_cli.federated.reply_limits`; ``None``: the blanket
     #: checks only). ``run`` hands the limits built from them to the fleet.

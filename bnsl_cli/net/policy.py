@@ -11,14 +11,12 @@ whose ε recomputed from it exceeds the site's ``max_epsilon``. The participant 
 the plan, so it uses the multipliers and step counts the site checked.
 
 At run time :class:`SpendGuard` wraps the participant. Before it hands a message on it checks the
-message against the accepted plan: consensus rounds numbered 1, 2, 3, … with no gap, replay or
-reordering and no more than the plan's rounds; the polish's second-moment request once, after a
-round, only when the plan polishes; each pre-round statistics request once, before the rounds;
-nothing after the stop broadcast; fed-suffstats' first request once (private: then its centre request
-once), then its basis broadcasts
-numbered 1, 2, … up to the plan's number of whitened-moment stages. It predicts the releases the message asks for (the DP-PGCD steps
-of a round, the polish's moments, a split-noise moment matrix, fed-suffstats' scale histograms and
-whitened moments) and refuses when they would exceed
+message against the accepted plan through the message sequence the plan's method declares
+(``MethodSpec.site_sequence``, :mod:`bnsl_cli.federated.site_sequence`; the guard names no method and
+no message kind): a kind no step of the sequence handles is refused; the step of the message's kind
+says whether it may come now (e.g. consensus rounds numbered 1, 2, 3, … with no gap, replay or
+reordering and no more than the plan's rounds; once-only requests once; nothing after the stop
+broadcast) and which releases answering it makes, and the guard refuses when they would exceed
 the planned count of their kind or the remaining ρ. After the participant answered, it reads the
 participant's ledger again and withholds the answer if any release exceeded the plan (a count, a
 per-release cost, the total ρ). A refusal is a :class:`~bnsl_cli.errors.GuardRefusedError` (exit 5):
@@ -43,19 +41,13 @@ from bnsl_cli.errors import (
     RefusedError,
     ShardMismatchError,
 )
-from bnsl_cli.federated.messages import (
-    CENTRE_ROUND,
-    CentreBroadcast,
-    MessageKind,
-    is_stop,
-    read_header,
-)
-from bnsl_cli.federated.methods import Rounds, make_participant, method_spec, suffstats
+from bnsl_cli.federated.messages import read_header
+from bnsl_cli.federated.methods import Rounds, make_participant, method_spec
+from bnsl_cli.federated.site_sequence import SequenceState, steps_by_kind
 from bnsl_cli.net.common import FederationError
 from bnsl_cli.plan.options import CLIP_LEVELS, DPConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
 from bnsl_cli.plan.run_plan import RunPlan
-from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import distribute_noise, split_noise_plan
 from bnsl_cli.run import participant_rngs
 
@@ -344,36 +336,6 @@ def _events(participant) -> list:
     return [] if ledger is None else list(ledger.events(participant.pid))
 
 
-#: The pre-round requests a site answers once each, before the rounds (kind, and for the centre
-#: broadcast whether it asks for the full matrix).
-_ONCE_BEFORE_ROUNDS = {
-    MessageKind.STATS_REQUEST: "column-statistics request",
-    MessageKind.MOMENT_REQUEST: "moment request",
-    MessageKind.STANDARDIZE: "standardisation broadcast",
-}
-
-
-#: fed-suffstats' requests (:mod:`bnsl_cli.federated.methods.suffstats`): the first request, once
-#: before the stages (private: one scale-histogram release), then one basis broadcast per stage,
-#: numbered 1, 2, … up to the plan's number of whitened-moment stages (private: one whitened-moment
-#: release each)
-_SUFFSTATS_FIRST = "fed-suffstats first request"
-#: ... and, private runs only, its centre request, once after the first request and before the stages
-#: (one centre-histogram release)
-_SUFFSTATS_CENTRE = "fed-suffstats centre request"
-
-
-def suffstats_stages(plan: RunPlan) -> int:
-    """The number of basis broadcasts (whitened-moment stages) ``plan`` makes a fed-suffstats site
-    answer: one per whitened-moment release of a private plan; one without privacy; 0 for a method
-    whose participant is not a fed-suffstats site (by the registry)."""
-    if method_spec(plan.method).participant is not suffstats.make_suffstats_site:
-        return 0
-    if not plan.private:
-        return 1
-    return sum(1 for r in plan.privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS)
-
-
 class SpendGuard:
     """``participant`` held to the accepted ``plan`` (see the module docstring). ``rho`` is the zCDP
     budget the site accepted (default: the plan's release list's spend). A refusal raises
@@ -385,25 +347,17 @@ class SpendGuard:
         self.pid = int(getattr(participant, "pid", 0))
         self.planned_count: dict = {}
         self.planned_rho_each: dict = {}
-        self.stages = suffstats_stages(plan)
-        self.stages_done = 0
-        #: the message kinds this plan's method's site answers (the registry's ``site_messages``)
-        self.takes = method_spec(plan.method).site_messages
-        #: ρ of each whitened-moment stage, in order (fed-suffstats: the stages' shares differ)
-        self.stage_rho: list = []
+        #: the steps of the message sequence this plan's method declares, by the kinds they handle
+        #: (:mod:`bnsl_cli.federated.site_sequence`); every other kind is refused
+        self.steps = steps_by_kind(method_spec(plan.method).site_sequence(plan))
+        self.state = SequenceState()
         if plan.private:
-            self.stage_rho = [float(r.rho_each) for r in plan.privacy.releases
-                              if r.kind == ReleaseKind.WHITENED_MOMENTS]
             for r in plan.privacy.releases:
                 self.planned_count[r.kind] = self.planned_count.get(r.kind, 0) + int(r.count)
                 self.planned_rho_each[r.kind] = max(self.planned_rho_each.get(r.kind, 0.0), float(r.rho_each))
             self.rho_accepted = float(plan.privacy.spend()[1] if rho is None else rho)
         else:
             self.rho_accepted = 0.0
-        self.last_round = 0
-        self.stopped = False
-        self.polished = False
-        self.seen: set = set()
         self.refused: Optional[str] = None
         self.messages = 0
         self._check_ledger("when the participant was built")
@@ -447,111 +401,48 @@ class SpendGuard:
         if not rho <= self.rho_accepted * (1 + RHO_SLACK):
             raise self._refuse(f"zCDP ρ {rho:.6g} spent {when}, more than the accepted {self.rho_accepted:.6g}")
 
-    # -- before a message --------------------------------------------------------------------------
-    def _predicted(self, kind: int, data: bytes) -> dict:
-        """The releases the participant would make answering a message of ``kind`` (by the plan)."""
-        if kind == MessageKind.BROADCAST and not is_stop(data):
-            out = {ReleaseKind.SELECTION: int(self.plan.steps), ReleaseKind.UPDATE: int(self.plan.steps)}
-        elif kind == MessageKind.GRAM_REQUEST:
-            out = {ReleaseKind.POLISH: 1}
-        elif kind == MessageKind.STANDARDIZE:
-            out = {ReleaseKind.MOMENT_MATRIX: 1}  # fed-moments with split noise releases on this scale
-        elif kind == MessageKind.SUFFSTATS_FIRST:
-            out = {ReleaseKind.SCALE_HISTOGRAM: 1}
-        elif kind == MessageKind.SUFFSTATS_CENTRE:
-            out = {ReleaseKind.CENTRE_HISTOGRAM: 1}
-        elif kind == MessageKind.SUFFSTATS_BASIS:
-            out = {ReleaseKind.WHITENED_MOMENTS: 1}
-        else:
-            out = {}
-        return {k: n for k, n in out.items() if k in self.planned_count}
+    @property
+    def last_round(self) -> int:
+        """The last consensus round answered (0 before the rounds)."""
+        return self.state.last_round
 
+    @property
+    def stages_done(self) -> int:
+        """The last stage answered (a staged method's stage broadcasts; 0 before the stages)."""
+        return self.state.stages_done
+
+    # -- before a message --------------------------------------------------------------------------
     def _admit(self, data: bytes) -> None:
-        """Refuse ``data`` when it is beyond the accepted plan (sequence, count or budget)."""
+        """Refuse ``data`` when it is beyond the accepted plan (sequence, count or budget): the
+        method's declared step for its kind says whether it may come now and which releases answering
+        it makes."""
         try:
             head = read_header(data)
         except ValueError as exc:
             raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
         kind, rnd = head.kind, head.round
-        if kind not in self.takes:
+        step = self.steps.get(kind)
+        if step is None:
             raise self._refuse(f"a message of kind {kind}, which a {self.plan.method} site does not take")
-        if self.stopped:
+        if self.state.stopped:
             raise self._refuse(f"a kind-{kind} message after the stop broadcast")
-        if kind == MessageKind.BROADCAST:
-            stop = is_stop(data)
-            if rnd != self.last_round + 1:
-                raise self._refuse(
-                    f"a {'stop broadcast' if stop else 'round'} numbered {rnd} after round {self.last_round} (rounds "
-                    "must follow one another: a replayed, skipped or reordered round)"
-                )
-            if stop:
-                self.stopped = True
-                return
-            if self.polished:
-                raise self._refuse(f"round {rnd} after the polish request")
-            if rnd > self.plan.rounds:
-                raise self._refuse(f"round {rnd}, beyond the plan's {self.plan.rounds} rounds")
-        elif kind == MessageKind.GRAM_REQUEST:
-            if self.polished:
-                raise self._refuse("a second polish request")
-            if not self.plan.polish:
-                raise self._refuse("a polish request in a plan without the polish")
-            if self.last_round == 0 or rnd != self.last_round + 1:
-                raise self._refuse(f"a polish request numbered {rnd} after round {self.last_round}")
-        elif kind in _ONCE_BEFORE_ROUNDS or kind == MessageKind.CENTRE:
-            if kind == MessageKind.CENTRE:
-                try:
-                    full = CentreBroadcast.decode(data).full
-                except ValueError as exc:
-                    raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
-                what = ("centre broadcast (full)" if full else "centre broadcast")
-            else:
-                what = _ONCE_BEFORE_ROUNDS[kind]
-            if what in self.seen:
-                raise self._refuse(f"a second {what}")
-            if self.last_round > 0:
-                raise self._refuse(f"a {what} after the rounds began")
-        elif kind == MessageKind.SUFFSTATS_FIRST and self.stages:
-            if _SUFFSTATS_FIRST in self.seen:
-                raise self._refuse("a second fed-suffstats first request")
-            if self.stages_done:
-                raise self._refuse("a fed-suffstats first request after the stages began")
-        elif kind == MessageKind.SUFFSTATS_CENTRE and self.stages:
-            if not self.plan.private:
-                raise self._refuse("a fed-suffstats centre request in a non-private plan")
-            if _SUFFSTATS_FIRST not in self.seen:
-                raise self._refuse("a fed-suffstats centre request before the first request")
-            if _SUFFSTATS_CENTRE in self.seen:
-                raise self._refuse("a second fed-suffstats centre request")
-            if rnd != CENTRE_ROUND:
-                raise self._refuse(f"a fed-suffstats centre request numbered {rnd}")
-            if self.stages_done:
-                raise self._refuse("a fed-suffstats centre request after the stages began")
-        elif kind == MessageKind.SUFFSTATS_BASIS and self.stages:
-            if _SUFFSTATS_FIRST not in self.seen:
-                raise self._refuse("a fed-suffstats basis broadcast before the first request")
-            if rnd != self.stages_done + 1:
-                raise self._refuse(
-                    f"a basis broadcast for stage {rnd} after stage {self.stages_done} (stages must follow one "
-                    "another: a replayed, skipped or reordered stage)"
-                )
-            if rnd > self.stages:
-                raise self._refuse(f"a basis broadcast for stage {rnd}, beyond the plan's {self.stages} stages")
-        else:
-            raise self._refuse(f"a message of kind {kind}, which no plan sends to a site")
-        predicted = self._predicted(kind, data)
+        try:
+            why = step.admit(self.plan, self.state, kind, rnd, data)
+            made = step.releases(self.plan, kind, rnd, data) if why is None else {}
+        except ValueError as exc:
+            raise FederationError(f"the coordinator sent a malformed protocol message ({exc})") from None
+        if why is not None:
+            raise self._refuse(why)
+        predicted = {k: v for k, v in made.items() if k in self.planned_count}
         if predicted:
             counts, rho = self.spent()
             extra = 0.0
-            for k, n in predicted.items():
+            for k, (n, rho_each) in predicted.items():
                 if counts.get(k, 0) + n > self.planned_count[k]:
                     raise self._refuse(
                         f"{n} more {k} releases after {counts.get(k, 0)}, beyond the plan's {self.planned_count[k]}"
                     )
-                if k == ReleaseKind.WHITENED_MOMENTS and 1 <= rnd <= len(self.stage_rho):
-                    extra += n * self.stage_rho[rnd - 1]  # this stage's own share
-                else:
-                    extra += n * self.planned_rho_each[k]
+                extra += n * (self.planned_rho_each[k] if rho_each is None else rho_each)
             if not rho + extra <= self.rho_accepted * (1 + RHO_SLACK):
                 raise self._refuse(
                     f"releases costing ρ {extra:.4g} with {self.rho_accepted - rho:.4g} of the accepted "
@@ -561,20 +452,7 @@ class SpendGuard:
     def _commit(self, data: bytes) -> None:
         """Record that ``data`` was answered (the sequence moves on)."""
         head = read_header(data)
-        if head.kind == MessageKind.BROADCAST and not is_stop(data):
-            self.last_round = head.round
-        elif head.kind == MessageKind.GRAM_REQUEST:
-            self.polished = True
-        elif head.kind == MessageKind.CENTRE:
-            self.seen.add("centre broadcast (full)" if CentreBroadcast.decode(data).full else "centre broadcast")
-        elif head.kind in _ONCE_BEFORE_ROUNDS:
-            self.seen.add(_ONCE_BEFORE_ROUNDS[head.kind])
-        elif head.kind == MessageKind.SUFFSTATS_FIRST:
-            self.seen.add(_SUFFSTATS_FIRST)
-        elif head.kind == MessageKind.SUFFSTATS_CENTRE:
-            self.seen.add(_SUFFSTATS_CENTRE)
-        elif head.kind == MessageKind.SUFFSTATS_BASIS:
-            self.stages_done = head.round
+        self.steps[head.kind].commit(self.plan, self.state, head.kind, head.round, data)
 
     # -- the participant's interface ---------------------------------------------------------------
     def handle(self, data: bytes) -> Optional[bytes]:

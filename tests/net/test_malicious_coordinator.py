@@ -286,10 +286,11 @@ def test_fed_suffstats_stages_beyond_the_plan_are_refused(tables):
     request, a centre request out of its place or with another number are refused, and the ledger
     stays within ρ."""
     from bnsl_cli.federated.methods.suffstats import STAGES
+    from bnsl_cli.federated.methods.suffstats.sequence import planned_stages
 
     acc, g, first = _suffstats_guard(tables)
     d = acc.plan.d
-    assert STAGES == 4 and g.stages == STAGES
+    assert STAGES == 4 and planned_stages(acc.plan) == STAGES
     assert g.handle(first) is not None
     assert g.spent()[0] == {ReleaseKind.SCALE_HISTOGRAM: 1}
     assert g.handle(_centre(d)) is not None

@@ -29,8 +29,9 @@ import numpy as np
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
 from bnsl_cli.federated.methods.admm.dp_site import DPDenseParticipant, DPSparseParticipant, rho2_schedule
 from bnsl_cli.federated import method_options
-from bnsl_cli.federated.messages import MessageKind as K
 from bnsl_cli.federated.method_spec import MethodSpec, Rounds, Statistics
+from bnsl_cli.federated.methods.admm.sequence import CONSENSUS_ROUNDS
+from bnsl_cli.federated.site_sequence import POLISH_REQUEST, STATS_EXCHANGE
 from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
 from bnsl_cli.federated.methods.admm.site import DenseParticipant, SparseParticipant
 from bnsl_cli.federated.standardize import with_stats
@@ -85,8 +86,14 @@ _ONE_OFFS = frozenset({"--clip", "--public-means", "--value-bound"})
 _BUDGET_ONE_OFFS = frozenset({"--sigma-multiplier", "--moment-multiplier", "--mean-multiplier", "--public-means",
                               "--value-bound"})
 
-#: the column-statistics exchange of the methods whose statistics come from it (standardize.with_stats)
-_STATS_MESSAGES = frozenset({K.STATS_REQUEST, K.CENTRE, K.STANDARDIZE})
+def _fed_sparse_sequence(plan) -> tuple:
+    """fed-sparse's sites: the column-statistics exchange, the consensus rounds, the polish request."""
+    return (STATS_EXCHANGE, CONSENSUS_ROUNDS, POLISH_REQUEST)
+
+
+def _fed_bnsl_sequence(plan) -> tuple:
+    """fed-bnsl's sites: the column-statistics exchange and the consensus rounds."""
+    return (STATS_EXCHANGE, CONSENSUS_ROUNDS)
 
 _POLISH_MECHANISM = (
     "; polish: one Gaussian release of clipped second moments on the pairs the consensus selects"
@@ -116,7 +123,7 @@ _SPECS = (
                                               "--polish-share", "--clip-levels"},
         budget_options=_BUDGET_ONE_OFFS | {"--rounds", "--steps", "--selection-share", "--moment-share", "--mean-share",
                                            "--polish-share", "--gumbel-multiplier", "--polish-multiplier"},
-        site_messages=_STATS_MESSAGES | {K.BROADCAST, K.GRAM_REQUEST},
+        site_sequence=_fed_sparse_sequence,
     ),
     MethodSpec(
         "fed-bnsl", "Fed-BNSL (Ng & Zhang 2022)",
@@ -129,7 +136,7 @@ _SPECS = (
         dp_title="DP-Fed-BNSL",
         options=_ADMM | _GRAPH | _ONE_OFFS | {"--personal"},
         budget_options=_BUDGET_ONE_OFFS,
-        site_messages=_STATS_MESSAGES | {K.BROADCAST},
+        site_sequence=_fed_bnsl_sequence,
     ),
     MethodSpec(
         "fed-moments", "NOTEARS on pooled second moments (two sum-shaped exchanges)",
@@ -142,7 +149,7 @@ _SPECS = (
         dp_title="DP fed-moments",
         options=_GRAPH | _ONE_OFFS,
         budget_options=_BUDGET_ONE_OFFS,
-        site_messages=frozenset({K.MOMENT_REQUEST, K.CENTRE, K.STANDARDIZE}),
+        site_sequence=moments.site_sequence,
     ),
     MethodSpec(
         "fed-suffstats", "private sufficient statistics: whitened second moments in stages, a noise-aware score search",
@@ -163,7 +170,7 @@ _SPECS = (
         # moments; its clip is fixed and its value ranges come from fixed-bin histograms
         options=frozenset({"--threshold", "--standardize", "--noise", "--collusion-tolerance"}),
         budget_options=frozenset({"--sites", "--collusion-tolerance"}),
-        site_messages=frozenset({K.SUFFSTATS_FIRST, K.SUFFSTATS_CENTRE, K.SUFFSTATS_BASIS}),
+        site_sequence=suffstats.site_sequence,
     ),
     MethodSpec(
         "notears", "NOTEARS on all rows pooled (not federated)",

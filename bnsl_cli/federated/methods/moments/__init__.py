@@ -50,10 +50,11 @@ from bnsl_cli.federated.methods.moments.releases import (
     dp_fed_moments_releases,
     private_moment_matrix,
 )
-from bnsl_cli.federated.methods.moments.sequence import MomentShares, reply_rules
+from bnsl_cli.federated.methods.moments.sequence import site_sequence, MomentShares, reply_rules
 from bnsl_cli.federated.methods.moments.site import MomentSite, make_moment_site
 
 __all__ = [
+    "site_sequence",
     "MomentSite",
     "make_moment_site",
     "drive_moments",

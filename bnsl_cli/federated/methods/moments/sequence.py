@@ -8,6 +8,7 @@ from bnsl_cli.federated.messages import (
     CentreBroadcast,
     MessageKind,
 )
+from bnsl_cli.federated.site_sequence import OnceBeforeRounds, centre_name
 from bnsl_cli.federated.reply_limits import (
     NOISE_TAIL,
     ROUNDING,
@@ -83,3 +84,21 @@ def reply_rules(plan) -> dict:
     means answers the :class:`MomentRequest`; a share of the pooled variances (split noise) or of the
     pooled moments (:class:`MomentShares`) a :class:`CentreBroadcast`."""
     return {MessageKind.MOMENT_REQUEST: MeanShares(), MessageKind.CENTRE: CentreShares(full=MomentShares())}
+
+
+#: fed-moments' message sequence at a site: the moment request, the centre broadcast (split noise:
+#: also the variances' one) and, with split noise, the scale broadcast that makes its moment-matrix
+#: release; once each.
+MOMENT_EXCHANGE = OnceBeforeRounds(
+    {
+        MessageKind.MOMENT_REQUEST: lambda data: "moment request",
+        MessageKind.CENTRE: centre_name,
+        MessageKind.STANDARDIZE: lambda data: "standardisation broadcast",
+    },
+    made={MessageKind.STANDARDIZE: {ReleaseKind.MOMENT_MATRIX: 1}},
+)
+
+
+def site_sequence(plan) -> tuple:
+    """fed-moments' message sequence at a site."""
+    return (MOMENT_EXCHANGE,)

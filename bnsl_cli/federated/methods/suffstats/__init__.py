@@ -69,10 +69,11 @@ from bnsl_cli.federated.methods.suffstats.releases import (
     release_sensitivity,
     whitened_moments_release,
 )
-from bnsl_cli.federated.methods.suffstats.sequence import basis_problem, reply_rules, whitening_bound
+from bnsl_cli.federated.methods.suffstats.sequence import site_sequence, basis_problem, reply_rules, whitening_bound
 from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite, make_suffstats_site
 
 __all__ = [
+    "site_sequence",
     "CENTRE_BINS",
     "centre_histograms",
     "pair_bins",

@@ -19,6 +19,7 @@ from bnsl_cli.federated.messages import (
 )
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.releases import CLIP, STAGE_Z, release_sensitivity, stage_releases
+from bnsl_cli.federated.site_sequence import Step
 from bnsl_cli.federated.reply_limits import NOISE_TAIL, ROUNDING, ROW_VALUE_LIMIT, MeanShares, Rule, psd_message
 from bnsl_cli.privacy.bounding import ABS_MAX, triangular_solve_bound
 from bnsl_cli.privacy.releases import ReleaseKind
@@ -233,3 +234,97 @@ def reply_rules(plan) -> dict:
     first = HistogramShares(ReleaseKind.SCALE_HISTOGRAM) if plan.private else MeanShares()
     return {MessageKind.SUFFSTATS_FIRST: first, MessageKind.SUFFSTATS_CENTRE: HistogramShares(ReleaseKind.CENTRE_HISTOGRAM),
             MessageKind.SUFFSTATS_BASIS: WhitenedShares()}
+
+
+# -- the order a site answers the requests in (bnsl_cli.federated.site_sequence) --------------------
+
+#: how the sequence names the first request and the centre request among the once-only requests
+FIRST = "fed-suffstats first request"
+CENTRE = "fed-suffstats centre request"
+
+
+def planned_stages(plan) -> int:
+    """The basis broadcasts (whitened-moment stages) ``plan`` makes a site answer: one per
+    whitened-moment release of a private plan; one without privacy."""
+    if not plan.private:
+        return 1
+    return sum(1 for r in plan.privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS)
+
+
+class FirstRequestStep(Step):
+    """The first request: once, before the stages (private: one scale-histogram release)."""
+
+    kinds = frozenset({MessageKind.SUFFSTATS_FIRST})
+
+    def admit(self, plan, state, kind, rnd, data):
+        if FIRST in state.seen:
+            return "a second fed-suffstats first request"
+        if state.stages_done:
+            return "a fed-suffstats first request after the stages began"
+        return None
+
+    def releases(self, plan, kind, rnd, data):
+        return {ReleaseKind.SCALE_HISTOGRAM: (1, None)}
+
+    def commit(self, plan, state, kind, rnd, data):
+        state.seen.add(FIRST)
+
+
+class CentreRequestStep(Step):
+    """The centre request, private plans only: once, after the first request and before the stages,
+    numbered :data:`~bnsl_cli.federated.messages.CENTRE_ROUND` (one centre-histogram release)."""
+
+    kinds = frozenset({MessageKind.SUFFSTATS_CENTRE})
+
+    def admit(self, plan, state, kind, rnd, data):
+        if not plan.private:
+            return "a fed-suffstats centre request in a non-private plan"
+        if FIRST not in state.seen:
+            return "a fed-suffstats centre request before the first request"
+        if CENTRE in state.seen:
+            return "a second fed-suffstats centre request"
+        if rnd != CENTRE_ROUND:
+            return f"a fed-suffstats centre request numbered {rnd}"
+        if state.stages_done:
+            return "a fed-suffstats centre request after the stages began"
+        return None
+
+    def releases(self, plan, kind, rnd, data):
+        return {ReleaseKind.CENTRE_HISTOGRAM: (1, None)}
+
+    def commit(self, plan, state, kind, rnd, data):
+        state.seen.add(CENTRE)
+
+
+class BasisStep(Step):
+    """The basis broadcasts: after the first request, numbered 1, 2, … up to the plan's stages, no
+    replay, gap or reordering (private: one whitened-moment release each, at that stage's ρ)."""
+
+    kinds = frozenset({MessageKind.SUFFSTATS_BASIS})
+
+    def admit(self, plan, state, kind, rnd, data):
+        if FIRST not in state.seen:
+            return "a fed-suffstats basis broadcast before the first request"
+        if rnd != state.stages_done + 1:
+            return (f"a basis broadcast for stage {rnd} after stage {state.stages_done} (stages must follow one "
+                    "another: a replayed, skipped or reordered stage)")
+        stages = planned_stages(plan)
+        if rnd > stages:
+            return f"a basis broadcast for stage {rnd}, beyond the plan's {stages} stages"
+        return None
+
+    def releases(self, plan, kind, rnd, data):
+        rho = None
+        if plan.private:
+            each = [float(r.rho_each) for r in plan.privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS]
+            if 1 <= rnd <= len(each):
+                rho = each[rnd - 1]  # this stage's own share
+        return {ReleaseKind.WHITENED_MOMENTS: (1, rho)}
+
+    def commit(self, plan, state, kind, rnd, data):
+        state.stages_done = rnd
+
+
+def site_sequence(plan) -> tuple:
+    """fed-suffstats' message sequence at a site: the first request, the centre request, the stages."""
+    return (FirstRequestStep(), CentreRequestStep(), BasisStep())

@@ -114,7 +114,7 @@ def latency(P: int, d: int, rounds: int, tls: bool) -> dict:
 def _run_site_proc(port, k, path, certdir):
     from bnsl_cli.net.site import run_site
     from bnsl_cli.net.tls import load_party
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.io.csv_reader import read_table
     from bnsl_cli.plan.run_plan import RunPlan
 

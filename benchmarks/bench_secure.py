@@ -51,7 +51,7 @@ def _loopback(plan, tables):
     """``run(plan)`` with secure sums over loopback gRPC, one site per table in a thread."""
     from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.net.site import run_site
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.federated.secure_sum import generate_keypair
     from bnsl_cli.run import participant_rngs, run
 

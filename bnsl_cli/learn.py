@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Union
 
-from bnsl_cli.federated.methods import METHODS, method_spec
+from bnsl_cli.federated.methods.registry import METHODS, method_spec
 from bnsl_cli.numerics import single_blas_thread
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan, default_delta, default_steps
 from bnsl_cli.plan.shapes import Shapes
+from bnsl_cli.report import InputRecord
 from bnsl_cli.run import SCHEMA_VERSION, LearnResult, local_fleet, run
 
 __all__ = [
@@ -38,14 +39,17 @@ def learn(
     tables,
     options: Union[LearnConfig, RunPlan] = LearnConfig(),
     progress: Optional[Callable[[dict], None]] = None,
+    *,
+    input_record: Optional[InputRecord] = None,
 ) -> LearnResult:
     """Learn a DAG from participant tables (one table = one participant, same columns): resolve
-    the plan (unless ``options`` is one), build the participants here (or in worker processes), run."""
+    the plan (unless ``options`` is one), build the participants here (or in worker processes), run.
+    ``input_record``: the columns and rows chosen when the tables were read (the report's ``input``)."""
     plan = options if isinstance(options, RunPlan) else RunPlan.resolve(options, Shapes.of_tables(tables))
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:
-        return run(plan, fleet, progress)
+        return run(plan, fleet, progress, input_record=input_record)
     finally:
         fleet.close()
 

@@ -1,18 +1,23 @@
-"""The report builder: the run plan, the method's outcome and the run's own records become
-``report.json`` (one dict, written in one place, in the order the keys appear in the file).
+"""The report builder: the one module that writes ``report.json``'s keys.
 
-:func:`base_report` starts it before the rounds; :func:`method_report` adds the pre-round stage's
-record and the driver's typed outcome (:mod:`bnsl_cli.federated.outcome`) after them, with every
-byte count of the report — ``communication``, the stage's and each round's bytes — read from the
-fleet's meter (:mod:`bnsl_cli.federated.traffic`), the one place bytes are counted; and
-:func:`complete_report` adds the graphs, the privacy account and the run's warnings
-(:func:`bnsl_cli.run.run` calls them in turn).
+:func:`build_report` is called once, at the end of :func:`bnsl_cli.run.run`, with typed entries
+and nothing else: the run plan, the pre-round stage's record
+(:class:`~bnsl_cli.federated.standardize.ColumnStats`), the driver's typed outcome and its entries
+(:mod:`bnsl_cli.federated.outcome`), what the run did after the rounds
+(:class:`~bnsl_cli.federated.standardize.UnitsRecord`), the run's own records (:class:`Numerics`, the
+workers, the start time) and its caller's (``bnsl learn``'s :class:`InputRecord`, ``bnsl serve``'s
+:class:`NetworkRecord`), gathered in one :class:`RunRecord`. Every byte count of the report —
+``communication``, the stage's and each round's bytes — is read from the fleet's meter
+(:mod:`bnsl_cli.federated.traffic`), the one place bytes are counted. The keys are written in the
+order they appear in the file; no other module assigns one.
 """
 
 from __future__ import annotations
 
 import platform
+import time
 import warnings
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Optional
 
 import numpy as np
@@ -22,10 +27,11 @@ from bnsl_cli import __version__
 from bnsl_cli.dag import unfitted_required
 from bnsl_cli.errors import ConvergenceWarning, PrivacyBudgetError, PrivacyWarning, ReproducibleNoiseWarning, warn
 from bnsl_cli.federated.method_spec import Rounds
-from bnsl_cli.federated.outcome import Outcome
-from bnsl_cli.federated.standardize import ColumnStats
+from bnsl_cli.federated.outcome import AdmmOutcome, AdmmRound, LocalOutcome, Outcome, SolverOutcome
+from bnsl_cli.federated.standardize import ColumnStats, UnitsRecord
 from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
+from bnsl_cli.io.table import ReadOptions
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.split_noise import split_of, trust_statement
@@ -35,10 +41,15 @@ __all__ = [
     "PRIVACY_UNIT",
     "PUBLIC_QUANTITIES",
     "WEAK_N_DELTA",
-    "base_report",
-    "method_report",
+    "STANDARDIZED_WEIGHTS",
+    "InputRecord",
+    "SiteRecord",
+    "NetworkRecord",
+    "Numerics",
+    "RunRecord",
+    "build_report",
     "communication_report",
-    "complete_report",
+    "network_report",
     "weak_participants",
     "privacy_report",
     "summarise",
@@ -61,6 +72,12 @@ PUBLIC_QUANTITIES = (
     "and every option of the run"
 )
 
+#: ``standardize.weights`` when the weights were learned on standardised columns.
+STANDARDIZED_WEIGHTS = (
+    "learned and thresholded on standardised columns; reported in original units: "
+    "W[i, j] = W_std[i, j] · sd_j / sd_i"
+)
+
 
 def versions() -> dict:
     return {
@@ -72,11 +89,162 @@ def versions() -> dict:
 
 
 # ----------------------------------------------------------------------------------------------
-# the run
+# what the run and its callers hand the builder
 # ----------------------------------------------------------------------------------------------
 
 
-def base_report(plan: RunPlan) -> dict:
+@dataclass(frozen=True)
+class InputRecord:
+    """``bnsl learn``'s choice of columns and rows, when it made one (the report's ``input``): the
+    read options and each participant's rows dropped for missing values."""
+
+    read: ReadOptions
+    dropped_rows: tuple
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    """One site of a networked run as the coordinator saw it: its number, declared name, address,
+    rows, and the identity and SHA-256 fingerprint of its certificate (``None`` in plaintext)."""
+
+    participant: int
+    site: str
+    peer: str
+    rows: int
+    identity: Optional[str]
+    certificate_sha256: Optional[str]
+
+
+@dataclass(frozen=True)
+class NetworkRecord:
+    """``bnsl serve``'s transport (the report's ``network``): the address listened on, whether the
+    parties authenticated with mutual TLS, the secure sum's fraction bits (``None``: no secure sum),
+    the coordinator's certificate fingerprint, the allowed site names and the sites."""
+
+    listen: str
+    mutual_tls: bool
+    secure_sum_bits: Optional[int]
+    coordinator_certificate_sha256: Optional[str]
+    allow_sites: Optional[list]
+    sites: tuple
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """The floating-point events of a non-private run (overflows, invalid operations) and their kinds."""
+
+    floating_point_events: int
+    kinds: list
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything :func:`build_report` reads besides the plan: the pre-round stage's record
+    (``None`` for a method without the exchange), the driver's outcome, the fleet's meter for this run,
+    what :func:`~bnsl_cli.federated.standardize.after_rounds` did, the floating-point events (``None``:
+    none, or a private run), the worker count, the weak participants ``(numbers, warning)``, the run's
+    start (``time.perf_counter()``: ``timing.wall_s`` is measured up to the report's end), and the
+    caller's records."""
+
+    stats: Optional[ColumnStats]
+    outcome: Outcome
+    traffic: Traffic
+    units: UnitsRecord
+    numerics: Optional[Numerics]
+    workers: int
+    weak: tuple
+    started: float
+    input: Optional[InputRecord] = None
+    network: Optional[NetworkRecord] = None
+
+
+# ----------------------------------------------------------------------------------------------
+# the report
+# ----------------------------------------------------------------------------------------------
+
+#: Each outcome's entries in report order: ``(key, attribute)``; ``communication`` is the meter's.
+#: A key in :data:`_OPTIONAL` is left out when its attribute is ``None``.
+_LAYOUT = {
+    AdmmOutcome: (
+        ("rounds", "rounds"), ("stopped_early", "stopped_early"), ("converged", "converged"), ("final", "final"),
+        ("history", "history"), ("communication", None), ("timing", "timing"),
+        ("removed_for_acyclicity", "removed_for_acyclicity"), ("warnings", "warnings"), ("polish", "polish"),
+        ("solver_issues", "solver_issues"),
+    ),
+    SolverOutcome: (
+        ("rounds", "rounds"), ("converged", "converged"), ("final", "final"), ("history", "history"),
+        ("communication", None), ("timing", "timing"), ("removed_for_acyclicity", "removed_for_acyclicity"),
+        ("solver_issues", "solver_issues"), ("warnings", "warnings"), ("suffstats", "suffstats"),
+        ("standardize", "standardize"),
+    ),
+    LocalOutcome: (
+        ("rounds", "rounds"), ("converged", "converged"), ("local", "per_participant"), ("communication", None),
+        ("timing", "timing"), ("warnings", "warnings"),
+    ),
+}
+_OPTIONAL = frozenset({"suffstats", "standardize"})
+
+
+def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
+    """``report.json`` of a finished run, in file order: the head (:func:`_head`); the pre-round
+    stage's record (``standardize``, with its bytes); the outcome's entries in their order, with
+    ``communication`` and each ADMM round's bytes from the meter and the run's warnings after the
+    driver's; ``numerics``; the statistics' record of a method whose sites standardised on their own;
+    the prior knowledge used (when given); the graph (or each participant's); the privacy account
+    with the weak participants; the caller's ``input`` and ``network``. Without ``--trace`` the
+    per-round records are summarised. Emits the warnings of the knowledge and privacy parts."""
+    outcome, units = run.outcome, run.units
+    report = _head(plan)
+    if run.stats is not None:
+        report["standardize"] = _statistics(_exchange_statistics(run.stats, run.traffic), units, local=False)
+    placed = run.stats is not None
+    timing = None
+    for key, attr in _LAYOUT[type(outcome)]:
+        value = None if attr is None else getattr(outcome, attr)
+        if key in _OPTIONAL and value is None:
+            continue
+        if key == "communication":
+            report[key] = communication_report(spec, outcome, run.traffic, run.stats is not None)
+        elif key == "history":
+            if spec.rounds is Rounds.ADMM:
+                # the round loop names round r's exchange r (1, 2, …)
+                report[key] = [_round(h, run.traffic.totals([r]), plan.trace) for r, h in enumerate(value, start=1)]
+            else:
+                report[key] = [_record(h) for h in value]
+        elif key == "timing":
+            timing = report[key] = {**_record(value), "workers": run.workers}
+        elif key == "warnings":
+            report[key] = [*value, *units.warnings]
+        elif key == "local":
+            report[key] = [{**_record(fit), "graph": graph_to_json(W, plan.names)} for fit, W in zip(value, outcome.local)]
+        elif key == "standardize":
+            report[key] = _statistics(_record(value), units, local=False)
+            placed = True
+        else:
+            report[key] = _json(value)
+    if run.numerics is not None:
+        report["numerics"] = _record(run.numerics)
+    if units.rescaled and not placed:  # the sites standardised on their own (notears, local-notears)
+        report["standardize"] = _statistics(None, units, local=outcome.local is not None)
+    if plan.knowledge is not None:
+        report["knowledge"] = knowledge_report(plan, outcome, report["warnings"])
+    report["graph"] = None if outcome.local is not None else graph_to_json(outcome.W, plan.names)
+    report["privacy"] = None if plan.privacy is None else privacy_report(spec, plan, outcome.summaries, report["warnings"])
+    weak, weak_text = run.weak
+    if weak:
+        report["privacy"]["weak_participants"] = weak
+        report["warnings"].append(weak_text)
+    if not plan.trace:
+        summarise(report)
+    if run.input is not None:
+        report["input"] = {**run.input.read.to_dict(), "dropped_rows": list(run.input.dropped_rows)}
+    if run.network is not None:
+        report["network"] = network_report(plan, run.network)
+    timing["wall_s"] = time.perf_counter() - run.started
+    return report
+
+
+def _head(plan: RunPlan) -> dict:
     """The report's head: schema, orientation, method, resolved options, seed, versions, the data's
     public shape (and, for a public run, each file's SHA-256)."""
     options_dp = None if plan.privacy is None else dp_options(plan)
@@ -107,40 +275,69 @@ def base_report(plan: RunPlan) -> dict:
     }
 
 
-def method_report(report: dict, spec, stats: Optional[ColumnStats], outcome: Outcome, traffic: Traffic) -> None:
-    """After the rounds: the pre-round stage's record (``standardize``, with its bytes), then the
-    driver's outcome in its report order, ``communication`` built from the fleet's meter, and each
-    ADMM round's record with the bytes of its exchange."""
-    if stats is not None:
-        report["standardize"] = {
-            "applied": stats.applied,
-            "source": stats.source,
-            **traffic.totals([STANDARDIZE]),
-            "per_participant_up": [u for u, _ in traffic.per_participant([STANDARDIZE])],
-            "per_participant_down": [d for _, d in traffic.per_participant([STANDARDIZE])],
-            "mean": stats.mean,
-            "sd": stats.sd,
-        }
-    for key, value in outcome.report_entries():
-        if key == "communication":
-            report[key] = communication_report(spec, outcome, traffic, stats is not None)
-        elif key == "history" and spec.rounds is Rounds.ADMM:
-            # the round loop names round r's exchange r (1, 2, …)
-            report[key] = [_with_bytes(h, traffic.totals([r])) for r, h in enumerate(value, start=1)]
-        else:
-            report[key] = value
-
-
-def _with_bytes(record: dict, totals: dict) -> dict:
-    """A round's record with the bytes of its exchange, before its timings (where the round loop
-    wrote them before the fleet counted them)."""
+def _record(entry) -> dict:
+    """A typed entry as the report writes it: its fields in order (typed entries inside it too),
+    leaving out the fields its ``OMIT_IF_NONE`` names when they are ``None``."""
+    omit = getattr(entry, "OMIT_IF_NONE", frozenset())
     out = {}
-    for key, value in record.items():
+    for f in fields(entry):
+        value = getattr(entry, f.name)
+        if value is None and f.name in omit:
+            continue
+        out[f.name] = _json(value)
+    return out
+
+
+def _json(value):
+    """A report value: a typed entry as its record, a list of them as a list of records, else as it is."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return _record(value)
+    if isinstance(value, list) and value and is_dataclass(value[0]):
+        return [_json(v) for v in value]
+    return value
+
+
+def _round(entry: AdmmRound, totals: dict, trace: bool) -> dict:
+    """An ADMM round's record with the bytes of its exchange before its timings (where the round
+    loop wrote them before the fleet counted them); its support only with ``trace``."""
+    out = {}
+    for key, value in _record(entry).items():
+        if key == "support" and not trace:
+            continue
         if key == "local_s":
             out.update(totals)
         out[key] = value
-    out.update({k: v for k, v in totals.items() if k not in out})
     return out
+
+
+def _exchange_statistics(stats: ColumnStats, traffic: Traffic) -> dict:
+    """The column-statistics exchange's record with its bytes (the fleet's, under the stage
+    :data:`~bnsl_cli.federated.traffic.STANDARDIZE`)."""
+    return {
+        "applied": stats.applied,
+        "source": stats.source,
+        **traffic.totals([STANDARDIZE]),
+        "per_participant_up": [u for u, _ in traffic.per_participant([STANDARDIZE])],
+        "per_participant_down": [d for _, d in traffic.per_participant([STANDARDIZE])],
+        "mean": stats.mean,
+        "sd": stats.sd,
+    }
+
+
+def _statistics(entry: Optional[dict], units: UnitsRecord, local: bool) -> dict:
+    """The report's ``standardize``: the statistics' record (``None``: the sites standardised on their
+    own), with — when the weights were mapped back to original units — how, and the standard
+    deviations that did it (the record's own, when it has them; each participant's for local-notears)."""
+    if not units.rescaled:
+        return entry
+    entry = {"applied": True} if entry is None else entry
+    entry["applied"] = True
+    entry["weights"] = STANDARDIZED_WEIGHTS
+    if local:
+        entry["sd"] = units.sd
+    else:
+        entry.setdefault("sd", units.sd)
+    return entry
 
 
 def communication_report(spec, outcome: Outcome, traffic: Traffic, stage: bool) -> dict:
@@ -173,25 +370,22 @@ def communication_report(spec, outcome: Outcome, traffic: Traffic, stage: bool) 
     return comm
 
 
-def complete_report(report: dict, spec, plan: RunPlan, outcome, *, workers: int, weak: tuple) -> None:
-    """After the rounds (:func:`method_report` already applied): the worker count, the prior knowledge used (when given), the graph (or each participant's), the
-    privacy account with the weak-participant warning, and — without ``trace`` — the per-round
-    records summarised."""
-    report["timing"]["workers"] = workers
-    if plan.knowledge is not None:
-        report["knowledge"] = knowledge_report(plan, outcome, report["warnings"])
-    if outcome.local is not None:
-        for entry in report["local"]:
-            entry["graph"] = graph_to_json(entry.pop("W"), plan.names)
-        report["graph"] = None
-    else:
-        report["graph"] = graph_to_json(outcome.W, plan.names)
-    report["privacy"] = None if plan.privacy is None else privacy_report(spec, plan, outcome.summaries, report["warnings"])
-    if weak[0]:
-        report["privacy"]["weak_participants"] = weak[0]
-        report["warnings"].append(weak[1])
-    if not plan.trace:
-        summarise(report)
+def network_report(plan: RunPlan, net: NetworkRecord) -> dict:
+    """The report's ``network`` (``bnsl serve``): the transport, the secure sum, who the parties were."""
+    return {
+        "listen": net.listen,
+        "transport": "gRPC, mutual TLS" if net.mutual_tls else "gRPC, plaintext on loopback (--insecure)",
+        "secure_sum": net.secure_sum_bits is not None,
+        "secure_sum_bits": net.secure_sum_bits,
+        "peer_identity": "site certificates (mutual TLS): one certificate identity per participant"
+        if net.mutual_tls else "none: plaintext (--insecure), the sites are not authenticated",
+        "coordinator_certificate_sha256": net.coordinator_certificate_sha256,
+        "allow_sites": net.allow_sites,
+        "sites": [_record(site) for site in net.sites],
+        # a private site sends no compute time (it depends on its rows and is no release)
+        "participant_timing": "reply times observed by the coordinator (network included)" if plan.private
+        else "compute times reported by the sites",
+    }
 
 
 def knowledge_report(plan: RunPlan, outcome, warn_list: list) -> dict:
@@ -216,13 +410,11 @@ def knowledge_report(plan: RunPlan, outcome, warn_list: list) -> dict:
 
 
 def summarise(report: dict) -> None:
-    """Without ``trace``: per-round records are summarised — the history keeps its numbers but not
-    each round's support, and a participant's privacy events of one release that come as many
-    records (one per round and row when the clip levels follow ρ₂) become one entry: the summed
-    ``count`` and ``rho``, the smallest ``noise_multiplier``, the sensitivity range and the number
-    of ``records``. Single records stay as they are."""
-    for h in report.get("history") or []:
-        h.pop("support", None)
+    """Without ``trace``: a participant's privacy events of one release that come as many records
+    (one per round and row when the clip levels follow ρ₂) become one entry: the summed ``count``
+    and ``rho``, the smallest ``noise_multiplier``, the sensitivity range and the number of
+    ``records``. Single records stay as they are. (The history's rounds leave out their support
+    without ``trace``: :func:`build_report`.)"""
     pv = report.get("privacy")
     if not pv:
         return

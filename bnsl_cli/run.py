@@ -23,7 +23,7 @@ import numpy as np
 
 from bnsl_cli.errors import BnslError
 from bnsl_cli.federated.fleet import make_fleet
-from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.methods.registry import make_participant, method_spec
 from bnsl_cli.federated.reply_limits import ReplyLimits
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
@@ -35,9 +35,11 @@ from bnsl_cli.report import (  # noqa: F401 - the report's constants, importable
     PRIVACY_UNIT,
     PUBLIC_QUANTITIES,
     SCHEMA_VERSION,
-    base_report,
-    complete_report,
-    method_report,
+    InputRecord,
+    NetworkRecord,
+    Numerics,
+    RunRecord,
+    build_report,
     weak_participants,
 )
 
@@ -63,36 +65,51 @@ class LearnResult:
     local: Optional[list] = None  # per-participant DAGs (local-notears)
 
 
-def run(plan: RunPlan, fleet, progress: Optional[Callable[[dict], None]] = None) -> LearnResult:
+def run(
+    plan: RunPlan,
+    fleet,
+    progress: Optional[Callable[[dict], None]] = None,
+    *,
+    input_record: Optional[InputRecord] = None,
+    network: Optional[NetworkRecord] = None,
+) -> LearnResult:
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes). The
     fleet checks the replies against the limits this plan's public facts give
     (:class:`~bnsl_cli.federated.reply_limits.ReplyLimits`, from the method's ``reply_rules``), set
-    here as ``fleet.limits`` for this run."""
+    here as ``fleet.limits`` for this run. ``input_record`` (``bnsl learn``'s choice of columns and
+    rows) and ``network`` (``bnsl serve``'s transport) are the caller's entries of the report, which
+    :func:`bnsl_cli.report.build_report` builds once, at the end."""
     check_split_allowed(plan, bool(fleet.secure_sum))  # split noise: secure sums only
     t0 = time.perf_counter()  # timing.wall_s: the run itself (every module is imported at the top)
     spec = method_spec(plan.method)
     fleet.limits = ReplyLimits(plan, spec.reply_rules(plan) if spec.reply_rules is not None else {})
     weak = weak_participants(plan)  # warned before the rounds, reported after
-    report = base_report(plan)
 
     mark = len(fleet.traffic.crossings)  # this run's exchanges (a fleet may have carried others before)
     with single_blas_thread(), floating_point_trap() as fp:
         pre = standardize_stage(spec, plan, fleet)
         outcome = spec.drive(spec, plan, fleet, progress)
-    # the stage's record, the driver's outcome and every byte count (from the fleet's meter)
-    method_report(report, spec, pre, outcome, fleet.traffic.since(mark))
     # the count includes in-process participants' arithmetic on their rows: a private run neither
     # reports it nor lets it decide anything (it is not an accounted release)
     fp_seen = 0 if plan.private else fp["count"]
-    if fp_seen:
-        report["numerics"] = {"floating_point_events": fp_seen, "kinds": sorted(fp["kinds"])}
     # original units, the scale warning (or error)
-    after_rounds(spec, plan, outcome, report, pre, fp_seen)
-    complete_report(report, spec, plan, outcome, workers=int(fleet.workers), weak=weak)
+    units = after_rounds(spec, plan, outcome, pre, fp_seen)
     personal = None
     if plan.personal and spec.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
-    report["timing"]["wall_s"] = time.perf_counter() - t0
+    # the stage's record, the driver's outcome, every byte count (from the fleet's meter) and the run's own
+    report = build_report(plan, spec, RunRecord(
+        stats=pre,
+        outcome=outcome,
+        traffic=fleet.traffic.since(mark),
+        units=units,
+        numerics=Numerics(fp_seen, sorted(fp["kinds"])) if fp_seen else None,
+        workers=int(fleet.workers),
+        weak=weak,
+        started=t0,
+        input=input_record,
+        network=network,
+    ))
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
 
 

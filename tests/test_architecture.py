@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bnsl_cli.federated.methods import METHODS
+from bnsl_cli.federated.methods.registry import METHODS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bnsl_cli"
 REGISTRY = PACKAGE / "federated" / "methods"

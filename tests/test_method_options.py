@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from bnsl_cli.cli.app import app
 from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.method_options import BUDGET_OPTIONS, LEARN_OPTIONS
-from bnsl_cli.federated.methods import (
+from bnsl_cli.federated.methods.registry import (
     DEFAULT_METHOD,
     DP_DEFAULT_METHOD,
     METHODS,

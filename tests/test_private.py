@@ -10,7 +10,7 @@ from bnsl_cli.federated.methods.admm.dp_site import DPSparseParticipant
 from bnsl_cli.solvers.dp_pgcd import ClippedGradients, clip_levels, dp_pgcd
 from bnsl_cli.federated.messages import ConsensusBroadcast, SparseUpdate
 from bnsl_cli.federated.methods.admm.site import SparseParticipant
-from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.methods.registry import make_participant, method_spec
 from bnsl_cli.learn import DPConfig, LearnConfig, RunPlan, Shapes, learn
 from bnsl_cli.metrics import structure_metrics
 from bnsl_cli.plan.shapes import ParticipantShape

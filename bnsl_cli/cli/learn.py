@@ -196,7 +196,7 @@ def command(
 
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
-    from bnsl_cli.federated.methods import default_method, method_spec
+    from bnsl_cli.federated.methods.registry import default_method, method_spec
     from bnsl_cli.io.shards import read_shards
     from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan.options import DPConfig, LearnConfig
@@ -259,10 +259,13 @@ def command(
         progress.close()
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
         dataopts.exact_scale_warning(tables)
-    with dataopts.convergence_warnings(verbose):
-        result = _run_with_progress(tables, cfg, quiet)
+    chosen = None
     if read_opts != type(read_opts)():  # the columns and rows used, when chosen (report.json: input)
-        result.report["input"] = {**read_opts.to_dict(), "dropped_rows": [int(t.dropped_rows) for t in tables]}
+        from bnsl_cli.report import InputRecord
+
+        chosen = InputRecord(read_opts, tuple(int(t.dropped_rows) for t in tables))
+    with dataopts.convergence_warnings(verbose):
+        result = _run_with_progress(tables, cfg, quiet, chosen)
     if od is not None:
         output.write_learn_outputs(od, result, method)
     output.write_single_outputs(singles, result)
@@ -273,7 +276,7 @@ def command(
         sys.stdout.write(output.stdout_edges_text(result, tables))
 
 
-def _run_with_progress(tables, cfg, quiet):
+def _run_with_progress(tables, cfg, quiet, input_record=None):
     from bnsl_cli.learn import learn
     from bnsl_cli.plan.run_plan import RunPlan
     from bnsl_cli.plan.shapes import Shapes
@@ -282,7 +285,7 @@ def _run_with_progress(tables, cfg, quiet):
     console = common.err_console
     max_rounds = plan.rounds
     if quiet:
-        return learn(tables, plan)
+        return learn(tables, plan, input_record=input_record)
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -304,7 +307,7 @@ def _run_with_progress(tables, cfg, quiet):
                     text += f" edges={info['edges']}"
                 bar.update(task, completed=info["round"], info=text)
 
-            return learn(tables, plan, progress)
+            return learn(tables, plan, progress, input_record=input_record)
 
     def plain(info):
         r = info["round"]
@@ -317,4 +320,4 @@ def _run_with_progress(tables, cfg, quiet):
                 line += f" edges={info['edges']}"
             console.print(line, highlight=False)
 
-    return learn(tables, plan, plain)
+    return learn(tables, plan, plain, input_record=input_record)

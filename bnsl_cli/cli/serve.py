@@ -146,7 +146,7 @@ def _serve(
     cfg = _config(learn_options, ctx)
     if split_noise and not secure_sum:
         raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
-    from bnsl_cli.federated.methods import METHODS, method_spec
+    from bnsl_cli.federated.methods.registry import METHODS, method_spec
 
     spec = method_spec(cfg.method)
     if split_noise and (cfg.dp is None or not spec.split_noise):
@@ -202,24 +202,19 @@ def _serve(
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
         log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
+        from bnsl_cli.report import NetworkRecord
         from bnsl_cli.run import run
 
+        network = NetworkRecord(
+            listen=f"{host}:{fleet.port}",
+            mutual_tls=bool(creds),
+            secure_sum_bits=secure_sum_bits if spec is not None else None,
+            coordinator_certificate_sha256=getattr(getattr(fleet, "identity", None), "sha256", None),
+            allow_sites=sorted(allowed) if allowed is not None else None,
+            sites=tuple(_site_record(s) for s in fleet.sites),
+        )
         with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
-            result = run(plan, fleet, None if quiet else _progress)
-        result.report["network"] = {
-            "listen": f"{host}:{fleet.port}",
-            "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
-            "secure_sum": spec is not None,
-            "secure_sum_bits": secure_sum_bits if spec is not None else None,
-            "peer_identity": "site certificates (mutual TLS): one certificate identity per participant"
-            if creds else "none: plaintext (--insecure), the sites are not authenticated",
-            "coordinator_certificate_sha256": getattr(getattr(fleet, "identity", None), "sha256", None),
-            "allow_sites": sorted(allowed) if allowed is not None else None,
-            "sites": [_site_record(s) for s in fleet.sites],
-            # a private site sends no compute time (it depends on its rows and is no release)
-            "participant_timing": "reply times observed by the coordinator (network included)" if plan.private
-            else "compute times reported by the sites",
-        }
+            result = run(plan, fleet, None if quiet else _progress, network=network)
         if od is not None:
             output.write_learn_outputs(od, result, plan.method)
         output.write_single_outputs(singles, result)
@@ -248,12 +243,15 @@ def _serve(
         sys.stdout.write(edges_csv_text(result.W, result.names))
 
 
-def _site_record(site) -> dict:
-    """One site as the report's network part lists it: its declared name, address, rows and the
-    identity and SHA-256 fingerprint of its certificate (``None`` in plaintext)."""
+def _site_record(site):
+    """One site as the report's network part lists it (:class:`~bnsl_cli.report.SiteRecord`): its
+    declared name, address, rows and the identity and SHA-256 fingerprint of its certificate
+    (``None`` in plaintext)."""
+    from bnsl_cli.report import SiteRecord
+
     ident = getattr(site, "identity", None)
-    return {"participant": site.index + 1, "site": site.name, "peer": site.peer, "rows": site.hello["rows"],
-            "identity": getattr(ident, "name", None), "certificate_sha256": getattr(ident, "sha256", None)}
+    return SiteRecord(participant=site.index + 1, site=site.name, peer=site.peer, rows=site.hello["rows"],
+                      identity=getattr(ident, "name", None), certificate_sha256=getattr(ident, "sha256", None))
 
 
 def _config(opts: dict, ctx=None):
@@ -274,7 +272,7 @@ def _config(opts: dict, ctx=None):
             if common.from_env(ctx, name):
                 opts[name] = None
     from bnsl_cli.cli.learn import ENV_METHOD_OPTIONS
-    from bnsl_cli.federated.methods import default_method, method_spec
+    from bnsl_cli.federated.methods.registry import default_method, method_spec
 
     if opts.get("method") is None:  # the one place a networked run's method is chosen when not given
         opts["method"] = default_method(bool(opts.get("dp")))

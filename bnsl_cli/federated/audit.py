@@ -55,11 +55,12 @@ import numpy as np
 from bnsl_cli.federated.methods.admm.dp_site import private_covariance, private_polish_moments
 from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply
 from bnsl_cli.federated.methods.moments import private_moment_matrix
-from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, STAGE_Z, make_suffstats_site, pair_bins, value_bins
+from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, STAGE_Z, pair_bins, value_bins
+from bnsl_cli.federated.methods.suffstats.site import make_suffstats_site
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.ledger import PrivacyEvent
 from bnsl_cli.privacy.one_off import CENTRED_QUANTILE, RAW_QUANTILE, release_means, release_range, release_second_moments
-from bnsl_cli.privacy.pld import accountant_epsilon
+from bnsl_cli.privacy.accountant import accountant_epsilon
 from bnsl_cli.privacy.mechanisms import sample_noise
 from bnsl_cli.privacy.releases import GAUSSIAN
 from bnsl_cli.privacy.releases import ReleaseKind as K

@@ -100,6 +100,11 @@ class MethodSpec:
     #: the method-specific options of ``privacy-budget`` it takes
     #: (:data:`bnsl_cli.federated.method_options.BUDGET_OPTIONS`)
     budget_options: frozenset = frozenset()
+    #: ``budget_table(spec, query, delta, resolve) -> BudgetTable``: its private variant's
+    #: ``privacy-budget`` table (:mod:`bnsl_cli.privacy.budget`; ``methods/<family>/budget.py``): the noise
+    #: plan ``resolve(**shape)`` resolves as ``learn --dp`` would, or with ``resolve`` ``None`` the budget
+    #: the query's noise multipliers spend
+    budget_table: Optional[Callable] = None
     #: ``site_sequence(plan) -> (Step, …)``: the message sequence its site answers
     #: (:mod:`bnsl_cli.federated.site_sequence`): each step's kinds, when each may come and the releases
     #: it makes; a site's guard refuses every other kind before the participant sees it

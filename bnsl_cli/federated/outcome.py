@@ -1,23 +1,205 @@
-"""The typed value a coordinator driver hands back to the run (a leaf: nothing of the package imported).
+"""The typed value a coordinator driver hands back to the run, and the typed entries it is made of
+(a leaf: nothing of the package imported).
 
 A driver returns one of three outcomes, by the shape of what its method reports:
 :class:`AdmmOutcome` (fed-sparse, fed-bnsl: ADMM rounds), :class:`SolverOutcome` (fed-moments,
 fed-suffstats, notears: a solver at the coordinator or at the one pooled site) and
-:class:`LocalOutcome` (local-notears: one graph per participant). Each field is one entry of
-``report.json``; :attr:`Outcome.REPORT` lists them in the order the report writes them, with
-``communication`` where the report builder (:mod:`bnsl_cli.report`) puts the bytes its fleet
-counted. A driver never counts or reports bytes: it says what its messages carry
-(:attr:`Outcome.messages`).
+:class:`LocalOutcome` (local-notears: one graph per participant). Each of their report fields holds
+a typed entry (below: a round, a solver step, a stage, the final state, the polish, fed-suffstats'
+basis, the statistics read from the pooled moments, the driver's timing, a participant's fit). The
+report builder (:mod:`bnsl_cli.report`) is the one place that turns them into ``report.json``: it
+names the keys, puts them in order and adds what only the run knows (the bytes its fleet counted,
+the workers, the wall time). A driver never counts or reports bytes: it says what its messages
+carry (:attr:`Outcome.messages`).
+
+An entry's fields are its report keys, in order; a field named in its ``OMIT_IF_NONE`` is left out
+of the report when it is ``None``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import ClassVar, Mapping, Optional, Union
 
 import numpy as np
 
-__all__ = ["Outcome", "AdmmOutcome", "SolverOutcome", "LocalOutcome"]
+__all__ = [
+    "Outcome",
+    "AdmmOutcome",
+    "SolverOutcome",
+    "LocalOutcome",
+    "AdmmRound",
+    "SolverStep",
+    "SuffstatsStage",
+    "AdmmFinal",
+    "SolverFinal",
+    "PolishApplied",
+    "PolishSkipped",
+    "SuffstatsBasis",
+    "PooledStats",
+    "AdmmTiming",
+    "SolverTiming",
+    "LocalFit",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# the entries
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdmmRound:
+    """One ADMM round as the coordinator recorded it (the report adds the bytes of its exchange
+    before ``local_s``, and keeps ``support`` only with ``--trace``)."""
+
+    round: int
+    h: float
+    gap: float
+    objective: Optional[float]
+    rho1: float
+    rho2: float
+    alpha: float
+    edges: int
+    support: list
+    local_s: float
+    round_s: float
+
+
+@dataclass(frozen=True)
+class SolverStep:
+    """One outer step of NOTEARS (notears, fed-moments)."""
+
+    outer: int
+    h: float
+    rho: float
+
+
+@dataclass(frozen=True)
+class SuffstatsStage:
+    """One stage of fed-suffstats: its noise level ``tau``, the edges and score of its search (all
+    ``None`` when the stage's rows were lost in the noise), the clipped rows' weight, and a note."""
+
+    round: int
+    tau: Optional[float]
+    edges: Optional[int]
+    score: Optional[float]
+    weight: float
+    note: Optional[str] = None
+
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note"})
+
+
+@dataclass(frozen=True)
+class AdmmFinal:
+    """The last ADMM round's acyclicity, consensus gap and objective."""
+
+    h: float
+    gap: float
+    objective: Optional[float]
+
+
+@dataclass(frozen=True)
+class SolverFinal:
+    """The solver's final acyclicity."""
+
+    h: float
+
+
+@dataclass(frozen=True)
+class PolishApplied:
+    """The polish's search ran (the search's diagnostics, :func:`~bnsl_cli.solvers.score_search.polish_graph`),
+    with the number of second moments asked for and the search's seconds."""
+
+    applied: bool = field(default=True, init=False)
+    edges_before: int
+    edges_after: int
+    moves: Mapping
+    changes: Mapping
+    dropped_below_threshold: int
+    dropped_within_noise: int
+    candidate_level: Optional[float]
+    additions: str
+    threshold: Optional[float]
+    score: str
+    penalty_per_edge: float
+    bic: Optional[Mapping]
+    pairs: int
+    seconds: float
+
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"bic"})
+
+
+@dataclass(frozen=True)
+class PolishSkipped:
+    """The polish left the thresholded consensus as it was: why, and — when its exchange took place —
+    the number of second moments asked for and the search's seconds."""
+
+    applied: bool = field(default=False, init=False)
+    reason: str
+    pairs: Optional[int] = None
+    seconds: Optional[float] = None
+
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"pairs", "seconds"})
+
+
+@dataclass(frozen=True)
+class SuffstatsBasis:
+    """fed-suffstats' last basis: centre and scale per column, the number of stages, and (private)
+    the columns whose scale was defaulted or whose centre was not resolved."""
+
+    centre: list
+    scale: list
+    stages: int
+    scale_defaulted: Optional[list] = None
+    centre_unresolved: Optional[list] = None
+
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"scale_defaulted", "centre_unresolved"})
+
+
+@dataclass(frozen=True)
+class PooledStats:
+    """The column statistics a solver method read from its pooled moments (no message of their own):
+    whether ``--standardize`` applied them, where they came from, the means and standard deviations."""
+
+    applied: bool
+    source: str
+    mean: list
+    sd: list
+
+
+@dataclass(frozen=True)
+class AdmmTiming:
+    """The ADMM driver's timing: each participant's compute seconds, the coordinator's, the number of
+    evaluations of its W-step objective, the round loop's seconds."""
+
+    participants_s: list
+    server_s: float
+    server_evaluations: int
+    protocol_s: float
+
+
+@dataclass(frozen=True)
+class SolverTiming:
+    """A solver method's compute seconds."""
+
+    compute_s: float
+
+
+@dataclass(frozen=True)
+class LocalFit:
+    """local-notears: one participant's fit (its DAG is the outcome's ``local`` entry)."""
+
+    participant: int
+    outer_steps: int
+    h: float
+    converged: bool
+    removed_for_acyclicity: list
+
+
+# ----------------------------------------------------------------------------------------------
+# the outcomes
+# ----------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -32,30 +214,14 @@ class Outcome:
     #: rounds (ADMM) or outer solver steps, and whether the method's stopping rule was met
     rounds: int
     converged: bool
-    #: the report's ``timing`` (the run adds ``workers`` and ``wall_s``)
-    timing: dict
+    #: the driver's timing (the report adds ``workers`` and ``wall_s``)
+    timing: Union[AdmmTiming, SolverTiming]
     #: what the messages carried, in words (the report's ``communication.encoding`` / ``note``)
     messages: str
     #: the warnings the driver emitted, in order (the run appends its own)
     warnings: list = field(default_factory=list)
     #: per-participant DAGs (local-notears)
     local: Optional[list] = None
-
-    #: ``(report key, attribute)`` in report order; ``("communication", None)`` marks where the
-    #: report builder writes the bytes
-    REPORT: ClassVar[tuple] = ()
-    #: report keys left out when their attribute is ``None``
-    OPTIONAL: ClassVar[frozenset] = frozenset()
-
-    def report_entries(self) -> list[tuple[str, object]]:
-        """``(key, value)`` for the report in order, ``("communication", None)`` as the bytes' place."""
-        out = []
-        for key, attr in self.REPORT:
-            value = None if attr is None else getattr(self, attr)
-            if key in self.OPTIONAL and value is None:
-                continue
-            out.append((key, value))
-        return out
 
 
 @dataclass
@@ -64,50 +230,29 @@ class AdmmOutcome(Outcome):
     entry (``None`` for a method without a polish) and the coordinator's solver issues."""
 
     stopped_early: bool = False
-    final: Optional[dict] = None
-    history: list = field(default_factory=list)
+    final: Optional[AdmmFinal] = None
+    history: list = field(default_factory=list)  # of AdmmRound
     removed_for_acyclicity: list = field(default_factory=list)
-    polish: Optional[dict] = None
+    polish: Optional[Union[PolishApplied, PolishSkipped]] = None
     solver_issues: list = field(default_factory=list)
-
-    REPORT: ClassVar[tuple] = (
-        ("rounds", "rounds"), ("stopped_early", "stopped_early"), ("converged", "converged"), ("final", "final"),
-        ("history", "history"), ("communication", None), ("timing", "timing"),
-        ("removed_for_acyclicity", "removed_for_acyclicity"), ("warnings", "warnings"), ("polish", "polish"),
-        ("solver_issues", "solver_issues"),
-    )
 
 
 @dataclass
 class SolverOutcome(Outcome):
     """fed-moments, fed-suffstats, notears: one solve (``history``: its outer steps or stages),
-    and where they apply the statistics' record (``standardize``) and fed-suffstats' basis
-    (``suffstats``)."""
+    and where they apply the statistics read from the pooled moments (``standardize``) and
+    fed-suffstats' basis (``suffstats``)."""
 
-    final: Optional[dict] = None
-    history: list = field(default_factory=list)
+    final: Optional[SolverFinal] = None
+    history: list = field(default_factory=list)  # of SolverStep or SuffstatsStage
     removed_for_acyclicity: list = field(default_factory=list)
     solver_issues: list = field(default_factory=list)
-    suffstats: Optional[dict] = None
-    standardize: Optional[dict] = None
-
-    REPORT: ClassVar[tuple] = (
-        ("rounds", "rounds"), ("converged", "converged"), ("final", "final"), ("history", "history"),
-        ("communication", None), ("timing", "timing"), ("removed_for_acyclicity", "removed_for_acyclicity"),
-        ("solver_issues", "solver_issues"), ("warnings", "warnings"), ("suffstats", "suffstats"),
-        ("standardize", "standardize"),
-    )
-    OPTIONAL: ClassVar[frozenset] = frozenset({"suffstats", "standardize"})
+    suffstats: Optional[SuffstatsBasis] = None
+    standardize: Optional[PooledStats] = None
 
 
 @dataclass
 class LocalOutcome(Outcome):
-    """local-notears: one record per participant (``per_participant``: its steps, ``h``,
-    convergence, the edges removed and its DAG ``W``)."""
+    """local-notears: one fit per participant (``per_participant``; their DAGs are ``local``)."""
 
-    per_participant: list = field(default_factory=list)
-
-    REPORT: ClassVar[tuple] = (
-        ("rounds", "rounds"), ("converged", "converged"), ("local", "per_participant"), ("communication", None),
-        ("timing", "timing"), ("warnings", "warnings"),
-    )
+    per_participant: list = field(default_factory=list)  # of LocalFit

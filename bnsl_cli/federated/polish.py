@@ -36,12 +36,13 @@ participants. ``W[i, j]`` is the edge ``i → j``.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
 from bnsl_cli.dag import threshold_to_dag
 from bnsl_cli.federated.messages import GramReply, GramRequest, MessageKind
+from bnsl_cli.federated.outcome import PolishApplied, PolishSkipped
 from bnsl_cli.federated.reply_limits import NOISE_TAIL, ROUNDING, Rule, psd_message
 from bnsl_cli.privacy.defaults import POLISH_CLIP
 from bnsl_cli.privacy.releases import ReleaseKind
@@ -195,9 +196,17 @@ class PolishStage:
             noise_std=self._noise_std(G), score=self.score, additions="all" if self.full else "consensus",
             knowledge=self.knowledge,
         )
-        self.result.info["pairs"] = int(self.pairs.size)
         self.seconds = time.perf_counter() - t0
-        self.result.info["seconds"] = self.seconds
+
+    def entry(self) -> Union[PolishApplied, PolishSkipped]:
+        """The polish's report entry once the search ran (:meth:`receive`): the search's diagnostics,
+        the number of second moments asked for and the search's seconds."""
+        info = {k: v for k, v in self.result.info.items() if k != "applied"}
+        pairs = int(self.pairs.size)
+        if self.result.info["applied"]:
+            info.setdefault("bic", None)
+            return PolishApplied(**info, pairs=pairs, seconds=self.seconds)
+        return PolishSkipped(info["reason"], pairs=pairs, seconds=self.seconds)
 
 
 # ----------------------------------------------------------------------------------------------

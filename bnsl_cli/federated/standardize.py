@@ -69,6 +69,7 @@ __all__ = [
     "standardize_stage",
     "reply_rules",
     "after_rounds",
+    "UnitsRecord",
     "floating_point_trap",
 ]
 
@@ -251,36 +252,39 @@ def floating_point_trap():
         yield rec
 
 
-def after_rounds(spec, plan, outcome, report: dict, rec: Optional[ColumnStats], fp_events: int = 0) -> None:
+@dataclass(frozen=True)
+class UnitsRecord:
+    """What :func:`after_rounds` did, for the report builder: the warnings it emitted (in order: the
+    sites whose shares stood out, then the scale warning), whether the weights were mapped back to
+    original units (``rescaled``) and then the standard deviations that did it (one list; one per
+    participant for local-notears)."""
+
+    warnings: tuple = ()
+    rescaled: bool = False
+    sd: Optional[list] = None
+
+
+def after_rounds(spec, plan, outcome, rec: Optional[ColumnStats], fp_events: int = 0) -> UnitsRecord:
     """After the driver: weights back in original units (with ``--standardize``), the scale warning
     (without). ``rec`` is the stage's record (``None`` for methods without the exchange;
-    ``notears``/``local-notears`` sites and ``fed-moments`` put their own ``sd`` in their summaries
-    / report). A site whose shares stood out (``rec.warnings``) is warned about first."""
+    ``notears``/``local-notears`` sites put their own ``sd`` in their summaries, ``fed-moments`` and
+    ``fed-suffstats`` theirs in the outcome's ``standardize``). A site whose shares stood out
+    (``rec.warnings``) is warned about first. The outcome's graphs are changed in place; what was
+    done is returned (:class:`UnitsRecord`)."""
+    warned: list = []
     if rec is not None and rec.warnings:
-        warn(rec.warnings, ByzantineWarning, report.setdefault("warnings", []), stacklevel=3)
-    sds = _sources(spec, outcome, report, rec)
+        warn(rec.warnings, ByzantineWarning, warned, stacklevel=3)
+    sds = _sources(spec, outcome, rec)
     if not sds:
-        return
+        return UnitsRecord(tuple(warned))
     if plan.standardize:
         if outcome.local is not None:
             outcome.local = [to_original_units(W, sd) for W, sd in zip(outcome.local, sds)]
-            for entry, W in zip(report.get("local", []), outcome.local):
-                entry["W"] = W
-        else:
-            outcome.W = to_original_units(outcome.W, sds[0])
-            if outcome.W_raw is not None:
-                outcome.W_raw = to_original_units(outcome.W_raw, sds[0])
-        std = report.setdefault("standardize", {"applied": True})
-        std["applied"] = True
-        std["weights"] = (
-            "learned and thresholded on standardised columns; reported in original units: "
-            "W[i, j] = W_std[i, j] · sd_j / sd_i"
-        )
-        if outcome.local is not None:
-            std["sd"] = [list(map(float, sd)) for sd in sds]
-        else:
-            std.setdefault("sd", list(map(float, sds[0])))
-        return
+            return UnitsRecord(tuple(warned), rescaled=True, sd=[list(map(float, sd)) for sd in sds])
+        outcome.W = to_original_units(outcome.W, sds[0])
+        if outcome.W_raw is not None:
+            outcome.W_raw = to_original_units(outcome.W_raw, sds[0])
+        return UnitsRecord(tuple(warned), rescaled=True, sd=list(map(float, sds[0])))
     msgs = sorted({m for m in (scale_warning(sd, plan.names) for sd in sds) if m})
     graphs = outcome.local if outcome.local is not None else [outcome.W]
     noisy = bool(getattr(plan, "private", False))  # the spreads come from the noisy released statistics
@@ -294,17 +298,18 @@ def after_rounds(spec, plan, outcome, report: dict, rec: Optional[ColumnStats], 
         # a ratio of noisy spreads can be far off the data's (158-fold for a real 16-fold): no warning
         # from it. Whoever holds the rows checks their exact spreads (bnsl learn and bnsl join do:
         # exact_scale_warning), which releases nothing.
-        return
+        return UnitsRecord(tuple(warned))
     if msgs:  # once
-        warn(msgs[:1], ScaleWarning, report.setdefault("warnings", []), stacklevel=3)
+        warn(msgs[:1], ScaleWarning, warned, stacklevel=3)
+    return UnitsRecord(tuple(warned))
 
 
-def _sources(spec, outcome, report, rec: Optional[ColumnStats]) -> list:
+def _sources(spec, outcome, rec: Optional[ColumnStats]) -> list:
     if rec is not None:
         return [np.asarray(rec.sd, float)]
     if spec.statistics is Statistics.POOLED_MOMENTS:
-        sd = (report.get("standardize") or {}).get("sd")
-        return [] if sd is None else [np.asarray(sd, float)]
+        pooled = getattr(outcome, "standardize", None)
+        return [] if pooled is None else [np.asarray(pooled.sd, float)]
     out = [s.get("sd") for s in outcome.summaries]
     if not out or any(sd is None for sd in out):
         return []

@@ -42,7 +42,7 @@ from bnsl_cli.errors import (
     ShardMismatchError,
 )
 from bnsl_cli.federated.messages import read_header
-from bnsl_cli.federated.methods import Rounds, make_participant, method_spec
+from bnsl_cli.federated.methods.registry import Rounds, make_participant, method_spec
 from bnsl_cli.federated.site_sequence import SequenceState, steps_by_kind
 from bnsl_cli.net.common import FederationError
 from bnsl_cli.plan.options import CLIP_LEVELS, DPConfig

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.federated.methods import METHODS, PRIVATE_METHODS, check_method_options, default_method, method_spec
+from bnsl_cli.federated.methods.registry import METHODS, PRIVATE_METHODS, check_method_options, default_method, method_spec
 from bnsl_cli.knowledge import KnowledgeSource
-from bnsl_cli.privacy.accountant import validate_delta, validate_epsilon
+from bnsl_cli.privacy.accountant import accountant_option, validate_delta, validate_epsilon
 from bnsl_cli.privacy.defaults import POLISH_SHARE
 
-__all__ = ["LearnConfig", "DPConfig", "CLIP_LEVELS", "CONVERSIONS"]
+__all__ = ["LearnConfig", "DPConfig", "check_dp", "CLIP_LEVELS", "CONVERSIONS"]
 
 CLIP_LEVELS = ("auto", "adaptive", "static")
 CONVERSIONS = ("tight", "simple")
@@ -127,7 +127,7 @@ class LearnConfig:
                     f"--dp is not possible with --method {self.method}: it would use the raw rows without any "
                     f"privacy mechanism; use --method {private.replace(', ', ' or ')}"
                 )
-            _check_dp(self.dp)
+            check_dp(self.dp)
             if spec.polishable and self.polish and self.dp.polish_share == 0.0:
                 raise PrivacyBudgetError("--polish-share 0 leaves the polish no budget; use --no-polish to skip it")
         check_method_options(self)
@@ -164,14 +164,17 @@ def _positive(name, v):
         raise OptionError(f"{name} must be > 0, got {v!r}")
 
 
-def _check_dp(dp: DPConfig) -> None:
+def check_dp(dp: DPConfig) -> None:
+    """The check of the privacy options that needs no data — the one place ``--epsilon`` is validated:
+    :meth:`LearnConfig.check` runs it up front (before any data is read), and
+    :func:`~bnsl_cli.plan.privacy_plan.resolve_privacy` runs it for the callers that bring their own
+    :class:`DPConfig` (``privacy-budget``, a site recomputing a coordinator's plan, library users)."""
     validate_epsilon(dp.epsilon)
     if dp.delta is not None:
         validate_delta(dp.delta)
     if dp.conversion not in CONVERSIONS:
         raise OptionError(f"--conversion: unknown conversion {dp.conversion!r}; use tight or simple")
-    if dp.accountant not in ("pld", "zcdp"):
-        raise OptionError(f"--accountant: unknown accountant {dp.accountant!r}; use pld or zcdp")
+    accountant_option(dp.accountant)
     if dp.clip_levels not in CLIP_LEVELS:
         raise OptionError(f"--clip-levels: unknown value {dp.clip_levels!r}; use auto, adaptive or static")
     if not (isinstance(dp.clip, (int, float)) and math.isfinite(dp.clip) and dp.clip > 0):

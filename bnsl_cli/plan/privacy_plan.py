@@ -9,8 +9,8 @@ from dataclasses import dataclass, fields
 from typing import Optional
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.federated.methods import method_spec
-from bnsl_cli.plan.options import DPConfig, _check_dp, _whole
+from bnsl_cli.federated.methods.registry import method_spec
+from bnsl_cli.plan.options import DPConfig, _whole, check_dp
 from bnsl_cli.privacy.accountant import validate_delta
 from bnsl_cli.privacy.defaults import MEAN_SHARE, MOMENT_SHARE
 from bnsl_cli.privacy.release_plan import calibrate_releases, ledger_of, spend_of
@@ -138,7 +138,7 @@ def resolve_privacy(
     spec = method_spec(method)
     if not spec.private:
         raise OptionError(f"--dp is not possible with --method {method}")
-    _check_dp(dp)
+    check_dp(dp)  # callers bring DPConfigs nobody checked (privacy-budget, a site's policy)
     delta = validate_delta(delta)
     if mean_share is None:
         mean_share = 0.0 if dp.public_means else MEAN_SHARE

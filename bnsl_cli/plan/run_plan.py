@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Optional, Sequence
 
 from bnsl_cli.errors import BnslError, OptionError
-from bnsl_cli.federated.methods import method_spec
+from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.plan.options import LearnConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy

@@ -22,15 +22,34 @@ conversions to approximate ``(epsilon, delta)``-DP are offered:
     rho(eps, delta) = (sqrt(ln(1/delta) + eps) - sqrt(ln(1/delta)))**2.
 
 Edge cases: ``rho = 0`` gives ``eps = 0``; ``delta = 0`` gives ``eps = inf`` unless ``rho = 0``.
+
+**The accountants** (``--accountant``, a plan's ``accountant``): how a participant's releases compose into
+``(epsilon, delta)``, as one :class:`Accountant` each — :class:`ZCDPAccountant` (``zcdp``: ρ adds up, then one
+of the conversions above) and :class:`PLDAccountant` (``pld``: privacy-loss distributions,
+:mod:`bnsl_cli.privacy.pld`, capped by the tight zCDP bound). A name is looked up once
+(:func:`get_accountant`); the ledger, the release plan's calibration and ``privacy-budget`` call the
+object: :meth:`~Accountant.epsilon` (one participant), :meth:`~Accountant.largest` (a run: participants
+hold disjoint rows), :meth:`~Accountant.scale_for_epsilon` (the inverse the calibration needs).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable, Iterable, Optional, Sequence, Union
 
-from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.errors import OptionError, PrivacyBudgetError
+from bnsl_cli.privacy.pld import COARSE_DISCRETIZATION, DEFAULT_DISCRETIZATION, SKIP_MARGIN, epsilon_of_events, grid_fits
 
 __all__ = [
+    "Accountant",
+    "ZCDPAccountant",
+    "PLDAccountant",
+    "ACCOUNTANTS",
+    "ACCOUNTANT_DESCRIPTIONS",
+    "get_accountant",
+    "accountant_option",
+    "check_accountant",
+    "accountant_epsilon",
     "CONVERSIONS",
     "CONVERSION_DESCRIPTIONS",
     "epsilon_from_rho",
@@ -233,3 +252,237 @@ def rho_for_epsilon(epsilon: float, delta: float, conversion: str = "tight") -> 
         else:
             hi = mid
     return lo
+
+
+# ----------------------------------------------------------------------------------------------
+# the accountants
+# ----------------------------------------------------------------------------------------------
+
+
+def _rho_of(events) -> float:
+    """The zCDP spend of one participant's events: their ρ summed (``inf`` when one is)."""
+    events = list(events)
+    return math.fsum(ev.rho for ev in events) if not any(math.isinf(ev.rho) for ev in events) else math.inf
+
+
+class Accountant:
+    """How a release list's spend is read: one participant's ledger events composed into ε at δ.
+
+    ``name`` is what a plan, a report and ``--accountant`` say; ``description`` and ``composition`` are
+    the report's ``accountant_description`` and ``composition``; ``uses_conversion`` says whether the
+    zCDP → (ε, δ) conversion choice changes the answer."""
+
+    name: str = ""
+    description: str = ""
+    composition: str = ""
+    uses_conversion: bool = False
+
+    def label(self, conversion: str) -> str:
+        """What the accountant is, in a table's row (``privacy-budget``)."""
+        raise NotImplementedError
+
+    def spend_note(self, conversion: str) -> str:
+        """How an ε it read was obtained: ``"pld accountant"``, ``"zcdp accountant, tight conversion"``."""
+        return f"{self.name} accountant" + (f", {conversion} conversion" if self.uses_conversion else "")
+
+    def epsilon(self, events, delta: float, conversion: str = "tight", h: float = DEFAULT_DISCRETIZATION) -> float:
+        """ε at ``delta`` of one participant's ``events`` (ledger :class:`~bnsl_cli.privacy.ledger.PrivacyEvent` s)."""
+        raise NotImplementedError
+
+    def largest(self, rhos: Iterable[float], epsilons: Iterable[float], delta: float, conversion: str = "tight") -> float:
+        """The run's ε from its participants' ρ and ε (in the same order; participants hold disjoint rows,
+        so the run's guarantee is its largest participant's). ``epsilons`` may be a generator: an
+        accountant that needs only the ρ does not run it."""
+        raise NotImplementedError
+
+    def run_epsilon(self, participants: Iterable, delta: float, conversion: str = "tight") -> float:
+        """The run's ε at ``delta``, ``participants`` the events of each participant."""
+        parts = [list(events) for events in participants]
+        return self.largest((_rho_of(events) for events in parts),
+                            (self.epsilon(events, delta, conversion) for events in parts), delta, conversion)
+
+    def scale_for_epsilon(self, spend: Callable[[float, float], float], epsilon: float, delta: float,
+                          conversion: str = "tight", key: Optional[Callable[[], tuple]] = None) -> float:
+        """The largest ``ρ*`` whose releases spend at most ``epsilon`` at ``delta``, every multiplier of a
+        release list scaling as ``1/√ρ*``: ``spend(ρ*, h)`` is the ε (by this accountant, on the loss grid
+        ``h`` where it has one) of the list calibrated to ``ρ*``; ``key()`` names the list's shape for a
+        cache (``None``: no cache)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class ZCDPAccountant(Accountant):
+    """``zcdp``: ρ adds over a participant's releases and is converted to (ε, δ) with the conversion
+    (:func:`epsilon_from_rho`); its inverse is closed (:func:`rho_for_epsilon`)."""
+
+    name = "zcdp"
+    description = "zCDP: rho adds over releases, converted to (epsilon, delta)"
+    composition = ("zCDP adds over releases; the run's guarantee is the largest participant's spend "
+                   "(participants hold disjoint rows)")
+    uses_conversion = True
+
+    def label(self, conversion: str) -> str:
+        return f"zCDP, {conversion} conversion"
+
+    def epsilon(self, events, delta, conversion="tight", h=DEFAULT_DISCRETIZATION) -> float:
+        return epsilon_from_rho(_rho_of(events), delta, conversion)
+
+    def largest(self, rhos, epsilons, delta, conversion="tight") -> float:
+        return epsilon_from_rho(max(rhos, default=0.0), delta, conversion)
+
+    def scale_for_epsilon(self, spend, epsilon, delta, conversion="tight", key=None) -> float:
+        return rho_for_epsilon(epsilon, delta, conversion)
+
+
+#: The PLD calibration's search stops when the bracket on ρ* is this narrow (relative) or the spend
+#: is this close to ε (see :meth:`PLDAccountant.scale_for_epsilon`).
+SEARCH_RTOL = 1e-10
+_MAX_EVALUATIONS = 80
+_scales: dict = {}  # (shape, ε, δ, accountant) -> ρ*
+
+
+class PLDAccountant(Accountant):
+    """``pld``: the privacy-loss distributions of a participant's events composed numerically
+    (:func:`bnsl_cli.privacy.pld.epsilon_of_events`), and the smaller of that and the tight zCDP bound —
+    both are upper bounds for the same releases, so their minimum is one too. (For many bounded-range
+    selections the PLD of the pair that dominates *every* selection is looser than their zCDP cost
+    ε₀²/8 each: a pair that is worst for each ε separately composes worse than any single selection
+    does; see docs/privacy.md.) Its inverse is a search (:meth:`scale_for_epsilon`)."""
+
+    name = "pld"
+    description = ("privacy-loss distributions: each release's worst-case pair (Gaussian; bounded-range pair of the "
+                   "Gumbel-max selection) discretised pessimistically and composed numerically (FFT), epsilon read at "
+                   "delta; the smaller of that and the zCDP bound (tight conversion), both upper bounds")
+    composition = ("privacy-loss distributions compose by convolution over a participant's releases; the "
+                   "run's guarantee is the largest participant's epsilon (participants hold disjoint rows)")
+    uses_conversion = False
+
+    def label(self, conversion: str) -> str:
+        return "privacy-loss distributions"
+
+    def epsilon(self, events, delta, conversion="tight", h=DEFAULT_DISCRETIZATION) -> float:
+        """The conversion does not enter: the cap is the tight zCDP bound."""
+        events = list(events)
+        z = epsilon_from_rho(_rho_of(events), delta, "tight")
+        if not grid_fits(events, h):
+            return z  # a very large ε: the losses' grid would not fit (see pld.MAX_CELLS); the zCDP bound holds
+        if h < COARSE_DISCRETIZATION and epsilon_of_events(events, delta, COARSE_DISCRETIZATION) > z * (1 + SKIP_MARGIN):
+            return z  # the PLD will not win here (a coarse grid is far above zCDP): skip the fine grid
+        return min(epsilon_of_events(events, delta, h), z)
+
+    def largest(self, rhos, epsilons, delta, conversion="tight") -> float:
+        return max(epsilons, default=0.0)
+
+    # Every multiplier is 1/√(2·share·ρ*), so ρ* is the common scale factor of all of them (multipliers
+    # ∝ ρ*^{-1/2}). The spend ε(ρ*) grows with ρ*; the zCDP ρ* of (ε, δ) is a lower bracket (the PLD
+    # accountant is never above the tight zCDP bound). The bracket is widened upwards until the spend
+    # exceeds ε, then narrowed by regula falsi (Illinois) on log ε against log ρ* with a bisection
+    # fallback, keeping ε(lo) ≤ ε; first on a coarse grid, then on the reporting one. The calibration
+    # (:func:`bnsl_cli.privacy.release_plan.calibrate_releases`) then verifies the result.
+
+    def scale_for_epsilon(self, spend, epsilon, delta, conversion="tight", key=None) -> float:
+        """The largest ``ρ*`` (to :data:`SEARCH_RTOL`) whose releases spend at most
+        ``epsilon·(1 − SEARCH_RTOL)`` at ``delta``. Like :func:`rho_for_epsilon` (the zCDP inverse) it
+        refuses ε and δ outside its domain (PrivacyBudgetError): a library caller may reach it with
+        values no option check has seen."""
+        epsilon, delta = validate_epsilon(epsilon), validate_delta(delta)
+        cache = None if key is None else (key(), float(epsilon), float(delta), self.name)
+        if cache is not None and cache in _scales:
+            return _scales[cache]
+        target = float(epsilon) * (1.0 - SEARCH_RTOL)
+        lo = rho_for_epsilon(target, delta, "tight")
+        # a coarse grid first (cheap, itself an upper bound), then the reporting grid from there
+        coarse = _search(spend, target, lo, 1.25, COARSE_DISCRETIZATION, 1e-6)
+        result = _search(spend, target, max(lo, coarse), 1.0 + 1e-3, DEFAULT_DISCRETIZATION, SEARCH_RTOL)
+        if cache is not None:
+            _scales[cache] = result
+        return result
+
+
+def _search(spend_at, target, lo, grow, h, rtol) -> float:
+    def spend(rho: float) -> float:
+        return spend_at(rho, h)
+
+    f_lo = spend(lo)
+    while not f_lo <= target:  # the zCDP budget is below target by construction; a coarse one may not be
+        lo *= 0.999
+        f_lo = spend(lo)
+    hi, f_hi = lo * grow, spend(lo * grow)
+    n = 2
+    while f_hi <= target:
+        lo, f_lo = hi, f_hi
+        hi *= grow
+        f_hi = spend(hi)
+        n += 1
+        if n > _MAX_EVALUATIONS:
+            raise PrivacyBudgetError("could not bracket the noise scale for the target ε; no run was started")
+    # invariant: spend(lo) <= target < spend(hi); Illinois on g(x) = log spend(e^x) − log target
+    x_lo, x_hi = math.log(lo), math.log(hi)
+    g_lo = math.log(max(f_lo, 1e-300)) - math.log(target)
+    g_hi = math.log(f_hi) - math.log(target)
+    side = 0
+    gap = -g_lo  # the true log-gap of lo (g_lo itself is halved by the Illinois step)
+    while n < _MAX_EVALUATIONS and (x_hi - x_lo) > rtol and gap > rtol * 1e-2:
+        x = x_lo - g_lo * (x_hi - x_lo) / (g_hi - g_lo) if g_hi != g_lo else 0.5 * (x_lo + x_hi)
+        if not (x_lo < x < x_hi):
+            x = 0.5 * (x_lo + x_hi)
+        f = spend(math.exp(x))
+        n += 1
+        g = math.log(max(f, 1e-300)) - math.log(target)
+        if g <= 0:
+            x_lo, g_lo, gap = x, g, -g
+            if side == -1:
+                g_hi *= 0.5
+            side = -1
+        else:
+            x_hi, g_hi = x, g
+            if side == 1:
+                g_lo *= 0.5
+            side = 1
+    result = math.exp(x_lo)
+    while spend(result) > target:  # exp(log(·)) rounding
+        result = math.nextafter(result, 0.0)
+    return result
+
+
+#: The accountants, the first the default of ``--accountant``.
+_ACCOUNTANTS = (PLDAccountant(), ZCDPAccountant())
+#: Their names, in that order: what ``--accountant`` and a plan's ``accountant`` accept.
+ACCOUNTANTS = tuple(a.name for a in _ACCOUNTANTS)
+#: One-line description of each (for reports).
+ACCOUNTANT_DESCRIPTIONS = {a.name: a.description for a in _ACCOUNTANTS}
+_BY_NAME = {a.name: a for a in _ACCOUNTANTS}
+
+
+def get_accountant(accountant: Union[str, Accountant]) -> Accountant:
+    """The accountant named ``accountant`` (an :class:`Accountant` is returned as it is); ValueError
+    naming the choices when there is none of that name."""
+    if isinstance(accountant, Accountant):
+        return accountant
+    try:
+        return _BY_NAME[accountant]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown accountant {accountant!r}; use one of: {', '.join(ACCOUNTANTS)}") from None
+
+
+def accountant_option(accountant: str) -> Accountant:
+    """``--accountant``'s value as an :class:`Accountant`; :class:`OptionError` naming the choices."""
+    try:
+        return get_accountant(accountant)
+    except ValueError:
+        raise OptionError(f"--accountant: unknown accountant {accountant!r}; use {' or '.join(ACCOUNTANTS)}") from None
+
+
+def check_accountant(accountant: str) -> str:
+    """``accountant`` if it names one of :data:`ACCOUNTANTS`, else ValueError."""
+    return get_accountant(accountant).name
+
+
+def accountant_epsilon(
+    events: Sequence, delta: float, accountant: Union[str, Accountant], conversion: str = "tight",
+    h: float = DEFAULT_DISCRETIZATION,
+) -> float:
+    """ε at ``delta`` of one participant's ``events`` by ``accountant`` (:meth:`Accountant.epsilon`)."""
+    return get_accountant(accountant).epsilon(events, delta, conversion, h)

@@ -19,8 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, epsilon_from_rho
-from bnsl_cli.privacy.pld import ACCOUNTANT_DESCRIPTIONS, accountant_epsilon, check_accountant
+from bnsl_cli.privacy.accountant import CONVERSION_DESCRIPTIONS, get_accountant
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, MECHANISMS, ReleaseKind
 
 __all__ = [
@@ -203,29 +202,28 @@ class PrivacyLedger:
         return max((self.rho(p) for p in self.participants), default=0.0)
 
     def epsilon(
-        self, delta: float, conversion: str = "tight", participant: Optional[int] = None, accountant: str = "zcdp"
+        self, delta: float, conversion: str = "tight", participant: Optional[int] = None, accountant="zcdp"
     ) -> float:
-        """``epsilon`` at ``delta`` of the run (or of one participant) via the ``accountant``
-        (``zcdp``: the largest ρ converted; ``pld``: the largest participant's PLD epsilon)."""
-        if accountant != "zcdp":
-            who = self.participants if participant is None else [participant]
-            return max((accountant_epsilon(self.events(p), delta, accountant) for p in who), default=0.0)
-        rho = self.max_rho() if participant is None else self.rho(participant)
-        return epsilon_from_rho(rho, delta, conversion)
+        """``epsilon`` at ``delta`` of the run (or of one participant) via the ``accountant`` (a name or
+        an :class:`~bnsl_cli.privacy.accountant.Accountant`; ``zcdp``: the largest ρ converted; ``pld``:
+        the largest participant's PLD epsilon)."""
+        who = self.participants if participant is None else [participant]
+        return get_accountant(accountant).run_epsilon((self.events(p) for p in who), delta, conversion)
 
-    def to_dict(self, delta: float, conversion: str = "tight", accountant: str = "zcdp") -> dict:
+    def to_dict(self, delta: float, conversion: str = "tight", accountant="zcdp") -> dict:
         """JSON-ready summary: overall epsilon/delta/rho (largest participant) and per-participant events.
 
         ``accountant`` ``zcdp``: each epsilon is the conversion of its ρ; ``pld``: each participant's
         epsilon from the privacy-loss distributions of its events, the run's the largest of them.
         Non-finite numbers (a release without noise) appear as ``None`` so the result is valid JSON.
         """
-        check_accountant(accountant)
-        parts = []
+        acc = get_accountant(accountant)
+        parts, rhos, epsilons = [], [], []
         for p in self.participants:
             rho_p = self.rho(p)
-            eps_p = (epsilon_from_rho(rho_p, delta, conversion) if accountant == "zcdp"
-                     else accountant_epsilon(self.events(p), delta, accountant))
+            eps_p = acc.epsilon(self.events(p), delta, conversion)
+            rhos.append(rho_p)
+            epsilons.append(eps_p)
             parts.append(
                 {
                     "participant": p,
@@ -235,24 +233,17 @@ class PrivacyLedger:
                 }
             )
         rho_max = self.max_rho()
-        if accountant == "zcdp":
-            eps = epsilon_from_rho(rho_max, delta, conversion)
-            composition = ("zCDP adds over releases; the run's guarantee is the largest participant's spend "
-                           "(participants hold disjoint rows)")
-        else:
-            eps = max((e["epsilon"] if e["epsilon"] is not None else math.inf for e in parts), default=0.0)
-            composition = ("privacy-loss distributions compose by convolution over a participant's releases; the "
-                           "run's guarantee is the largest participant's epsilon (participants hold disjoint rows)")
+        eps = acc.largest(rhos, epsilons, delta, conversion)
         return {
             "epsilon": _finite_or_none(eps),
             "delta": float(delta),
             "rho": _finite_or_none(rho_max),
             "neighbouring_relation": NEIGHBOURING_RELATION,
-            "composition": composition,
+            "composition": acc.composition,
             "conversion": conversion,
             "conversion_description": CONVERSION_DESCRIPTIONS[conversion],
-            "accountant": accountant,
-            "accountant_description": ACCOUNTANT_DESCRIPTIONS[accountant],
+            "accountant": acc.name,
+            "accountant_description": acc.description,
             "participants": parts,
         }
 

@@ -52,13 +52,12 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 from scipy import fft as _fft
 from scipy.special import log_ndtr, logsumexp, ndtr
 
-from bnsl_cli.privacy.accountant import epsilon_from_rho
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN
 
 __all__ = [
@@ -74,10 +73,7 @@ __all__ = [
     "events_pld",
     "epsilon_of_events",
     "delta_of_events",
-    "ACCOUNTANTS",
-    "ACCOUNTANT_DESCRIPTIONS",
-    "accountant_epsilon",
-    "check_accountant",
+    "grid_fits",
 ]
 
 #: Grid spacing h of the privacy losses.
@@ -378,7 +374,8 @@ def _signature(events: Iterable) -> tuple[float, tuple]:
     return mu2, tuple(sorted(br.items()))
 
 
-#: The most grid cells the composed loss distribution of :func:`accountant_epsilon` may span. Losses
+#: The most grid cells the composed loss distribution of the PLD accountant
+#: (:class:`bnsl_cli.privacy.accountant.PLDAccountant`) may span. Losses
 #: lie near ``μ²/2`` (about ρ), so the span grows with the budget: beyond this (ε in the hundreds at
 #: the default spacing) the PLD would take gigabytes and its ``e^loss`` overflows; the accountant then
 #: reports the zCDP bound, an upper bound for the same releases.
@@ -387,7 +384,9 @@ MAX_CELLS = 2**23
 MAX_LOSS = 700.0
 
 
-def _grid_fits(events, h: float) -> bool:
+def grid_fits(events, h: float) -> bool:
+    """Whether the composed losses of ``events`` fit a grid of spacing ``h`` (:data:`MAX_CELLS`,
+    :data:`MAX_LOSS`); an infinite spend needs no grid."""
     mu2, br = _signature(events)
     if math.isinf(mu2) or any(math.isinf(e0) for e0, _ in br):
         return True  # infinite spend: epsilon_of_events says so without a grid
@@ -446,50 +445,3 @@ def delta_of_events(events: Iterable, epsilon: float, h: float = DEFAULT_DISCRET
     if mu2 == 0 and not br:
         return 0.0
     return _pld_of_signature(mu2, br, float(h)).delta(epsilon)
-
-
-# ----------------------------------------------------------------------------------------------
-# the accountant choice
-# ----------------------------------------------------------------------------------------------
-
-#: Accountants a plan can name (``--accountant``); the first is the default.
-ACCOUNTANTS = ("pld", "zcdp")
-
-#: One-line description of each (for reports).
-ACCOUNTANT_DESCRIPTIONS = {
-    "pld": "privacy-loss distributions: each release's worst-case pair (Gaussian; bounded-range pair of the "
-    "Gumbel-max selection) discretised pessimistically and composed numerically (FFT), epsilon read at delta; "
-    "the smaller of that and the zCDP bound (tight conversion), both upper bounds",
-    "zcdp": "zCDP: rho adds over releases, converted to (epsilon, delta)",
-}
-
-
-def check_accountant(accountant: str) -> str:
-    """``accountant`` if it is one of :data:`ACCOUNTANTS`, else ValueError."""
-    if accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; use one of: {', '.join(ACCOUNTANTS)}")
-    return accountant
-
-
-def accountant_epsilon(
-    events: Sequence, delta: float, accountant: str, conversion: str = "tight", h: float = DEFAULT_DISCRETIZATION
-) -> float:
-    """ε at ``delta`` of one participant's ``events`` by ``accountant``.
-
-    ``zcdp``: the events' summed ρ converted with ``conversion`` (today's accounting). ``pld``: the
-    smaller of :func:`epsilon_of_events` and the tight zCDP conversion — both are upper bounds for
-    the same releases, so their minimum is one too. (For many bounded-range selections the PLD of
-    the pair that dominates *every* selection is looser than their zCDP cost ε₀²/8 each: a pair that
-    is worst for each ε separately composes worse than any single selection does; see
-    docs/privacy.md.)"""
-    check_accountant(accountant)
-    events = list(events)
-    rho = math.fsum(ev.rho for ev in events) if not any(math.isinf(ev.rho) for ev in events) else math.inf
-    if accountant == "zcdp":
-        return epsilon_from_rho(rho, delta, conversion)
-    z = epsilon_from_rho(rho, delta, "tight")
-    if not _grid_fits(events, h):
-        return z  # a very large ε: the losses' grid would not fit (see MAX_CELLS); the zCDP bound holds
-    if h < COARSE_DISCRETIZATION and epsilon_of_events(events, delta, COARSE_DISCRETIZATION) > z * (1 + SKIP_MARGIN):
-        return z  # the PLD will not win here (a coarse grid is far above zCDP): skip the fine grid
-    return min(epsilon_of_events(events, delta, h), z)

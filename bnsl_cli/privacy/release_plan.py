@@ -25,13 +25,12 @@ fed-suffstats — the scale histograms ``SUFFSTATS_HIST_SHARE``, the centre hist
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
-from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon, validate_delta, validate_epsilon
+from bnsl_cli.privacy.accountant import Accountant, get_accountant
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
-from bnsl_cli.privacy.pld import COARSE_DISCRETIZATION, DEFAULT_DISCRETIZATION, accountant_epsilon
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind
 
 __all__ = [
@@ -197,36 +196,42 @@ def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):
 
 
 def spend_of(
-    releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight", accountant: str = "zcdp"
+    releases: Sequence[PlannedRelease], delta: float, conversion: str = "tight",
+    accountant: Union[str, Accountant] = "zcdp",
 ) -> tuple[float, float]:
     """``(ε, ρ)`` one participant spends with these releases, read from their ledger by the
-    ``accountant`` (``zcdp`` or ``pld``; ρ is always the zCDP spend)."""
+    ``accountant`` (a name or an :class:`~bnsl_cli.privacy.accountant.Accountant`; ρ is always the
+    zCDP spend)."""
     ledger = ledger_of(releases)
-    rho = ledger.max_rho()
-    if accountant == "zcdp":
-        return epsilon_from_rho(rho, delta, conversion), rho
-    return ledger.epsilon(delta, conversion, accountant=accountant), rho
+    return ledger.epsilon(delta, conversion, accountant=accountant), ledger.max_rho()
 
 
 def calibrate_releases(
     build: Callable[[float], list[PlannedRelease]], epsilon: float, delta: float, conversion: str = "tight",
-    accountant: str = "zcdp",
+    accountant: Union[str, Accountant] = "zcdp",
 ) -> tuple[list[PlannedRelease], float]:
-    """``(releases, ρ*)``: the releases ``build(ρ*)`` makes, with ρ* the largest zCDP budget of
-    (ε, δ), verified: their spend read back from their ledger is at most ε.
+    """``(releases, ρ*)``: the releases ``build(ρ*)`` makes, with ρ* the largest budget whose
+    releases spend at most ε at δ by the ``accountant``
+    (:meth:`~bnsl_cli.privacy.accountant.Accountant.scale_for_epsilon`), verified: their spend read
+    back from their ledger is at most ε.
+
+    ``epsilon`` and ``delta`` are not checked again here: :func:`~bnsl_cli.plan.privacy_plan.resolve_privacy`
+    checked them with the other options, and a direct caller's invalid value is refused by the
+    accountant's inverse (:func:`~bnsl_cli.privacy.accountant.rho_for_epsilon`, PrivacyBudgetError).
 
     Rounding in the multipliers can push the recomputed spend a few ulps above ε; ρ* is shaved by a
     few ulps at a time until the spend is at most ε·(1 − ``CALIBRATION_MARGIN``). If no attempt verifies, this fails closed with :class:`PrivacyBudgetError`
     rather than return an unverified plan."""
-    eps = validate_epsilon(epsilon)
-    dlt = validate_delta(delta)
-    if accountant == "zcdp":
-        rho_star = rho_for_epsilon(eps, dlt, conversion)
-    else:
-        rho_star = scale_for_epsilon(build, eps, dlt, accountant)
+    acc = get_accountant(accountant)
+
+    def spend(rho: float, h: float) -> float:
+        return acc.epsilon(ledger_of(build(rho)).events(0), delta, conversion, h)
+
+    rho_star = acc.scale_for_epsilon(spend, epsilon, delta, conversion, key=lambda: _shape(build))
+    eps, dlt = float(epsilon), float(delta)
     for attempt in range(CALIBRATION_ATTEMPTS):
         releases = build(rho_star)
-        spent = spend_of(releases, dlt, conversion) if accountant == "zcdp" else spend_of(releases, dlt, conversion, accountant)
+        spent = spend_of(releases, dlt, conversion, acc)
         if spent[0] <= eps * (1.0 - CALIBRATION_MARGIN):
             return releases, rho_star
         rho_star *= 1.0 - 2.0 ** (min(attempt, 24) - 52)  # a few ulps, growing, at most 2⁻²⁸ a time
@@ -236,82 +241,7 @@ def calibrate_releases(
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# calibration under an accountant without a closed-form inverse (PLD)
-# ----------------------------------------------------------------------------------------------
-# Every multiplier is 1/√(2·share·ρ*), so ρ* is the common scale factor of all of them (multipliers
-# ∝ ρ*^{-1/2}). The spend ε(ρ*) grows with ρ*; the zCDP ρ* of (ε, δ) is a lower bracket (the PLD
-# accountant is never above the tight zCDP bound). The bracket is widened upwards until the spend
-# exceeds ε, then narrowed by regula falsi (Illinois) on log ε against log ρ* with a bisection
-# fallback, keeping ε(lo) ≤ ε; first on a coarse grid, then on the reporting one. calibrate_releases
-# then verifies the result as for zCDP.
-
-#: The search stops when the bracket on ρ* is this narrow (relative) or the spend is this close to ε.
-SEARCH_RTOL = 1e-10
-_MAX_EVALUATIONS = 80
-_cache: dict = {}  # (shape, ε, δ, accountant) -> ρ*
-
-
 def _shape(build) -> tuple:
+    """The release list's shape (kinds, mechanisms, multipliers at ρ* = 1, counts, splits): what the
+    PLD accountant's search caches on."""
     return tuple((r.kind.value, r.mechanism, r.multiplier, r.count, r.split) for r in build(1.0))
-
-
-def scale_for_epsilon(build: Callable, epsilon: float, delta: float, accountant: str) -> float:
-    """The largest ``ρ*`` (to :data:`SEARCH_RTOL`) whose release list ``build(ρ*)`` spends at most
-    ``epsilon·(1 − SEARCH_RTOL)`` at ``delta`` by ``accountant``."""
-    key = (_shape(build), float(epsilon), float(delta), accountant)
-    if key in _cache:
-        return _cache[key]
-    target = float(epsilon) * (1.0 - SEARCH_RTOL)
-    lo = rho_for_epsilon(target, delta, "tight")
-    # a coarse grid first (cheap, itself an upper bound), then the reporting grid from there
-    coarse = _search(build, delta, accountant, target, lo, 1.25, COARSE_DISCRETIZATION, 1e-6)
-    result = _search(build, delta, accountant, target, max(lo, coarse), 1.0 + 1e-3, DEFAULT_DISCRETIZATION, SEARCH_RTOL)
-    _cache[key] = result
-    return result
-
-
-def _search(build, delta, accountant, target, lo, grow, h, rtol) -> float:
-    def spend(rho: float) -> float:
-        return accountant_epsilon(ledger_of(build(rho)).events(0), delta, accountant, h=h)
-
-    f_lo = spend(lo)
-    while not f_lo <= target:  # the zCDP budget is below target by construction; a coarse one may not be
-        lo *= 0.999
-        f_lo = spend(lo)
-    hi, f_hi = lo * grow, spend(lo * grow)
-    n = 2
-    while f_hi <= target:
-        lo, f_lo = hi, f_hi
-        hi *= grow
-        f_hi = spend(hi)
-        n += 1
-        if n > _MAX_EVALUATIONS:
-            raise PrivacyBudgetError("could not bracket the noise scale for the target ε; no run was started")
-    # invariant: spend(lo) <= target < spend(hi); Illinois on g(x) = log spend(e^x) − log target
-    x_lo, x_hi = math.log(lo), math.log(hi)
-    g_lo = math.log(max(f_lo, 1e-300)) - math.log(target)
-    g_hi = math.log(f_hi) - math.log(target)
-    side = 0
-    gap = -g_lo  # the true log-gap of lo (g_lo itself is halved by the Illinois step)
-    while n < _MAX_EVALUATIONS and (x_hi - x_lo) > rtol and gap > rtol * 1e-2:
-        x = x_lo - g_lo * (x_hi - x_lo) / (g_hi - g_lo) if g_hi != g_lo else 0.5 * (x_lo + x_hi)
-        if not (x_lo < x < x_hi):
-            x = 0.5 * (x_lo + x_hi)
-        f = spend(math.exp(x))
-        n += 1
-        g = math.log(max(f, 1e-300)) - math.log(target)
-        if g <= 0:
-            x_lo, g_lo, gap = x, g, -g
-            if side == -1:
-                g_hi *= 0.5
-            side = -1
-        else:
-            x_hi, g_hi = x, g
-            if side == 1:
-                g_lo *= 0.5
-            side = 1
-    result = math.exp(x_lo)
-    while spend(result) > target:  # exp(log(·)) rounding
-        result = math.nextafter(result, 0.0)
-    return result

@@ -78,7 +78,7 @@ def test_method_choices_are_the_library_methods():
 
     from bnsl_cli.cli import learn as cli_learn
     from bnsl_cli.cli import privacy_budget as cli_pb
-    from bnsl_cli.federated.methods import METHODS, PRIVATE_METHODS, default_method
+    from bnsl_cli.federated.methods.registry import METHODS, PRIVATE_METHODS, default_method
 
     for name in METHODS:
         assert name in cli_learn.METHOD_HELP, name

@@ -436,7 +436,7 @@ def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
 @pytest.mark.parametrize("method, what", [("notears", "has no private variant"), ("fed-nope", "is not a method")])
 def test_method_without_a_private_variant_is_a_one_line_usage_error(method, what):
     """--method is checked against the registry: only methods with a private variant, named on error."""
-    from bnsl_cli.federated.methods import PRIVATE_METHODS
+    from bnsl_cli.federated.methods.registry import PRIVATE_METHODS
 
     res = run("--method", method, "--epsilon", 1, "--samples", 100)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
@@ -463,13 +463,13 @@ def _learn_plan(method, rows, d, sites=1, **dp):
 def test_every_private_method_plans_what_learn_plans(extra):
     """For every method it offers, privacy-budget prints the privacy plan learn --dp resolves for the
     same options and data shape: the same release list and every summary field."""
-    from bnsl_cli.federated.methods import PRIVATE_METHODS
+    from bnsl_cli.federated.methods.registry import PRIVATE_METHODS
 
     options = dict(zip(extra[::2], extra[1::2])) if len(extra) > 1 else {}
     dp = {"epsilon": 3.0, "public_means": "--public-means" in extra,
           "value_bound": options.get("--value-bound"), "accountant": options.get("--accountant", "pld")}
     from bnsl_cli.federated.method_options import BUDGET_OPTIONS
-    from bnsl_cli.federated.methods import method_spec
+    from bnsl_cli.federated.methods.registry import method_spec
 
     for method in PRIVATE_METHODS:
         if any(f in BUDGET_OPTIONS and f not in method_spec(method).budget_options for f in extra):
@@ -487,7 +487,7 @@ def test_every_private_method_plans_what_learn_plans(extra):
 def test_fed_suffstats_distributed_calibration_is_learns_split():
     """--sites P --collusion-tolerance T: each site's share is σ/√(split) with the split learn
     --noise distributed plans for P sites tolerating T colluders."""
-    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+    from bnsl_cli.federated.methods.registry import PRIVATE_METHODS, method_spec
     from bnsl_cli.privacy.split_noise import distribute_noise
 
     (method,) = [m for m in PRIVATE_METHODS if method_spec(m).distributed_noise]
@@ -505,7 +505,7 @@ def test_fed_suffstats_distributed_calibration_is_learns_split():
 def test_spend_mode_by_multipliers_refuses_a_method_without_such_releases():
     """fed-suffstats makes no coordinate selections or updates: spend mode by multipliers is a usage
     error naming --releases, not a DP-PGCD table under its name."""
-    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+    from bnsl_cli.federated.methods.registry import PRIVATE_METHODS, method_spec
 
     for method in PRIVATE_METHODS:
         if method_spec(method).distributed_noise:
@@ -519,7 +519,7 @@ def test_spend_mode_rebuilds_the_calibrated_release_list(bound):
     """Fed the multipliers of a calibrated plan, spend mode makes the same release list (kinds,
     mechanisms, counts and order; the value-range multipliers derived from the releases' own), for
     DP-PGCD and the one-matrix methods."""
-    from bnsl_cli.federated.methods import PRIVATE_METHODS, method_spec
+    from bnsl_cli.federated.methods.registry import PRIVATE_METHODS, method_spec
 
     for method in PRIVATE_METHODS:
         spec = method_spec(method)

@@ -24,7 +24,7 @@ from bnsl_cli.federated.messages import (
     SparseUpdate,
     read_header,
 )
-from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.methods.registry import make_participant, method_spec
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.io.table import Table
 from bnsl_cli.plan.options import DPConfig, LearnConfig

@@ -7,7 +7,7 @@ import pytest
 
 from bnsl_cli.federated.contracts import Fleet, Participant
 from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet
-from bnsl_cli.federated.methods import make_participant
+from bnsl_cli.federated.methods.registry import make_participant
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import Shapes

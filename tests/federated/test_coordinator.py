@@ -225,7 +225,7 @@ def test_a_screen_turned_off_stays_off_on_wide_blocks():
 def test_private_fed_sparse_coordinator_has_no_screen_and_no_tolerance_schedule():
     """Under --dp the W-step runs without the non-private speed devices (admm.coordinator_for):
     no screen, a fixed tolerance from round 1. Non-private fed-sparse keeps both."""
-    from bnsl_cli.federated.methods import method_spec
+    from bnsl_cli.federated.methods.registry import method_spec
     from bnsl_cli.federated.methods.admm import coordinator_for
     from bnsl_cli.plan.options import DPConfig, LearnConfig
     from bnsl_cli.plan.run_plan import RunPlan

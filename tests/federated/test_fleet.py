@@ -53,7 +53,7 @@ def test_finish_hands_back_json_summaries(workers):
     """What a participant hands back crosses a transport as JSON: B_p, timings, ledger events as dicts."""
     import json
 
-    from bnsl_cli.federated.methods import method_spec
+    from bnsl_cli.federated.methods.registry import method_spec
     from bnsl_cli.federated.methods.admm import drive_admm
     from bnsl_cli.plan.run_plan import RunPlan
     from bnsl_cli.plan.shapes import Shapes

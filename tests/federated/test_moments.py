@@ -8,7 +8,7 @@ import pytest
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import HEADER, CentreBroadcast, MomentRequest, ShareReply
-from bnsl_cli.federated.methods.moments import MomentSite
+from bnsl_cli.federated.methods.moments.site import MomentSite
 from bnsl_cli.stats import (
     from_upper_triangle,
     mean_share,

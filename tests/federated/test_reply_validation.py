@@ -27,7 +27,7 @@ from bnsl_cli.federated.messages import (
     read_header,
     validate_reply,
 )
-from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.methods.registry import make_participant, method_spec
 from bnsl_cli.io.table import Table
 from bnsl_cli.plan.options import LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan

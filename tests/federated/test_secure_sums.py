@@ -92,7 +92,7 @@ def test_unmask_hands_over_sums_only_and_refuses_mismatched_shapes():
 
 def test_statistics_site_answers_each_exchange_once_in_order():
     from bnsl_cli.federated.messages import StatsRequest
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.plan.options import LearnConfig
     from bnsl_cli.plan.run_plan import RunPlan
     from bnsl_cli.plan.shapes import Shapes

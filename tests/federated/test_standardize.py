@@ -9,7 +9,7 @@ import pytest
 
 from bnsl_cli.errors import InputDataError, NoDagError, ScaleWarning
 from bnsl_cli.federated.messages import HEADER, CentreBroadcast, ShareReply, StandardizeBroadcast, StatsRequest
-from bnsl_cli.federated.methods import METHODS
+from bnsl_cli.federated.methods.registry import METHODS
 from bnsl_cli.stats import (
     SCALE_WARN_RATIO,
     column_stats,
@@ -45,7 +45,7 @@ def _run(tables, **kw):
 
 def _taken(kw: dict) -> dict:
     """``kw`` without ``rounds`` for a method that takes no --rounds (the option check refuses it there)."""
-    from bnsl_cli.federated.methods import default_method, method_spec
+    from bnsl_cli.federated.methods.registry import default_method, method_spec
 
     method = kw.get("method") or default_method(kw.get("dp") is not None)
     return {k: v for k, v in kw.items() if k != "rounds" or "--rounds" in method_spec(method).options}

@@ -11,14 +11,8 @@ from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.secure_sum import ALL_SITES
 from bnsl_cli.federated.messages import FirstRequest
 from bnsl_cli.federated.methods.suffstats.releases import HIST_SHARE
-from bnsl_cli.federated.methods.suffstats import (
-    STAGES,
-    SuffstatsSite,
-    centre_and_scale,
-    pair_bins,
-    scale_histograms,
-    value_bins,
-)
+from bnsl_cli.federated.methods.suffstats import STAGES, centre_and_scale, pair_bins, scale_histograms, value_bins
+from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.privacy.release_plan import fed_suffstats_releases
 from bnsl_cli.plan.options import DPConfig, LearnConfig

@@ -14,14 +14,14 @@ import pytest
 
 from bnsl_cli.federated.fleet import LocalFleet, make_fleet
 from bnsl_cli.federated.messages import MomentRequest
-from bnsl_cli.federated.methods import make_participant, method_spec
+from bnsl_cli.federated.methods.registry import make_participant, method_spec
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.privacy.split_noise import split_of
-from bnsl_cli.report import method_report
+from bnsl_cli.report import communication_report
 from bnsl_cli.run import participant_rngs, run
 from tests._sim import simulated_tables
 
@@ -163,16 +163,14 @@ def test_the_report_reads_the_meter_not_the_driver(tables):
     fleet = _fleet(plan, tables, 1)
     outcome = spec.drive(spec, plan, fleet)
     assert not [k for k in vars(outcome) if "bytes" in k]
-    before = {}
-    method_report(before, spec, None, outcome, fleet.traffic)
+    before = communication_report(spec, outcome, fleet.traffic, False)
     msg = MomentRequest(9, plan.d).encode()
     fleet.traffic.enter("extra")
     fleet.traffic.count(msg, [None] * plan.P)  # one more message to every site, as a fleet counts it
-    after = {}
-    method_report(after, spec, None, outcome, fleet.traffic)
-    assert after["communication"]["exchanges"] == before["communication"]["exchanges"] + 1
-    assert after["communication"]["bytes_down"] == before["communication"]["bytes_down"] + plan.P * len(msg)
-    assert after["communication"]["bytes_up"] == before["communication"]["bytes_up"]
+    after = communication_report(spec, outcome, fleet.traffic, False)
+    assert after["exchanges"] == before["exchanges"] + 1
+    assert after["bytes_down"] == before["bytes_down"] + plan.P * len(msg)
+    assert after["bytes_up"] == before["bytes_up"]
 
 
 def test_the_meter_counts_a_broadcast_once_per_participant_and_no_reply_as_zero():

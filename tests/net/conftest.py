@@ -243,7 +243,7 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=
     from bnsl_cli.net.policy import SpendGuard
     from bnsl_cli.net.site import run_site
     from bnsl_cli.net.transcript import Transcript
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.federated.secure_sum import generate_keypair
     from bnsl_cli.run import participant_rngs, run
 

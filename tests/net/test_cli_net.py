@@ -149,7 +149,7 @@ import sys, time
 from bnsl_cli.net.site import run_site
 from bnsl_cli.net.tls import load_party
 from bnsl_cli.net.transcript import Transcript
-from bnsl_cli.federated.methods import make_participant
+from bnsl_cli.federated.methods.registry import make_participant
 from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.plan.run_plan import RunPlan
 port, csv, certs, tpath, stall_from, secs = sys.argv[1:]

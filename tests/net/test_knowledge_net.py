@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.federated.methods import make_participant  # noqa: E402
+from bnsl_cli.federated.methods.registry import make_participant  # noqa: E402
 from bnsl_cli.knowledge import KnowledgeSource  # noqa: E402
 from bnsl_cli.learn import LearnConfig, learn  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402

@@ -27,7 +27,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
     StatsRequest,
 )
 from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest  # noqa: E402
-from bnsl_cli.federated.methods import method_spec  # noqa: E402
+from bnsl_cli.federated.methods.registry import method_spec  # noqa: E402
 from bnsl_cli.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
@@ -134,7 +134,7 @@ def test_a_plan_whose_steps_do_not_match_its_release_list_is_refused(tables):
     # and the run-time guard alone (had the plan check been skipped) refuses the first round: its
     # 200 steps exceed the 5 × 20 selections the release list allows
     tampered = RunPlan.from_dict(bad)
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.run import participant_rngs
 
     g = SpendGuard(make_participant(tampered, 0, tables[0].X, participant_rngs(tampered)[0]), tampered)
@@ -165,7 +165,7 @@ def test_divided_multipliers_are_refused(tables, counts_divisor):
 def test_matching_counts_are_caught_by_the_run_time_count_too(tables):
     """Had the plan check been skipped and the tampered list's own ρ accepted, the guard still
     refuses the first round: its 20 selections exceed the list's count of 1."""
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.run import participant_rngs
 
     bad = _divided(_plan(tables), 10.0, 100)
@@ -180,7 +180,7 @@ def test_divided_multipliers_spend_beyond_the_accepted_budget_is_refused_at_buil
     already exceed the accepted ρ, so the guard refuses before anything is answered."""
     plan = _plan(tables)
     bad = _divided(plan, 10.0, 1)
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.run import participant_rngs
 
     with pytest.raises(GuardRefusedError, match="more than the accepted"):
@@ -508,7 +508,7 @@ def test_a_python_site_with_its_own_participant_factory_is_guarded(tables):
     """A site run from Python (run_site with ``SiteGuard(...).on_plan`` and its own participant
     factory) is held to its plan like ``bnsl join``."""
     from bnsl_cli.errors import BnslError
-    from bnsl_cli.federated.methods import make_participant
+    from bnsl_cli.federated.methods.registry import make_participant
     from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.net.site import run_site
 

@@ -12,7 +12,7 @@ pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
 from bnsl_cli.federated.messages import MessageKind  # noqa: E402
-from bnsl_cli.federated.methods import make_participant  # noqa: E402
+from bnsl_cli.federated.methods.registry import make_participant  # noqa: E402
 from bnsl_cli.plan.options import LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import Shapes  # noqa: E402

@@ -13,7 +13,7 @@ pytest.importorskip("cryptography")
 
 from bnsl_cli.federated.messages import HEADER  # noqa: E402
 from bnsl_cli.net.common import FederationError  # noqa: E402
-from bnsl_cli.federated.methods import make_participant, method_spec  # noqa: E402
+from bnsl_cli.federated.methods.registry import make_participant, method_spec  # noqa: E402
 from bnsl_cli.federated.secure_sum import ALL_SITES, SecureSumRangeError, summable_span  # noqa: E402
 from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402

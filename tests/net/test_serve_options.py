@@ -95,7 +95,7 @@ class LoopbackFleet:
 
     def start(self, plan_for):
         from bnsl_cli.federated.fleet import LocalFleet
-        from bnsl_cli.federated.methods import make_participant
+        from bnsl_cli.federated.methods.registry import make_participant
         from bnsl_cli.plan.run_plan import RunPlan
         from bnsl_cli.run import participant_rngs
 

@@ -17,7 +17,7 @@ from bnsl_cli.federated.messages import CentreBroadcast, ShareReply, StatsReques
 from bnsl_cli.net import frames as F  # noqa: E402
 from bnsl_cli.net.common import FederationError, SiteRefusedError, pack_events, unpack_events  # noqa: E402
 from bnsl_cli.net.fleet import NetworkFleet  # noqa: E402
-from bnsl_cli.federated.methods import make_participant  # noqa: E402
+from bnsl_cli.federated.methods.registry import make_participant  # noqa: E402
 from bnsl_cli.net.policy import SiteLimits, admm_rounds, check_plan  # noqa: E402
 from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.federated.methods import make_participant  # noqa: E402
+from bnsl_cli.federated.methods.registry import make_participant  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import Shapes  # noqa: E402

@@ -32,8 +32,9 @@ from bnsl_cli.federated.messages import (
     StandardizeBroadcast,
     StatsRequest,
 )
-from bnsl_cli.federated.methods import make_participant
-from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, SuffstatsSite, pair_bins, value_bins
+from bnsl_cli.federated.methods.registry import make_participant
+from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, pair_bins, value_bins
+from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes

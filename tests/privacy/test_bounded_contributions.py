@@ -26,7 +26,7 @@ from bnsl_cli.federated.messages import (
     ShareReply,
     StandardizeBroadcast,
 )
-from bnsl_cli.federated.methods.moments import MomentSite
+from bnsl_cli.federated.methods.moments.site import MomentSite
 from bnsl_cli.solvers.pgcd import soft_threshold
 from bnsl_cli.federated.standardize import StatsSite
 from bnsl_cli.privacy.one_off import range_counts, release_means, release_range, release_second_moments

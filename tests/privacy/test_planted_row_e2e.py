@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
-from bnsl_cli.federated.methods import default_method, method_spec
+from bnsl_cli.federated.methods.registry import default_method, method_spec
 
 #: heavy end-to-end private runs through the CLI (the bounded contributions of each release are
 #: tested fast, release by release, in test_bounded_contributions.py and test_suffstats_bounded.py)

@@ -169,7 +169,7 @@ def test_release_calibration_fails_closed_when_it_cannot_verify(monkeypatch):
 
     releases, rho = release_plan.calibrate_releases(build, 2.0, 1e-6)
     assert release_plan.spend_of(releases, 1e-6)[0] <= 2.0
-    monkeypatch.setattr(release_plan, "spend_of", lambda rel, d, c="tight": (2.0 * (1 + 1e-9), 0.0))
+    monkeypatch.setattr(release_plan, "spend_of", lambda rel, d, c="tight", a="zcdp": (2.0 * (1 + 1e-9), 0.0))
     with pytest.raises(PrivacyBudgetError, match="could not verify"):
         release_plan.calibrate_releases(build, 2.0, 1e-6)
 

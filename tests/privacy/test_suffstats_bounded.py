@@ -17,13 +17,8 @@ from bnsl_cli.federated.messages import CENTRE_ROUND
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.messages import BasisBroadcast, CentreRequest, FirstRequest
-from bnsl_cli.federated.methods.suffstats import (
-    CENTRE_BINS,
-    STAGES,
-    SuffstatsSite,
-    pair_bins,
-    value_bins,
-)
+from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, STAGES, pair_bins, value_bins
+from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes

@@ -13,7 +13,7 @@ import numpy as np
 
 from bnsl_cli.dag import finish_graph, fit_required
 from bnsl_cli.errors import ConvergenceWarning, warn
-from bnsl_cli.federated.outcome import LocalOutcome, Outcome, SolverOutcome
+from bnsl_cli.federated.outcome import LocalFit, LocalOutcome, Outcome, SolverFinal, SolverOutcome, SolverStep, SolverTiming
 from bnsl_cli.solvers.notears import notears_linear
 from bnsl_cli.stats import check_scales, pooled_moments_of_blocks, standardized
 
@@ -115,11 +115,11 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
             W_raw, W, summaries,
             rounds=s["outer_steps"],
             converged=s["converged"],
-            timing={"compute_s": s["compute_s"]},
+            timing=SolverTiming(compute_s=s["compute_s"]),
             messages="centralized: all rows pooled",
             warnings=warn_list,
-            final={"h": s["h"]},
-            history=s["history"],
+            final=SolverFinal(h=s["h"]),
+            history=[SolverStep(**step) for step in s["history"]],
             removed_for_acyclicity=removed,
             solver_issues=s["solver_issues"],
         )
@@ -131,21 +131,20 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
             W = fit_required(W, np.array(s.pop("S")), plan.knowledge)
         check(s, where)
         local.append(W)
-        per.append({
-            "participant": s["participant"],
-            "outer_steps": s["outer_steps"],
-            "h": s["h"],
-            "converged": s["converged"],
-            "removed_for_acyclicity": removed,
-            "W": W,
-        })
+        per.append(LocalFit(
+            participant=s["participant"],
+            outer_steps=s["outer_steps"],
+            h=s["h"],
+            converged=s["converged"],
+            removed_for_acyclicity=removed,
+        ))
     warn_list = []
     warn(notes, ConvergenceWarning, warn_list)
     return LocalOutcome(
         None, local[0], summaries,
-        rounds=max(p["outer_steps"] for p in per),
-        converged=all(p["converged"] for p in per),
-        timing={"compute_s": sum(s["compute_s"] for s in summaries)},
+        rounds=max(p.outer_steps for p in per),
+        converged=all(p.converged for p in per),
+        timing=SolverTiming(compute_s=sum(s["compute_s"] for s in summaries)),
         messages="local: nothing is sent",
         warnings=warn_list,
         local=local,

@@ -7,14 +7,14 @@ participant factories are bound in the registry.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import ByzantineWarning, ConvergenceWarning, warn
 from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
-from bnsl_cli.federated.outcome import AdmmOutcome
+from bnsl_cli.federated.outcome import AdmmFinal, AdmmOutcome, AdmmRound, AdmmTiming, PolishApplied, PolishSkipped
 from bnsl_cli.federated import polish, standardize
 from bnsl_cli.federated.methods.admm.protocol import RunLog, run_admm
 from bnsl_cli.federated.methods.admm.update_guard import UpdateGuard
@@ -89,16 +89,14 @@ def _convergence(log: RunLog, plan, label: str) -> tuple[bool, Optional[str]]:
     )
 
 
-def _polish_entry(spec, stage, W: np.ndarray) -> tuple[np.ndarray, Optional[dict]]:
-    """The polished DAG and the report's ``polish`` entry (the thresholded consensus when off)."""
+def _polish_entry(spec, stage, W: np.ndarray) -> tuple[np.ndarray, Optional[Union[PolishApplied, PolishSkipped]]]:
+    """The polished DAG and the polish's entry (the thresholded consensus when off)."""
     if stage is None:
-        return W, ({"applied": False, "reason": "--no-polish"} if spec.polishable else None)
+        return W, (PolishSkipped("--no-polish") if spec.polishable else None)
     if stage.result is None:
-        return W, {"applied": False, "reason": "nothing to polish (no edges or candidates, or a diverged run)"}
-    info = dict(stage.result.info)
-    if info.get("applied"):
-        return stage.result.W, info
-    return W, info
+        return W, PolishSkipped("nothing to polish (no edges or candidates, or a diverged run)")
+    entry = stage.entry()
+    return (stage.result.W if entry.applied else W), entry
 
 
 def reply_rules(plan) -> dict:
@@ -183,22 +181,23 @@ def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
             + "; the consensus may be inaccurate. Raise --rounds or lower --rho2-growth"
         )
         warn([text], ConvergenceWarning, warn_list)
-    last = log.history[-1]
+    history = [AdmmRound(**record) for record in log.history]
+    last = history[-1]
     return AdmmOutcome(
         W_raw, W, summaries,
         rounds=log.rounds,
         converged=converged,
-        timing={
-            "participants_s": [s["compute_s"] for s in summaries],
-            "server_s": coord.server_s,
-            "server_evaluations": coord.lbfgs_evals,
-            "protocol_s": log.wall_s,
-        },
+        timing=AdmmTiming(
+            participants_s=[s["compute_s"] for s in summaries],
+            server_s=coord.server_s,
+            server_evaluations=coord.lbfgs_evals,
+            protocol_s=log.wall_s,
+        ),
         messages=ENCODING,
         warnings=warn_list,
         stopped_early=log.stopped_early,
-        final={"h": last["h"], "gap": last["gap"], "objective": last["objective"]},
-        history=log.history,
+        final=AdmmFinal(h=last.h, gap=last.gap, objective=last.objective),
+        history=history,
         removed_for_acyclicity=removed,
         polish=polish_info,
         solver_issues=issues,

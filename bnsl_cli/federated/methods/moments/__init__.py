@@ -42,6 +42,9 @@ Orientation: ``W[i, j]`` is the edge ``i → j``.
 
 The package, by job: :mod:`.releases`, :mod:`.site`, :mod:`.sequence` (what the coordinator accepts of
 the shares), :mod:`.driver`.
+
+(The site side, :mod:`.site`, is not imported here: the coordinator side imports without it; the
+registry binds it.)
 """
 
 from bnsl_cli.federated.methods.moments.driver import drive_moments
@@ -51,12 +54,9 @@ from bnsl_cli.federated.methods.moments.releases import (
     private_moment_matrix,
 )
 from bnsl_cli.federated.methods.moments.sequence import site_sequence, MomentShares, reply_rules
-from bnsl_cli.federated.methods.moments.site import MomentSite, make_moment_site
 
 __all__ = [
     "site_sequence",
-    "MomentSite",
-    "make_moment_site",
     "drive_moments",
     "MomentShares",
     "reply_rules",

@@ -12,7 +12,7 @@ from bnsl_cli.federated.messages import (
     ShareReply,
     StandardizeBroadcast,
 )
-from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.federated.outcome import PooledStats, SolverFinal, SolverOutcome, SolverStep, SolverTiming
 from bnsl_cli.privacy.mechanisms import project_psd
 from bnsl_cli.privacy.split_noise import split_of
 from bnsl_cli.solvers.notears import notears_linear
@@ -53,12 +53,12 @@ def drive_moments(spec, plan, fleet, progress=None) -> SolverOutcome:
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
     if not np.all(np.isfinite(S)):
         raise NoDagError("fed-moments: the pooled second moments are not finite (values too large); no DAG can be produced")
-    std = {
-        "applied": bool(plan.standardize),
-        "source": "the pooled moment matrix (no extra message" + (", no extra release)" if plan.private else ")"),
-        "mean": mu.tolist(),
-        "sd": sd.tolist(),
-    }
+    std = PooledStats(
+        applied=bool(plan.standardize),
+        source="the pooled moment matrix (no extra message" + (", no extra release)" if plan.private else ")"),
+        mean=mu.tolist(),
+        sd=sd.tolist(),
+    )
     if plan.standardize:
         check_scales(mu, sd, plan.names)
         S, sd = standardized(S)
@@ -86,11 +86,11 @@ def drive_moments(spec, plan, fleet, progress=None) -> SolverOutcome:
         res.W, W, summaries,
         rounds=res.outer_steps,
         converged=res.converged,
-        timing={"compute_s": res.wall_s + sum(s["compute_s"] for s in summaries)},
+        timing=SolverTiming(compute_s=res.wall_s + sum(s["compute_s"] for s in summaries)),
         messages=MESSAGES,
         warnings=warn_list,
-        final={"h": res.h},
-        history=res.history,
+        final=SolverFinal(h=res.h),
+        history=[SolverStep(**step) for step in res.history],
         removed_for_acyclicity=removed,
         solver_issues=res.solver_issues,
         standardize=std,

@@ -42,6 +42,9 @@ summed histograms), :mod:`.releases` (shares, clip, release list, sensitivities,
 :mod:`.sequence` (what a site accepts of each request and what the coordinator accepts of each share),
 :mod:`.site` (the participant), :mod:`.driver` (the coordinator), :mod:`.budget` (when the releases are
 usable, the noise scale and its warning).
+
+(The site side, :mod:`.site`, is not imported here: the coordinator side imports without it; the
+registry binds it.)
 """
 
 from bnsl_cli.federated.methods.suffstats.bins import (
@@ -70,7 +73,6 @@ from bnsl_cli.federated.methods.suffstats.releases import (
     whitened_moments_release,
 )
 from bnsl_cli.federated.methods.suffstats.sequence import site_sequence, basis_problem, reply_rules, whitening_bound
-from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite, make_suffstats_site
 
 __all__ = [
     "site_sequence",
@@ -99,6 +101,4 @@ __all__ = [
     "basis_problem",
     "reply_rules",
     "whitening_bound",
-    "SuffstatsSite",
-    "make_suffstats_site",
 ]

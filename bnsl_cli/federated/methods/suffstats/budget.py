@@ -1,5 +1,6 @@
 """When fed-suffstats' releases are usable and how noisy they are, from the plan's calibration alone
-(the ε and rows per site that work, the last stage's noise scale and its warning)."""
+(the ε and rows per site that work, the last stage's noise scale and its warning), and its
+``privacy-budget`` table (``MethodSpec.budget_table``: :func:`budget_table`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import numpy as np
 
 from bnsl_cli.federated.methods.suffstats.bins import _P_STEPS
 from bnsl_cli.federated.methods.suffstats.fits import pair_fractions
-from bnsl_cli.federated.methods.suffstats.releases import CLIP, pooled_noise_std, stage_releases
+from bnsl_cli.errors import OptionError
+from bnsl_cli.federated.methods.suffstats.releases import CLIP, pooled_noise_std, release_sensitivity, stage_releases
+from bnsl_cli.privacy.budget import BudgetQuery, BudgetTable, base_assumptions, events_of, release_rows
+from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.release_plan import fed_suffstats_releases, spend_of
 from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.privacy.split_noise import distribute_noise
 
 
 def clipped_weight_fraction(d: int) -> float:
@@ -114,3 +119,94 @@ def noisy_moments_warning(plan, d: int, tau: float) -> Optional[str]:
             f"at ε = {pv.epsilon:g} over {plan.n_total} rows): expect many wrong edges, the graph may be farther from "
             f"the truth than the empty graph; "
             f"about ε ≥ {eps:.3g} at these rows, or ≥ {rows} rows per site at this ε, brings it to 1{secure}")
+
+
+# ------------------------------------------------------------------------------------------------
+# privacy-budget
+# ------------------------------------------------------------------------------------------------
+
+
+def budget_table(spec, query: BudgetQuery, delta: float, resolve) -> BudgetTable:
+    """``privacy-budget --method fed-suffstats``: the releases of the privacy plan ``learn --dp``
+    makes (learn's shares, no per-step release), and the noise each site adds and the pooled sum
+    carries under per-site and under distributed noise (the split ``learn --noise distributed`` gives
+    its releases over ``--sites P`` tolerating ``--collusion-tolerance T``), with the last stage's
+    noise scale when the rows (``--samples``) and sites are given. Spend mode by noise multipliers
+    does not apply: its releases are histograms and stages (``--releases FILE`` reads their list)."""
+    if resolve is None:
+        raise OptionError(
+            f"spend mode by noise multipliers covers DP-PGCD and one-matrix releases; {spec.name}'s releases are "
+            "histograms and stages: give their list with --releases FILE (a report.json or privacy-budget --json output)"
+        )
+    sites, tolerance = query.sites, query.collusion_tolerance
+    if sites is not None and sites < 1:
+        raise OptionError("--sites must be >= 1")
+    if tolerance < 0 or (sites is not None and tolerance >= max(sites, 1) and tolerance > 0):
+        raise OptionError("--collusion-tolerance must be >= 0 and below --sites")
+    pv = resolve(rounds=1, steps=1, polish=False)
+    return _noise_table(spec, pv, nodes=query.nodes, sites=sites, tolerance=tolerance, samples=query.samples)
+
+
+def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> BudgetTable:
+    delta, conv = pv.delta, pv.conversion
+    summary = pv.summary()
+    P = sites
+    # the distributed calibration: each release's split as learn --noise distributed plans it
+    distributed = pv.releases if P is None else distribute_noise(pv, spec.name, spec.distributed_noise, P, "distributed", tolerance).releases
+    rows = [
+        ("epsilon", pv.epsilon, "target"),
+        ("delta", pv.delta, ""),
+        ("rho* (zCDP)", pv.rho_target, "whole budget per participant"),
+    ]
+    rows += release_rows(pv.releases)
+    calib = []
+    stage = 0
+    for r, shared in zip(pv.releases, distributed):
+        name = r.kind.value
+        if r.kind == ReleaseKind.WHITENED_MOMENTS:
+            stage += 1
+            name = f"{name} (stage {stage})"
+        sens = None if nodes is None else release_sensitivity(r.kind, nodes)
+        sigma = None if sens is None else r.multiplier * sens
+        entry = {"release": r.kind.value, "noise_multiplier": r.multiplier, "sensitivity": sens, "sigma": sigma}
+        if P is not None:
+            k = 1.0 if sigma is None else sigma
+            share = shared.split
+            entry["per_site"] = {"each_site_std": k, "pooled_sum_std": k * math.sqrt(P)}
+            entry["distributed"] = {"each_site_std": k / math.sqrt(share), "pooled_sum_std": k * math.sqrt(P / share),
+                                    "collusion_tolerance": tolerance}
+            unit = "σ" if sigma is None else ""
+            rows.append((f"{name} pooled noise, per-site", entry["per_site"]["pooled_sum_std"],
+                         f"{unit} every site adds σ; the sum of {P} carries σ·√{P}"))
+            rows.append((f"{name} pooled noise, distributed", entry["distributed"]["pooled_sum_std"],
+                         f"{unit} each site adds σ/√{share}; any {share} shares carry σ (t = {tolerance})"))
+        calib.append(entry)
+    scales = None
+    if nodes is not None and P is not None and samples is not None and calib:
+        # the last stage's noise scale 2·τ·√(d + 1) that learn warns above 1, as expected when the basis
+        # whitens: τ = pooled noise / clipped weight, the weight that of whitened rows (a poorer basis keeps less)
+        last = calib[-1]
+        weight = clipped_weight_fraction(nodes) * float(samples) * P
+        scales = {"per_site": noise_scale(last["per_site"]["pooled_sum_std"] / weight, nodes),
+                  "distributed": noise_scale(last["distributed"]["pooled_sum_std"] / weight, nodes)}
+        for mode, label in (("per_site", "per-site"), ("distributed", "distributed")):
+            rows.append((f"last stage noise scale, {label}", scales[mode],
+                         f"expected with {P} × {samples} rows and a whitening basis (a poorer one: larger); above 1 learn warns"))
+    rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger; the same under both calibrations"))
+    assumptions = base_assumptions(conv)
+    assumptions.update({
+        "releases": f"scale histograms, centre histograms, then {len(SUFFSTATS_STAGE_SHARES)} stages of whitened second "
+                    "moments (sums over the rows)",
+        "sensitivity": "scale histograms 2·sqrt(d); centre histograms sqrt(2·d); moments sqrt(2)·C**2 with "
+                       "C = %g·sqrt(d + 1) (replace-one)" % spec.clip_multiplier,
+        "budget split": f"scale histograms {SUFFSTATS_HIST_SHARE:g} of rho*, centre histograms {SUFFSTATS_CENTRE_SHARE:g}, "
+                        f"stages {', '.join(f'{f:g}' for f in SUFFSTATS_STAGE_SHARES)} of the rest",
+        "value ranges": "none: the scale histograms have fixed bins, no row count is too small for them",
+        "calibrations": "per-site: every site adds all of the noise; distributed: shares under a secure sum "
+                        "(honest-but-curious coordinator; holds against it with up to T colluding sites)",
+    })
+    data = {"mode": "calibrate", "method": spec.name, **summary, "nodes": nodes, "sites": P,
+            "collusion_tolerance": tolerance, "calibrations": calib, "noise_scale": scales,
+            "epsilon_spent": summary["epsilon_planned"], "rho_spent": summary["rho_planned"],
+            "events": events_of(pv.releases, delta, conv)}
+    return BudgetTable(f"{spec.dp_title} noise plan", assumptions, tuple(rows), data)

@@ -4,6 +4,7 @@ stage's basis, the finished graph. It never sees rows."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -15,7 +16,14 @@ from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, u
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
 from bnsl_cli.federated.methods.suffstats.releases import pooled_noise_std, stage_releases
 from bnsl_cli.federated.methods.suffstats.sequence import basis_problem
-from bnsl_cli.federated.outcome import SolverOutcome
+from bnsl_cli.federated.outcome import (
+    PooledStats,
+    SolverFinal,
+    SolverOutcome,
+    SolverTiming,
+    SuffstatsBasis,
+    SuffstatsStage,
+)
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.suffstats import learn_suffstats
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares
@@ -49,7 +57,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     d, n = plan.d, float(plan.n_total)
     fleet.traffic.enter("first")
     first = _sum(fleet.exchange(FirstRequest(0, d, d * (value_bins() + pair_bins()) if plan.private else d).encode()))
-    notes: dict = {}
+    scale_defaulted = centre_unresolved = None  # (private) the columns named in the basis entry
     if plan.private:
         pv = plan.privacy
         rel = next(r for r in pv.releases if r.kind == ReleaseKind.SCALE_HISTOGRAM)
@@ -67,9 +75,9 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         c_std = pooled_noise_std(crel, d, plan.P)
         centre, scale, unresolved = refine_centre(hc, lo, width, coarse_scale, c_std, n)
         if defaulted:
-            notes["scale_defaulted"] = [plan.names[j] for j in defaulted]
+            scale_defaulted = [plan.names[j] for j in defaulted]
         if unresolved:
-            notes["centre_unresolved"] = [plan.names[j] for j in unresolved]
+            centre_unresolved = [plan.names[j] for j in unresolved]
         stages = stage_releases(pv)
     else:
         centre, scale = first, np.ones(d)
@@ -92,9 +100,11 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             # with the next stage's larger share
             if L_ok is None and k == len(stages):
                 raise PrivacyBudgetError(unusable_message(plan, d))
-            history.append({"round": k, "tau": None, "edges": None, "score": None, "weight": float(w0 / n),
-                            "note": "the clipped rows' weight is within the noise; "
-                                    + ("the previous basis is used next" if L_ok is not None else "the next stage tries again")})
+            history.append(SuffstatsStage(
+                round=k, tau=None, edges=None, score=None, weight=float(w0 / n),
+                note="the clipped rows' weight is within the noise; "
+                     + ("the previous basis is used next" if L_ok is not None else "the next stage tries again"),
+            ))
             if L_ok is not None:
                 L = L_ok
             continue
@@ -119,8 +129,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         else:
             res = learn_suffstats(G, n, tau, H=H, knowledge=plan.knowledge)
             W = res.W
-        history.append({"round": k, "tau": tau, "edges": int(res.E.sum()), "score": res.info.get("score"),
-                        "weight": float(w0 / n)})
+        history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
+                                      weight=float(w0 / n)))
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
             # of the model covariance (both post-processing of the releases)
@@ -133,12 +143,12 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             if why is None:
                 centre, L = mean, L_next
             else:
-                history[-1]["note"] = f"the next basis would be refused by the sites ({why}); this one is used again"
+                history[-1] = replace(history[-1], note=f"the next basis would be refused by the sites ({why}); this one is used again")
         t_solve += time.perf_counter() - t0
         if progress is not None:
             progress({"round": k, "h": 0.0, "edges": int(res.E.sum())})
     warns = []
-    taus = [h["tau"] for h in history if h.get("tau")]
+    taus = [h.tau for h in history if h.tau]
     if plan.private and taus:
         w = noisy_moments_warning(plan, d, taus[-1])
         if w:
@@ -152,20 +162,21 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         W, Wf, summaries,
         rounds=len(stages),
         converged=True,
-        timing={"compute_s": t_solve + sum(s["compute_s"] for s in summaries)},
+        timing=SolverTiming(compute_s=t_solve + sum(s["compute_s"] for s in summaries)),
         messages="sum-shaped exchanges only: " + ("the scale histograms, the centre histograms, then the whitened moments "
                                                  "per stage"
                                                  if plan.private else "the column-mean shares, then the moments"),
         warnings=warns,
-        final={"h": 0.0},
+        final=SolverFinal(h=0.0),
         history=history,
         removed_for_acyclicity=removed,
         solver_issues=[],
-        suffstats={"centre": centre.tolist(), "scale": scale.tolist(), "stages": len(stages), **notes},
-        standardize={
-            "applied": bool(plan.standardize),
-            "source": "the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
-            "mean": mean.tolist(),
-            "sd": sd.tolist(),
-        },
+        suffstats=SuffstatsBasis(centre=centre.tolist(), scale=scale.tolist(), stages=len(stages),
+                                 scale_defaulted=scale_defaulted, centre_unresolved=centre_unresolved),
+        standardize=PooledStats(
+            applied=bool(plan.standardize),
+            source="the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
+            mean=mean.tolist(),
+            sd=sd.tolist(),
+        ),
     )

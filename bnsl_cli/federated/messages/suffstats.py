@@ -1,0 +1,97 @@
+"""fed-suffstats' requests: the first request, the basis broadcast and the centre request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bnsl_cli.federated.messages.wire import _VERSION, HEADER, MessageKind, read_header
+
+# fed-suffstats (federated/methods/suffstats.py)
+
+
+@dataclass(frozen=True)
+class FirstRequest:
+    """Server → participant, once: send your first share (private: the scale histograms; not
+    private: the column-mean shares). ``count`` is the number of values due (the networked fleet
+    checks the replies against it). Header only."""
+
+    round: int
+    d: int
+    count: int
+
+    kind = MessageKind.SUFFSTATS_FIRST
+
+    def encode(self) -> bytes:
+        return HEADER.pack(MessageKind.SUFFSTATS_FIRST, _VERSION, self.round, 0, self.d, self.count)
+
+    @classmethod
+    def decode(cls, data: bytes) -> "FirstRequest":
+        kind, version, rnd, _, d, count = read_header(data)
+        if kind != MessageKind.SUFFSTATS_FIRST or version != _VERSION or len(data) != HEADER.size:
+            raise ValueError("not a fed-suffstats first request")
+        return cls(rnd, d, count)
+
+
+@dataclass(frozen=True)
+class BasisBroadcast:
+    """Server → participant: release stage ``round`` in the basis ``m̃``, ``s̃``, ``L`` (lower
+    triangular, d × d, row-major)."""
+
+    round: int
+    d: int
+    centre: np.ndarray
+    scale: np.ndarray
+    L: np.ndarray
+
+    kind = MessageKind.SUFFSTATS_BASIS
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(MessageKind.SUFFSTATS_BASIS, _VERSION, self.round, 0, self.d, 1)
+        return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.centre, self.scale, self.L))
+
+    @classmethod
+    def decode(cls, data: bytes) -> "BasisBroadcast":
+        kind, version, rnd, _, d, _ = read_header(data)
+        if kind != MessageKind.SUFFSTATS_BASIS or version != _VERSION:
+            raise ValueError("not a basis broadcast")
+        if len(data) != HEADER.size + 8 * (2 * d + d * d):
+            raise ValueError(f"a basis broadcast for d = {d} has {len(data)} bytes")
+        v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
+        return cls(rnd, d, v[:d], v[d : 2 * d], v[2 * d :].reshape(d, d))
+
+
+#: The round number of fed-suffstats' centre request (and of its replies): the secure sum tells the
+#: masks of the shares apart by kind and round, and the first request is round 0, the stages 1 … K.
+CENTRE_ROUND = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class CentreRequest:
+    """Server → participant, private fed-suffstats only, once after the first request: send your share
+    of the centre histograms, per column ``count / d`` linear bins of width ``width_j`` starting at
+    ``lo_j`` (the end bins take everything beyond). ``lo`` and ``width`` are post-processing of the
+    scale histograms. ``round`` is :data:`CENTRE_ROUND`."""
+
+    round: int
+    d: int
+    count: int
+    lo: np.ndarray
+    width: np.ndarray
+
+    kind = MessageKind.SUFFSTATS_CENTRE
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(MessageKind.SUFFSTATS_CENTRE, _VERSION, self.round, 0, self.d, self.count)
+        return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.lo, self.width))
+
+    @classmethod
+    def decode(cls, data: bytes) -> "CentreRequest":
+        kind, version, rnd, _, d, count = read_header(data)
+        if kind != MessageKind.SUFFSTATS_CENTRE or version != _VERSION:
+            raise ValueError("not a fed-suffstats centre request")
+        if len(data) != HEADER.size + 16 * d:
+            raise ValueError(f"a centre request for d = {d} has {len(data)} bytes")
+        v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
+        return cls(rnd, d, count, v[:d], v[d:])

@@ -40,6 +40,8 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from bnsl_cli.federated import audit as A  # noqa: E402
+from bnsl_cli.federated.methods.suffstats.audit import random_basis_cases, random_centre_cases  # noqa: E402
+from bnsl_cli.federated.methods import audits  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes  # noqa: E402
@@ -85,11 +87,11 @@ def main(argv=None) -> None:
     def wanted(name: str) -> bool:
         return args.only in name and (args.skip is None or args.skip not in name)
 
-    cases = [c for c in A.all_cases(rng, plan) + A.broken_cases(rng) if wanted(c.name)]
+    cases = [c for c in audits.all_cases(rng, plan) + audits.broken_cases(rng) if wanted(c.name)]
     batches = [(f"ADVERSARIAL {A.K.WHITENED_MOMENTS.value}: {args.bases} random extreme bases (worst)",
-                lambda: A.random_basis_cases(rng, plan, args.bases)),
+                lambda: random_basis_cases(rng, plan, args.bases)),
                (f"ADVERSARIAL {A.K.CENTRE_HISTOGRAM.value}: {args.centres} random extreme centre requests (worst)",
-                lambda: A.random_centre_cases(rng, plan, args.centres))]
+                lambda: random_centre_cases(rng, plan, args.centres))]
     batches = [(name, make) for name, make in batches if wanted(name)]
     print(f"privacy audit: {args.trials} trials per data set ({args.batch_trials} per message of a batch), "
           f"delta = {A.AUDIT_DELTA:g}, 95 % Clopper-Pearson; fed-suffstats site: d = {plan.d}, "

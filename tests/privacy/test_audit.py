@@ -23,6 +23,10 @@ import pytest
 
 import bnsl_cli.federated.methods.suffstats.site as ss_site
 from bnsl_cli.federated import audit as A
+from bnsl_cli.federated.methods.admm.audit import covariance_case, pgcd_step_case, polish_case, selection_case, update_case
+from bnsl_cli.federated.methods.moments.audit import moment_matrix_case
+from bnsl_cli.federated.methods.suffstats.audit import centre_histogram_case, crafted_basis_case, random_basis_cases, random_centre_cases, scale_histogram_case, whitened_moments_case
+from bnsl_cli.federated.methods import audits
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
@@ -50,28 +54,28 @@ CASES = [
     ("value-range-raw-extreme", A.value_range_case, {"extreme": True}, "fast"),
     ("value-range-centred", A.value_range_case, {"centred": True}, "fast"),
     ("value-range-centred-extreme", A.value_range_case, {"centred": True, "extreme": True}, "fast"),
-    ("update", A.update_case, {}, "pgcd"),
-    ("update-extreme", A.update_case, {"extreme": True}, "pgcd"),
-    ("update-extreme-1e39", A.update_case, {"extreme": "overflow"}, "pgcd"),
-    ("selection", A.selection_case, {}, "pgcd"),
-    ("selection-extreme", A.selection_case, {"extreme": True}, "pgcd"),
-    ("pgcd-step", A.pgcd_step_case, {}, "pgcd"),
-    ("pgcd-step-extreme", A.pgcd_step_case, {"extreme": True}, "pgcd"),
-    ("polish", A.polish_case, {}, "fast"),
-    ("polish-extreme", A.polish_case, {"extreme": True}, "fast"),
-    ("moment-matrix", A.moment_matrix_case, {}, "fast"),
-    ("moment-matrix-extreme", A.moment_matrix_case, {"extreme": True}, "fast"),
-    ("covariance", A.covariance_case, {}, "fast"),
-    ("covariance-extreme", A.covariance_case, {"extreme": True}, "fast"),
+    ("update", update_case, {}, "pgcd"),
+    ("update-extreme", update_case, {"extreme": True}, "pgcd"),
+    ("update-extreme-1e39", update_case, {"extreme": "overflow"}, "pgcd"),
+    ("selection", selection_case, {}, "pgcd"),
+    ("selection-extreme", selection_case, {"extreme": True}, "pgcd"),
+    ("pgcd-step", pgcd_step_case, {}, "pgcd"),
+    ("pgcd-step-extreme", pgcd_step_case, {"extreme": True}, "pgcd"),
+    ("polish", polish_case, {}, "fast"),
+    ("polish-extreme", polish_case, {"extreme": True}, "fast"),
+    ("moment-matrix", moment_matrix_case, {}, "fast"),
+    ("moment-matrix-extreme", moment_matrix_case, {"extreme": True}, "fast"),
+    ("covariance", covariance_case, {}, "fast"),
+    ("covariance-extreme", covariance_case, {"extreme": True}, "fast"),
 ]
 
 SITE_CASES = [
-    ("scale-histogram", A.scale_histogram_case, {}),
-    ("scale-histogram-extreme", A.scale_histogram_case, {"extreme": True}),
-    ("centre-histogram", A.centre_histogram_case, {}),
-    ("centre-histogram-extreme", A.centre_histogram_case, {"extreme": True}),
-    ("whitened-moments", A.whitened_moments_case, {}),
-    ("whitened-moments-extreme", A.whitened_moments_case, {"extreme": True}),
+    ("scale-histogram", scale_histogram_case, {}),
+    ("scale-histogram-extreme", scale_histogram_case, {"extreme": True}),
+    ("centre-histogram", centre_histogram_case, {}),
+    ("centre-histogram-extreme", centre_histogram_case, {"extreme": True}),
+    ("whitened-moments", whitened_moments_case, {}),
+    ("whitened-moments-extreme", whitened_moments_case, {"extreme": True}),
 ]
 
 
@@ -99,9 +103,9 @@ def test_the_pairs_move_each_gaussian_release_by_its_full_sensitivity(plan):
     """The audit's honest pairs are worst cases: the ideal mechanism's μ on the pair is the claimed μ
     (within 10⁻³; the whitened moments' rows are clipped within 10⁻⁴ of orthogonal)."""
     rng = np.random.default_rng(0)
-    cases = [m(rng) for m in (A.means_case, A.second_moments_case, A.update_case, A.polish_case, A.moment_matrix_case,
-                              A.covariance_case)]
-    cases += [m(rng, plan) for m in (A.scale_histogram_case, A.centre_histogram_case, A.whitened_moments_case)]
+    cases = [m(rng) for m in (A.means_case, A.second_moments_case, update_case, polish_case, moment_matrix_case,
+                              covariance_case)]
+    cases += [m(rng, plan) for m in (scale_histogram_case, centre_histogram_case, whitened_moments_case)]
     for c in cases:
         assert c.mu_pair == pytest.approx(c.mu_claimed, rel=1e-3), c.name
 
@@ -110,7 +114,7 @@ def test_the_crafted_basis_gives_the_same_refusal_on_both_data_sets(plan):
     """Issue 28: the stage-1 basis with ``L₁₁ = 4/float64-max`` must be refused on the message alone
     (UnsafeMessageError, the same message on D and D′), so the audit's bound is 0. Fails on a site
     that whitens with it: NaN replies on D′ only, the bound at the most these trials can show."""
-    case = A.crafted_basis_case(np.random.default_rng(2026), plan)
+    case = crafted_basis_case(np.random.default_rng(2026), plan)
     r = case.run(TRIALS["site"])
     assert set(case.kinds[0]) == set(case.kinds[1]), case.kinds
     (kind,) = set(case.kinds[0])
@@ -123,7 +127,7 @@ def test_random_extreme_bases_give_the_same_outcome_on_both_data_sets(plan):
     """40 random bases with extreme finite entries (inf − inf constructions, 1e300, 5e-324,
     ±float64-max, tiny and huge diagonals, extreme centres and scales, an upper triangle, a diagonal
     entry ≤ 0): each gives the same kind of outcome on D and D′ and never a non-finite reply."""
-    cases = A.random_basis_cases(np.random.default_rng(2026), plan, 40)
+    cases = random_basis_cases(np.random.default_rng(2026), plan, 40)
     r = A.audit_batch("random bases", cases, BATCH_TRIALS)
     differ = [(c.name, dict(c.kinds[0]), dict(c.kinds[1])) for c in cases if set(c.kinds[0]) != set(c.kinds[1])]
     assert not differ, differ
@@ -132,7 +136,7 @@ def test_random_extreme_bases_give_the_same_outcome_on_both_data_sets(plan):
 
 
 def test_random_extreme_centre_requests_give_the_same_outcome_on_both_data_sets(plan):
-    cases = A.random_centre_cases(np.random.default_rng(2026), plan, 20)
+    cases = random_centre_cases(np.random.default_rng(2026), plan, 20)
     r = A.audit_batch("random centre requests", cases, BATCH_TRIALS)
     differ = [(c.name, dict(c.kinds[0]), dict(c.kinds[1])) for c in cases if set(c.kinds[0]) != set(c.kinds[1])]
     assert not differ, differ
@@ -143,7 +147,7 @@ def test_random_extreme_centre_requests_give_the_same_outcome_on_both_data_sets(
 def test_the_audit_catches_a_broken_mechanism():
     """The same Gaussian release with a tenth of the claimed noise: the ε bound exceeds the claim; with
     half of it the μ bound does (the ε bound of a threshold test cannot show a factor 2 at these trials)."""
-    tenth, half = A.broken_cases(np.random.default_rng(2026))
+    tenth, half = audits.broken_cases(np.random.default_rng(2026))
     r = tenth.run(TRIALS["fast"])
     assert r.epsilon_lower > r.epsilon_claimed, r
     r = half.run(TRIALS["fast"])
@@ -154,7 +158,7 @@ def test_the_audit_catches_the_crafted_basis_without_the_sites_checks(plan, monk
     """With the site's basis check switched off, the crafted basis reaches the whitening: NaN on D′
     only, and the audit reports it (the audit that would have caught issue 28)."""
     monkeypatch.setattr(ss_site, "basis_problem", lambda *args, **kwargs: None)
-    case = A.crafted_basis_case(np.random.default_rng(2026), plan)
+    case = crafted_basis_case(np.random.default_rng(2026), plan)
     r = case.run(TRIALS["site"])
     assert set(case.kinds[0]) == {"finite reply"} and set(case.kinds[1]) == {"non-finite reply"}, case.kinds
     assert not r.passed and r.fpr == 0.0 and r.fnr == 0.0, r

@@ -16,8 +16,11 @@ from bnsl_cli.federated.messages.wire import (
     _KIND_GRAM_REPLY,
     _KIND_GRAM_REQUEST,
     _KIND_SPARSE_UPDATE,
+    _PAIR,
     _VERSION,
     HEADER,
+    MessageKind,
+    ReplyShape,
     SparseEntries,
     SupportState,
     _header,
@@ -25,6 +28,7 @@ from bnsl_cli.federated.messages.wire import (
     _pairs_from,
     decode_matrix,
     encode_matrix,
+    is_stop,
 )
 
 
@@ -43,6 +47,9 @@ class ConsensusBroadcast:
     dense_only: bool = False
 
     kind = _KIND_BROADCAST
+    #: answered by the participant's update; the stop broadcast needs no reply
+    reply = ReplyShape((MessageKind.SPARSE_UPDATE, MessageKind.DENSE_UPDATE), needs_reply=lambda data: not is_stop(data),
+                       unneeded="replied to the stop broadcast")
 
     def encode(self, state: Optional[SupportState] = None) -> bytes:
         fmt, count, payload = encode_matrix(self.W, allow_sparse=not self.dense_only, state=state)
@@ -73,6 +80,32 @@ def _unpack_objective(data: bytes, off: int) -> tuple[Optional[float], int]:
     return None, off + 1
 
 
+def _update_payload(reply: bytes, d: int, count: int, kind: int):
+    """``(values, objective)`` of a sparse or dense update's payload, or why it is malformed."""
+    body = len(reply) - HEADER.size
+    objective = None
+    flag = reply[HEADER.size]
+    if flag not in (0, 1):
+        return "sent a message with a malformed objective field"
+    if flag == 1 and body >= 9:
+        objective = np.frombuffer(reply, dtype="<f8", count=1, offset=HEADER.size + 1)
+    body -= 1 + 8 * flag
+    if kind == MessageKind.SPARSE_UPDATE:
+        if body != 12 * count:
+            return f"sent a sparse update of {body} payload bytes for {count} entries (malformed)"
+        arr = np.frombuffer(memoryview(reply)[len(reply) - body:], dtype=_PAIR)
+        if count and (arr["k"].min() < 0 or arr["k"].max() >= d * d):
+            return "sent a sparse update naming an entry outside the d × d matrix"
+        k = arr["k"]
+        # honest updates list their entries in increasing index order (the fast check)
+        if count > 1 and not bool(np.all(k[1:] > k[:-1])) and np.unique(k).size != count:
+            return "sent a sparse update naming an entry twice"
+        return arr["v"], objective
+    if count != d * d or body != 8 * d * d:
+        return f"sent a dense update of {body} payload bytes for d = {d} (malformed)"
+    return np.frombuffer(reply, dtype="<f8", offset=len(reply) - body), objective
+
+
 @dataclass(frozen=True)
 class SparseUpdate:
     """Participant → server: the entries of ``B_p`` that changed this round, as ``(i, j, value)``.
@@ -86,6 +119,13 @@ class SparseUpdate:
     d: int
     entries: SparseEntries
     objective: Optional[float] = None
+
+    kind = _KIND_SPARSE_UPDATE
+    what = "sparse update"
+
+    @staticmethod
+    def payload(reply: bytes, d: int, count: int, due: Optional[int]):
+        return _update_payload(reply, d, count, MessageKind.SPARSE_UPDATE)
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_SPARSE_UPDATE, _VERSION, self.round, self.sender, self.d, len(self.entries))
@@ -108,6 +148,13 @@ class DenseUpdate:
     d: int
     B: np.ndarray
     objective: Optional[float] = None
+
+    kind = _KIND_DENSE_UPDATE
+    what = "dense update"
+
+    @staticmethod
+    def payload(reply: bytes, d: int, count: int, due: Optional[int]):
+        return _update_payload(reply, d, count, MessageKind.DENSE_UPDATE)
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_DENSE_UPDATE, _VERSION, self.round, self.sender, self.d, self.d * self.d)
@@ -132,6 +179,8 @@ class GramRequest:
     pairs: np.ndarray
 
     kind = _KIND_GRAM_REQUEST
+    #: answered by the requested second moments, one per pair
+    reply = ReplyShape((MessageKind.GRAM_REPLY,), due=lambda d, count: count)
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_GRAM_REQUEST, _VERSION, self.round, 0, self.d, int(self.pairs.size))
@@ -155,6 +204,16 @@ class GramReply:
     sender: int
     d: int
     values: np.ndarray
+
+    kind = _KIND_GRAM_REPLY
+    what = "second-moment reply"
+
+    @staticmethod
+    def payload(reply: bytes, d: int, count: int, due: Optional[int]):
+        body = len(reply) - HEADER.size
+        if count != due or body != 8 * count:
+            return f"sent {count} second moments ({body} bytes) for {due} requested (malformed)"
+        return np.frombuffer(reply, dtype="<f8", offset=HEADER.size), None
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_GRAM_REPLY, _VERSION, self.round, self.sender, self.d, int(self.values.size))

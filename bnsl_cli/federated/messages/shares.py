@@ -8,7 +8,13 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.federated.messages.wire import _VERSION, HEADER, MessageKind, _header
+from bnsl_cli.federated.messages.wire import (
+    _VERSION,
+    HEADER,
+    MessageKind,
+    ReplyShape,
+    _header,
+)
 
 # -- the pre-round column statistics (--standardize, the scale check) and fed-moments ------------
 # (kinds 20–24; appended so the numbers of the other kinds never change)
@@ -34,6 +40,8 @@ class StatsRequest:
     d: int
 
     kind = _KIND_STATS_REQUEST
+    #: answered by a share of d values (the column sums over n)
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: d)
 
     def encode(self) -> bytes:
         return HEADER.pack(_KIND_STATS_REQUEST, _VERSION, self.round, 0, self.d, 0)
@@ -56,6 +64,8 @@ class StandardizeBroadcast:
     sd: Optional[np.ndarray]
 
     kind = _KIND_STANDARDIZE
+    #: needs no reply
+    reply = ReplyShape(needs_reply=lambda data: False)
 
     def encode(self) -> bytes:
         on = self.mean is not None
@@ -81,6 +91,8 @@ class MomentRequest:
     d: int
 
     kind = _KIND_MOMENT_REQUEST
+    #: answered by a share of the column means, d values
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: d)
 
     def encode(self) -> bytes:
         return HEADER.pack(_KIND_MOMENT_REQUEST, _VERSION, self.round, 0, self.d, 0)
@@ -112,6 +124,15 @@ class ShareReply:
     values: np.ndarray
 
     kind = _KIND_SHARE_REPLY
+    what = "share"
+
+    @staticmethod
+    def payload(reply: bytes, d: int, count: int, due: Optional[int]):
+        want = d if due is None else due
+        body = len(reply) - HEADER.size
+        if count != want or body != 8 * count:
+            return f"sent a share of {count} values ({body} bytes) where {want} were due (malformed)"
+        return np.frombuffer(reply, dtype="<f8", offset=HEADER.size), None
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_SHARE_REPLY, _VERSION, self.round, self.sender, self.d, int(self.values.size))
@@ -138,6 +159,10 @@ class CentreBroadcast:
     full: bool = False
 
     kind = _KIND_CENTRE
+    #: answered by a share of d variances (count 1: sums of squares, never negative) or of the
+    #: d(d + 1)/2 upper-triangle moments (count 2)
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: d * (d + 1) // 2 if count == 2 else d,
+                       non_negative=lambda count: count == 1)
 
     def encode(self) -> bytes:
         head = HEADER.pack(_KIND_CENTRE, _VERSION, self.round, 0, self.d, 1 + int(self.full))

@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnsl_cli.federated.messages.wire import _VERSION, HEADER, MessageKind, read_header
+from bnsl_cli.federated.messages.wire import (
+    _VERSION,
+    HEADER,
+    MessageKind,
+    ReplyShape,
+    read_header,
+)
 
 # fed-suffstats (federated/methods/suffstats.py)
 
@@ -22,6 +28,8 @@ class FirstRequest:
     count: int
 
     kind = MessageKind.SUFFSTATS_FIRST
+    #: answered by a share of as many values as its count says
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: count)
 
     def encode(self) -> bytes:
         return HEADER.pack(MessageKind.SUFFSTATS_FIRST, _VERSION, self.round, 0, self.d, self.count)
@@ -46,6 +54,8 @@ class BasisBroadcast:
     L: np.ndarray
 
     kind = MessageKind.SUFFSTATS_BASIS
+    #: answered by a share of the whitened moments' upper triangle, (d + 1)(d + 2)/2 values
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: (d + 1) * (d + 2) // 2)
 
     def encode(self) -> bytes:
         head = HEADER.pack(MessageKind.SUFFSTATS_BASIS, _VERSION, self.round, 0, self.d, 1)
@@ -81,6 +91,8 @@ class CentreRequest:
     width: np.ndarray
 
     kind = MessageKind.SUFFSTATS_CENTRE
+    #: answered by a share of as many values as its count says
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: count)
 
     def encode(self) -> bytes:
         head = HEADER.pack(MessageKind.SUFFSTATS_CENTRE, _VERSION, self.round, 0, self.d, self.count)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -280,3 +280,18 @@ def decode_matrix(
     if state is not None:
         state.support = np.flatnonzero(A.ravel())
     return A
+
+
+@dataclass(frozen=True)
+class ReplyShape:
+    """What a request kind's reply must look like (each request class declares one as ``reply``;
+    :func:`~bnsl_cli.federated.messages.validation.validate_reply` reads it): the reply kinds that
+    answer it, ``due(d, count)`` the number of values due (from the request's header; ``None``: the
+    reply's own count), whether a given message of this kind needs a reply at all (and how a reply
+    it did not need is named), and whether its values are sums of squares (never negative)."""
+
+    answered_by: tuple = ()
+    due: Optional[Callable[[int, int], int]] = None
+    needs_reply: Callable[[bytes], bool] = lambda data: True
+    unneeded: str = "replied to a broadcast that needs no reply"
+    non_negative: Callable[[int], bool] = lambda count: False

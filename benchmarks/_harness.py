@@ -63,7 +63,7 @@ def _coordinator_options(options: dict):
     carry."""
     if not options:
         return
-    import bnsl_cli.federated.methods.admm as admm
+    import bnsl_cli.federated.methods.admm.driver as admm
     from bnsl_cli.federated.methods.admm.coordinator import Coordinator
 
     class _Configured(Coordinator):

@@ -208,7 +208,7 @@ def h_twins(cells: list[Cell], functions) -> list[Cell]:
 
 def available_methods() -> tuple[set, set]:
     """(methods `bnsl learn` offers, methods it can run under --dp)."""
-    from bnsl_cli.federated import methods as registry
+    from bnsl_cli.federated.methods import registry
 
     methods = set(registry.METHODS)
     private = set(registry.PRIVATE_METHODS)

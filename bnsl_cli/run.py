@@ -5,7 +5,7 @@ The library's front door for tables held here is :func:`bnsl_cli.learn.learn` (r
 from the tables' public shape, put the participants in this process or in worker processes, and
 ``run``).
 
-Methods (the registry, :mod:`bnsl_cli.federated.methods`): ``fed-sparse`` (Fed-Sparse-BNSL: ADMM + PGCD; private:
+Methods (the registry, :mod:`bnsl_cli.federated.methods.registry`): ``fed-sparse`` (Fed-Sparse-BNSL: ADMM + PGCD; private:
 DP-PGCD), ``fed-bnsl`` (Fed-BNSL, Ng & Zhang 2022; private: one noisy covariance per participant),
 ``notears`` (NOTEARS on all rows pooled: the accuracy ceiling, not federated) and
 ``local-notears`` (NOTEARS on each participant's rows alone).

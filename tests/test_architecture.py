@@ -69,7 +69,7 @@ def test_no_method_name_is_compared_or_listed_outside_the_registry():
             continue
         for line, how, name in method_literals(tree, METHODS):
             offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name!r} {how}")
-    assert not offenders, "read the registry (bnsl_cli.federated.methods) instead:\n" + "\n".join(offenders)
+    assert not offenders, "read the registry (bnsl_cli.federated.methods.registry) instead:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize(

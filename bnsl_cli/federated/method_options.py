@@ -1,6 +1,6 @@
 """Which method-specific options a method takes, and the one check that refuses the others.
 
-Every entry of the registry (:mod:`bnsl_cli.federated.methods`) lists the options of this table it
+Every entry of the registry (:mod:`bnsl_cli.federated.methods.registry`) lists the options of this table it
 takes (``MethodSpec.options`` for ``learn``/``serve``, ``MethodSpec.budget_options`` for
 ``privacy-budget``). An option of the table that a method does not take is an error naming the
 option, the method and the methods that take it — never silently ignored. Options every method takes

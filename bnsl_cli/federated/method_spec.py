@@ -1,4 +1,4 @@
-"""What the registry (:mod:`bnsl_cli.federated.methods`) knows about a method: :class:`MethodSpec`.
+"""What the registry (:mod:`bnsl_cli.federated.methods.registry`) knows about a method: :class:`MethodSpec`.
 
 A leaf beside the registry, so that the modules the registry binds (a method's driver, the
 statistics stage) can read a spec's facts without importing the registry."""
@@ -38,7 +38,7 @@ class Statistics(str, Enum):
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """Every fact about one method (see :mod:`bnsl_cli.federated.methods`)."""
+    """Every fact about one method (see :mod:`bnsl_cli.federated.methods.registry`)."""
 
     name: str
     #: one line for the report and listings

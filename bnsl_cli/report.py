@@ -190,16 +190,18 @@ def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
     stage's record (``standardize``, with its bytes); the outcome's entries in their order, with
     ``communication`` and each ADMM round's bytes from the meter and the run's warnings after the
     driver's; ``numerics``; the statistics' record of a method whose sites standardised on their own;
-    the prior knowledge used (when given); the graph (or each participant's); the privacy account
-    with the weak participants; the caller's ``input`` and ``network``. Without ``--trace`` the
-    per-round records are summarised. Emits the warnings of the knowledge and privacy parts."""
+    the prior knowledge used (when given); the graph (``None`` for local-notears: its graphs are in
+    ``local``); the privacy account with the weak participants; the caller's ``input`` and
+    ``network``. Without ``--trace`` the per-round records are summarised. Emits the warnings of the
+    knowledge and privacy parts."""
     outcome, units = run.outcome, run.units
     report = _head(plan)
     if run.stats is not None:
         report["standardize"] = _statistics(_exchange_statistics(run.stats, run.traffic), units, local=False)
     placed = run.stats is not None
     timing = None
-    for key, attr in _LAYOUT[type(outcome)]:
+    layout = next(keys for kind, keys in _LAYOUT.items() if isinstance(outcome, kind))
+    for key, attr in layout:
         value = None if attr is None else getattr(outcome, attr)
         if key in _OPTIONAL and value is None:
             continue

@@ -47,9 +47,9 @@ def report_writes(source: str) -> list[str]:
                 if isinstance(sub, ast.Subscript) and names_report(sub.value):
                     found.append(ast.unparse(node).splitlines()[0])
                     break
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
-            if names_report(node.func.value):
-                found.append(ast.unparse(node).splitlines()[0])
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS
+                and names_report(node.func.value)):
+            found.append(ast.unparse(node).splitlines()[0])
     return found
 
 

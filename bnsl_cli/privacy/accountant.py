@@ -229,6 +229,15 @@ def rho_for_epsilon(epsilon: float, delta: float, conversion: str = "tight") -> 
     rho_simple = (eps / (math.sqrt(log_inv_delta + eps) + math.sqrt(log_inv_delta))) ** 2
     while rho_simple > 0 and _simple(rho_simple, dlt) > eps:  # undo rounding (a few ulps at most)
         rho_simple = math.nextafter(rho_simple, 0.0)
+    if not rho_simple > 0:
+        # ρ ≈ ε²/(4 ln(1/δ)) underflows to 0 (ε below about 1e-160)
+        if conversion == "simple":
+            raise PrivacyBudgetError(
+                f"--epsilon {eps:g} is too small for the simple conversion: its zCDP budget ρ underflows to 0 in "
+                f"floating point at δ = {dlt:g} (ε must be at least about 1e-160)"
+            )
+        # the tight conversion gives ε ≈ 0 for every ρ small enough against δ: start the search at a tiny ρ
+        rho_simple = 1e-300
     if conversion == "simple":
         return rho_simple
 

@@ -238,3 +238,16 @@ def test_simple_is_looser_than_dp_accounting_rdp():
     z, count, delta = 5.0, 1000, 1e-8
     eps_dp, _ = _dp_accounting_gaussian(z, count, delta)
     assert epsilon_from_rho(count / (2 * z**2), delta, "simple") > eps_dp
+
+
+def test_a_tiny_epsilon_is_calibrated_or_refused_never_a_crash():
+    # ε = 1e-300: ρ ≈ ε²/(4 ln(1/δ)) underflows to 0 (it divided by zero). The tight conversion reaches
+    # ε ≈ 0 for every small enough ρ, so it still has a largest ρ; the simple one cannot be calibrated.
+    from bnsl_cli.errors import PrivacyBudgetError
+    from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
+
+    rho = rho_for_epsilon(1e-300, 1e-5, "tight")
+    assert rho > 0 and epsilon_from_rho(rho, 1e-5, "tight") <= 1e-300
+    assert rho == pytest.approx(rho_for_epsilon(1e-20, 1e-5, "tight"), rel=1e-9)  # both where the tight ε is 0
+    with pytest.raises(PrivacyBudgetError, match="too small for the simple conversion"):
+        rho_for_epsilon(1e-300, 1e-5, "simple")

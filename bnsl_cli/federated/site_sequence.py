@@ -20,10 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+from bnsl_cli.errors import UnsafeMessageError
 from bnsl_cli.federated.messages import CentreBroadcast, MessageKind
+from bnsl_cli.privacy.bounding import STANDARDISED_MAX, standardised_bound
 from bnsl_cli.privacy.releases import ReleaseKind
 
-__all__ = ["SequenceState", "Step", "OnceBeforeRounds", "centre_name", "STATS_EXCHANGE", "PolishRequest", "POLISH_REQUEST", "steps_by_kind"]
+__all__ = ["SequenceState", "Step", "OnceBeforeRounds", "centre_name", "STATS_EXCHANGE", "PolishRequest", "POLISH_REQUEST", "steps_by_kind",
+           "refuse_unsafe", "stretch_problem"]
 
 
 @dataclass
@@ -135,3 +138,23 @@ def steps_by_kind(steps) -> dict:
                 raise ValueError(f"message kind {k} is handled by two steps of one sequence")
             out[k] = step
     return out
+
+
+# -- a message's contents, checked before any row is touched (docs/privacy.md) ----------------------
+
+
+def refuse_unsafe(who: str, why: Optional[str]) -> None:
+    """Refuse a message whose contents failed a check made on the message alone (``why``; ``None``:
+    nothing to refuse): the refusal is the same on every data set."""
+    if why is not None:
+        raise UnsafeMessageError(f"{who} refused {why}")
+
+
+def stretch_problem(what: str, centre, v_hat, mean, sd) -> Optional[str]:
+    """Why ``(x − μ)/σ`` of rows clamped about the released ``centre``, ``v_hat`` could leave the finite
+    range for a broadcast ``mean``, ``sd`` (:func:`~bnsl_cli.privacy.bounding.standardised_bound`), or
+    ``None``; ``what`` names the broadcast."""
+    b = standardised_bound(centre, v_hat, mean, sd)
+    if b <= STANDARDISED_MAX:
+        return None
+    return f"a {what} that would stretch its clamped rows to {b:.3g} (at most 2^400 is accepted)"

@@ -38,8 +38,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import ByzantineWarning, NoDagError, ScaleWarning, UnsafeMessageError, warn
-from bnsl_cli.privacy import one_off
+from bnsl_cli.errors import (
+    ByzantineWarning,
+    NoDagError,
+    ScaleWarning,
+    warn,
+)
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
     MessageKind,
@@ -50,8 +54,10 @@ from bnsl_cli.federated.messages import (
 )
 from bnsl_cli.federated.method_spec import Statistics
 from bnsl_cli.federated.reply_limits import CentreShares, MeanShares
+from bnsl_cli.federated.site_sequence import refuse_unsafe, stretch_problem
 from bnsl_cli.federated.traffic import STANDARDIZE
-from bnsl_cli.privacy.bounding import STANDARDISED_MAX, clamp_rows, standardised_bound
+from bnsl_cli.privacy import one_off
+from bnsl_cli.privacy.bounding import clamp_rows
 from bnsl_cli.stats import (
     check_scales,
     column_stats,
@@ -139,11 +145,8 @@ class StatsSite:
             if self._pre is not None:
                 # private: (x − μ)/σ of the clamped rows must stay finite, whatever the rows (checked on
                 # the released centre and spread and the broadcast alone, before the rows are used)
-                b = standardised_bound(self._pre[0], self._pre[1], msg.mean, msg.sd)
-                if not b <= STANDARDISED_MAX:
-                    raise UnsafeMessageError(
-                        f"participant {self.pid + 1} refused a standardisation broadcast whose scales would stretch "
-                        f"its clamped rows to {b:.3g} (at most 2^400 is accepted)")
+                refuse_unsafe(f"participant {self.pid + 1}",
+                              stretch_problem("standardisation broadcast", self._pre[0], self._pre[1], msg.mean, msg.sd))
             X = quantise((self._X - msg.mean[None, :]) / msg.sd[None, :])
             pre = self._pre
             if pre is not None:

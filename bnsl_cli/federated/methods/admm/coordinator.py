@@ -23,7 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnsl_cli.federated.messages import ConsensusBroadcast, DenseUpdate, SparseUpdate, SupportState
+from bnsl_cli.federated.messages import (
+    ConsensusBroadcast,
+    DenseUpdate,
+    SparseUpdate,
+    SupportState,
+)
+from bnsl_cli.federated.methods.admm.sequence import next_penalty
 from bnsl_cli.numerics import ACYCLICITY, BlockAcyclicity, acyclicity_of, lbfgs
 
 _ALL_SITES = 0xFFFFFFFF  # the sender of a securely summed reply (bnsl_cli.federated.secure_sum.ALL_SITES)
@@ -192,8 +198,8 @@ class Coordinator:
         self.h = h
         gap = float(np.max(np.abs(self.B - W[None]))) if self.P else 0.0
         cap = self.schedule.cap
-        self.rho1 = min(self.rho1 * self.schedule.growth1, cap)
-        self.rho2 = min(self.rho2 * self.schedule.growth2, cap)
+        self.rho1 = next_penalty(self.rho1, self.schedule.growth1, cap)
+        self.rho2 = next_penalty(self.rho2, self.schedule.growth2, cap)
         self.server_s += time.perf_counter() - t0
         obj = sum(self.objectives.values()) if len(self.objectives) == self.P else None
         return {

@@ -9,7 +9,13 @@ from bnsl_cli.federated.messages import MessageKind, is_stop
 from bnsl_cli.federated.site_sequence import Step
 from bnsl_cli.privacy.releases import ReleaseKind
 
-__all__ = ["ConsensusRounds", "CONSENSUS_ROUNDS"]
+__all__ = ["ConsensusRounds", "CONSENSUS_ROUNDS", "next_penalty"]
+
+
+def next_penalty(value: float, growth: float, cap: float) -> float:
+    """A penalty (ρ₁, ρ₂) after a round: ``min(value·growth, cap)`` — the coordinator's schedule, which a
+    participant holds every broadcast's ρ₂ to (:func:`~bnsl_cli.federated.methods.admm.site.consensus_problem`)."""
+    return min(value * growth, cap)
 
 
 class ConsensusRounds(Step):

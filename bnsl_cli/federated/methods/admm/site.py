@@ -21,7 +21,8 @@ from bnsl_cli.federated.messages import (
     message_kind,
     read_header,
 )
-from bnsl_cli.errors import UnsafeMessageError
+from bnsl_cli.federated.methods.admm.sequence import next_penalty
+from bnsl_cli.federated.site_sequence import refuse_unsafe
 from bnsl_cli.solvers.pgcd import local_objective, pgcd
 
 __all__ = [
@@ -116,18 +117,12 @@ class Participant:
         self.compute_s = 0.0
         self.steps_taken = 0
 
-    def _refuse_if(self, why: Optional[str]) -> None:
-        """Refuse a message whose contents fail a check made on the message alone (before the rows are
-        used: the refusal is the same on every data set)."""
-        if why is not None:
-            raise UnsafeMessageError(f"participant {self.pid + 1} refused {why}")
-
     def _receive_consensus(self, msg: ConsensusBroadcast) -> None:
         """Dual update with the previous ρ₂ and the new W, then adopt the new W and ρ₂."""
-        self._refuse_if(consensus_problem(msg, self.d, self._rho2_due, self.private))
+        refuse_unsafe(f"participant {self.pid + 1}", consensus_problem(msg, self.d, self._rho2_due, self.private))
         if self.rho2_schedule is not None:
             _, growth, cap = self.rho2_schedule
-            self._rho2_due = min(self._rho2_due * float(growth), float(cap))
+            self._rho2_due = next_penalty(self._rho2_due, float(growth), float(cap))
         if self.rho2 is not None:
             self.beta += self.rho2 * (self.B - msg.W)
         self.W = msg.W
@@ -138,7 +133,7 @@ class Participant:
         second-moment request (the polish, after the rounds) with the requested moments."""
         if message_kind(data) == GramRequest.kind:
             req = GramRequest.decode(data)
-            self._refuse_if(gram_request_problem(req, self.d))
+            refuse_unsafe(f"participant {self.pid + 1}", gram_request_problem(req, self.d))
             t0 = time.perf_counter()
             values = self._second_moments(req.pairs)
             self.compute_s += time.perf_counter() - t0
@@ -146,7 +141,7 @@ class Participant:
         head = read_header(data)
         if head.kind != ConsensusBroadcast.kind or head.d != self.d:
             # (before decoding: the header's d sizes the matrix)
-            self._refuse_if(f"a kind-{head.kind} message for d = {head.d} where a consensus broadcast for d = {self.d} is due")
+            refuse_unsafe(f"participant {self.pid + 1}", f"a kind-{head.kind} message for d = {head.d} where a consensus broadcast for d = {self.d} is due")
         msg = ConsensusBroadcast.decode(data, self.link)
         self._receive_consensus(msg)
         if msg.stop:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.errors import PrivacyBudgetError, UnsafeMessageError
+from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import (
     CentreBroadcast,
     MomentRequest,
@@ -18,8 +18,9 @@ from bnsl_cli.federated.messages import (
 )
 from bnsl_cli.federated.methods.moments.releases import private_moment_matrix
 from bnsl_cli.federated.share_site import ShareSite
+from bnsl_cli.federated.site_sequence import refuse_unsafe, stretch_problem
 from bnsl_cli.privacy import one_off
-from bnsl_cli.privacy.bounding import STANDARDISED_MAX, clamp_rows, standardised_bound
+from bnsl_cli.privacy.bounding import clamp_rows
 from bnsl_cli.privacy.ledger import PrivacyLedger
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.stats import (
@@ -124,10 +125,8 @@ class MomentSite(ShareSite):
                 raise ValueError(f"participant {self.pid + 1}: the scale broadcast is not usable")
             # (x − ĉ)/σ̄ of the clamped rows must stay finite, whatever the rows (released ĉ, v̂ and the
             # broadcast alone, before the rows are used)
-            b = standardised_bound(self._centre, self._v_hat, self._centre, np.asarray(msg.sd, float))
-            if not b <= STANDARDISED_MAX:
-                raise UnsafeMessageError(f"participant {self.pid + 1} refused a scale broadcast that would stretch its "
-                                         f"clamped rows to {b:.3g} (at most 2^400 is accepted)")
+            refuse_unsafe(self.who, stretch_problem("scale broadcast", self._centre, self._v_hat, self._centre,
+                                                    np.asarray(msg.sd, float)))
             self._release(self._Xp, np.asarray(msg.sd, float))
             self._Xp = None
             self.compute_s += time.perf_counter() - t0

@@ -8,8 +8,14 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.errors import PrivacyBudgetError, UnsafeMessageError
-from bnsl_cli.federated.messages import BasisBroadcast, CentreRequest, FirstRequest, ShareReply, message_kind
+from bnsl_cli.errors import PrivacyBudgetError
+from bnsl_cli.federated.messages import (
+    BasisBroadcast,
+    CentreRequest,
+    FirstRequest,
+    ShareReply,
+    message_kind,
+)
 from bnsl_cli.federated.methods.suffstats.releases import (
     STAGES,
     centre_histogram_release,
@@ -18,8 +24,13 @@ from bnsl_cli.federated.methods.suffstats.releases import (
     whitened_moments_release,
     whitened_rows,
 )
-from bnsl_cli.federated.methods.suffstats.sequence import basis_problem, centre_request_problem, first_request_problem
+from bnsl_cli.federated.methods.suffstats.sequence import (
+    basis_problem,
+    centre_request_problem,
+    first_request_problem,
+)
 from bnsl_cli.federated.share_site import ShareSite
+from bnsl_cli.federated.site_sequence import refuse_unsafe
 from bnsl_cli.privacy.ledger import PrivacyLedger
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.stats import upper_triangle
@@ -54,18 +65,12 @@ class SuffstatsSite(ShareSite):
     def _split(self, rel) -> int:
         return int(rel.split)
 
-    def _refuse_if(self, why: Optional[str]) -> None:
-        """Refuse a message whose contents fail a check made on the message alone (before any row is
-        touched: the refusal is the same on every data set)."""
-        if why is not None:
-            raise UnsafeMessageError(f"{self.label} refused {why}")
-
     def handle(self, data: bytes) -> Optional[bytes]:
         t0 = time.perf_counter()
         kind = message_kind(data)
         if kind == FirstRequest.kind:
             req = FirstRequest.decode(data)
-            self._refuse_if(first_request_problem(req, self.d, self.privacy is not None))
+            refuse_unsafe(self.label, first_request_problem(req, self.d, self.privacy is not None))
             self._once("first")
             if self.privacy is None:
                 values = self._X.sum(axis=0) / float(self.n_total)
@@ -80,7 +85,7 @@ class SuffstatsSite(ShareSite):
                 raise ValueError(f"{self.label}: a centre request in a non-private run")
             if "first" not in self.answered or any(w.startswith("stage") for w in self.answered):
                 raise ValueError(f"{self.label}: a centre request comes after the first request and before the stages")
-            self._refuse_if(centre_request_problem(req, self.d))
+            refuse_unsafe(self.label, centre_request_problem(req, self.d))
             self._once("centre")
             rel = next(r for r in self.privacy.releases if r.kind == ReleaseKind.CENTRE_HISTOGRAM)
             flat, event = centre_histogram_release(self._X, req.lo, req.width, rel.multiplier, self.rng, self._split(rel))
@@ -90,7 +95,7 @@ class SuffstatsSite(ShareSite):
             msg = BasisBroadcast.decode(data)
             if "first" not in self.answered:
                 raise ValueError(f"{self.label}: a basis broadcast before the first request")
-            self._refuse_if(basis_problem(msg, self.d, self.privacy is not None))
+            refuse_unsafe(self.label, basis_problem(msg, self.d, self.privacy is not None))
             self._once(f"stage {msg.round}")
             if self.privacy is None:
                 A = whitened_rows(self._X, msg.centre, msg.scale, msg.L)

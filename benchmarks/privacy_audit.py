@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 from bnsl_cli.federated import audit as A  # noqa: E402
 from bnsl_cli.federated.methods.suffstats.audit import random_basis_cases, random_centre_cases  # noqa: E402
-from bnsl_cli.federated.methods import audits  # noqa: E402
+from bnsl_cli.federated.methods import registry  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes  # noqa: E402
@@ -87,7 +87,7 @@ def main(argv=None) -> None:
     def wanted(name: str) -> bool:
         return args.only in name and (args.skip is None or args.skip not in name)
 
-    cases = [c for c in audits.all_cases(rng, plan) + audits.broken_cases(rng) if wanted(c.name)]
+    cases = [c for c in registry.audit_cases(rng, plan) + registry.broken_audit_cases(rng) if wanted(c.name)]
     batches = [(f"ADVERSARIAL {A.K.WHITENED_MOMENTS.value}: {args.bases} random extreme bases (worst)",
                 lambda: random_basis_cases(rng, plan, args.bases)),
                (f"ADVERSARIAL {A.K.CENTRE_HISTOGRAM.value}: {args.centres} random extreme centre requests (worst)",

@@ -27,18 +27,18 @@ the direction of the test) is chosen on one half of the trials, separately for t
 the bounds are computed on the other half, so that the choice does not bias them.
 
 Each mechanism is run through its real code (:mod:`bnsl_cli.privacy.one_off`,
-:mod:`bnsl_cli.federated.methods.admm.dp_site`, :mod:`bnsl_cli.federated.methods.moments`, and fed-suffstats'
-site :class:`~bnsl_cli.federated.methods.suffstats.SuffstatsSite` answering encoded messages). The
+:mod:`bnsl_cli.federated.methods.admm.dp_site`, :mod:`bnsl_cli.federated.methods.moments`, and the
+sites of the methods' packages answering encoded messages). The
 statistic is the likelihood ratio of the ideal mechanism, computed from the two noise-free outputs,
 which are obtained by running the same code with a generator that draws zeros (:class:`ZeroNoise`).
 This module holds the statistics, the one-off releases' cases and the site-outcome machinery; each
 method's cases live in its package (``methods/*/audit.py``), listed in one order by
-:mod:`bnsl_cli.federated.methods.audits`.
+:func:`bnsl_cli.federated.methods.registry.audit_cases`.
 
 **Adversarial inputs.** The coordinator is not trusted: what a site releases must not depend on the
-rows beyond the claim *whatever message it is sent*. The site cases therefore also send crafted and
-random extreme messages (a basis whose whitening overflows exactly for rows beyond a threshold,
-bases and bins with entries like 1e300, 5e-324, ±float64-max) to a real site built from a real
+rows beyond the claim *whatever message it is sent*. A method's site cases therefore also send crafted and
+random extreme messages (for example a basis whose whitening overflows exactly for rows beyond a
+threshold, and entries like 1e300, 5e-324, ±float64-max) to a real site built from a real
 private plan, on D and on D′. The observable outcome of a trial is the refusal (exception class and
 message) or the reply bytes; :class:`OutcomeStatistic` maps a non-finite or malformed reply to
 ``+inf`` and each distinct refusal to its own value far below every reply, so a NaN that only D′
@@ -58,7 +58,6 @@ import numpy as np
 from bnsl_cli.federated.messages import (
     ShareReply,
 )
-from bnsl_cli.federated.methods.suffstats.site import make_suffstats_site
 from bnsl_cli.privacy.accountant import accountant_epsilon
 from bnsl_cli.privacy.ledger import PrivacyEvent
 from bnsl_cli.privacy.one_off import (
@@ -435,15 +434,9 @@ def value_range_case(rng, extreme=False, centred=False) -> Case:
 
 
 # ----------------------------------------------------------------------------------------------
-# fed-suffstats: a real site of a real private plan, answering encoded messages
+# a site's outcome as one number (the message cases of a method's package)
 # ----------------------------------------------------------------------------------------------
 
-#: The site cases need a resolved private fed-suffstats plan with at least this many columns (the
-#: plan layer sits above this module, so the caller resolves it: tests/privacy/test_audit.py and
-#: benchmarks/privacy_audit.py use ``RunPlan.resolve`` with two sites and per-site noise).
-SITE_MIN_D = 5
-#: The centre request of the site cases: 128 bins of width 1/8 from −8 (public, as any broadcast).
-CENTRE_LO, CENTRE_SPAN = -8.0, 16.0
 #: A refused message's statistic: ``REFUSED·(1 + k/64)`` for the k-th distinct refusal seen (far below
 #: every reply's statistic, each refusal its own value); a non-finite or malformed reply is ``+inf``.
 REFUSED = -1e300
@@ -468,11 +461,10 @@ class Outcome:
         return "finite reply" if bool(np.all(np.isfinite(self.values))) else "non-finite reply"
 
 
-def site_outcome(plan, X: np.ndarray, rng, messages, pid: int = 0) -> Outcome:
-    """A fresh site (:func:`make_suffstats_site` of ``plan``, participant ``pid``, rows ``X``, noise
-    ``rng``) answers the encoded ``messages`` in order, as in a run; the outcome is the reply to the
-    last one, or the first refusal (any exception the site raises: its class and message)."""
-    site = make_suffstats_site(plan, pid, X, rng)
+def site_outcome(site, pid: int, messages) -> Outcome:
+    """A fresh ``site`` (participant ``pid``) answers the encoded ``messages`` in order, as in a run;
+    the outcome is the reply to the last one, or the first refusal (any exception the site raises:
+    its class and message)."""
     raw = None
     try:
         with np.errstate(all="ignore"):

@@ -34,14 +34,3 @@ def dp_steps(d: int) -> int:
     Every step costs budget; at d = 100, ε = 10, T = 50 gave SHD 18 against 17 with T = 100 in
     less than half the time."""
     return max(20, d // 2)
-
-
-#: fed-suffstats (issue 19): share of the zCDP budget spent on the scale histograms; the rest goes to
-#: the whitened-moment stages in these shares (benchmarks/RESULTS.md "Private learners": 4 stages with
-#: shares ∝ 1, 2, 3, 4 beat 2, 3, 5 and 6 stages on the simulated d = 50 networks, 3 seeds).
-SUFFSTATS_HIST_SHARE = 0.05
-#: fed-suffstats: share of the zCDP budget spent on the centre histograms (linear bins in units of the
-#: coarse scale, read after the scale histograms). The two histogram releases together keep the 0.1 the
-#: scale histograms had alone; the stages' budget is unchanged.
-SUFFSTATS_CENTRE_SHARE = 0.05
-SUFFSTATS_STAGE_SHARES = (0.1, 0.2, 0.3, 0.4)

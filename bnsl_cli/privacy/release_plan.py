@@ -17,9 +17,8 @@ the noisy value-range histogram that sets its clipping bound. The polish's secon
 
 DP-Fed-BNSL — the same one-offs (means, second moments for the row clip norm), the covariance the rest.
 
-fed-suffstats — the scale histograms ``SUFFSTATS_HIST_SHARE``, the centre histograms
-``SUFFSTATS_CENTRE_SHARE``, the whitened-moment stages the rest in the shares ``SUFFSTATS_STAGE_SHARES``
-(no one-offs, no value-range release).
+A method's package may build its own list from the same parts (its ``release_builder``:
+:func:`multiplier_for_rho`, :class:`~bnsl_cli.privacy.releases.PlannedRelease`).
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import math
 from typing import Callable, Optional, Sequence, Union
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
 from bnsl_cli.privacy.accountant import Accountant, get_accountant
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.releases import EXPONENTIAL, GAUSSIAN, PlannedRelease, ReleaseKind
@@ -44,7 +42,7 @@ __all__ = [
     "spend_of",
     "calibrate_releases",
     "covariance_sensitivity",
-    "fed_suffstats_releases",
+    "multiplier_for_rho",
 ]
 
 #: Fraction of the mean (resp. second-moment) budget spent on the value-range histogram that sets
@@ -57,13 +55,18 @@ CALIBRATION_ATTEMPTS = 64
 CALIBRATION_MARGIN = 1e-12
 
 
-def _multiplier(rho: float) -> float:
+def multiplier_for_rho(rho: float) -> float:
+    """The noise multiplier (noise / sensitivity) of a Gaussian release of zCDP budget ``rho``: ``1/√(2ρ)``
+    (a :class:`~bnsl_cli.errors.PrivacyBudgetError` when ``rho`` cannot fund one)."""
     if not (rho > 0 and math.isfinite(rho)):
         raise PrivacyBudgetError(f"a release needs a finite zCDP budget > 0, got {rho!r}")
     m = 1.0 / math.sqrt(2.0 * rho)
     if not math.isfinite(m):
         raise PrivacyBudgetError(f"the zCDP budget {rho!r} of a release is too small to fund any noise level")
     return m
+
+
+_multiplier = multiplier_for_rho
 
 
 def covariance_sensitivity(clip_norm: float) -> float:
@@ -163,26 +166,6 @@ def dp_fed_bnsl_releases(
         raise PrivacyBudgetError("the one-off releases take the whole budget; lower the shares")
     one_offs = _one_offs(rho_star, mean_share, moment_share, value_bound_given)
     return release_list(**one_offs, matrix=(ReleaseKind.COVARIANCE, _multiplier(left * rho_star)))
-
-
-def fed_suffstats_releases(rho_star: float, hist_share: Optional[float] = None, stage_shares=None,
-                           centre_share: Optional[float] = None) -> list[PlannedRelease]:
-    """fed-suffstats' releases for a budget of ``rho_star``: the scale histograms with ``hist_share``
-    of it, the centre histograms with ``centre_share``, then one whitened-moment release per stage with
-    its share of the rest (defaults: :data:`~bnsl_cli.privacy.defaults.SUFFSTATS_HIST_SHARE`,
-    ``SUFFSTATS_CENTRE_SHARE``, ``SUFFSTATS_STAGE_SHARES``)."""
-    h = SUFFSTATS_HIST_SHARE if hist_share is None else float(hist_share)
-    c = SUFFSTATS_CENTRE_SHARE if centre_share is None else float(centre_share)
-    shares = SUFFSTATS_STAGE_SHARES if stage_shares is None else tuple(stage_shares)
-    if (not (0 < h < 1) or not (0 < c < 1) or not h + c < 1 or not shares or any(not f > 0 for f in shares)
-            or abs(sum(shares) - 1.0) > 1e-9):
-        raise PrivacyBudgetError("fed-suffstats: the histogram shares must be > 0 with a sum below 1, and the stage "
-                                 "shares be > 0 and sum to 1")
-    out = [PlannedRelease(ReleaseKind.SCALE_HISTOGRAM, GAUSSIAN, _multiplier(h * rho_star), 1),
-           PlannedRelease(ReleaseKind.CENTRE_HISTOGRAM, GAUSSIAN, _multiplier(c * rho_star), 1)]
-    out += [PlannedRelease(ReleaseKind.WHITENED_MOMENTS, GAUSSIAN, _multiplier((1 - h - c) * f * rho_star), 1)
-            for f in shares]
-    return out
 
 
 def ledger_of(releases: Sequence[PlannedRelease], participant_ids=(0,)):

@@ -9,16 +9,16 @@ import pytest
 from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.secure_sum import ALL_SITES
-from bnsl_cli.federated.messages import FirstRequest
+from bnsl_cli.federated.methods.suffstats.messages import FirstRequest
 from bnsl_cli.federated.methods.suffstats.releases import HIST_SHARE
 from bnsl_cli.federated.methods.suffstats import STAGES, centre_and_scale, pair_bins, scale_histograms, value_bins
 from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite
 from bnsl_cli.federated.secure_local import SecureLocalFleet
-from bnsl_cli.privacy.release_plan import fed_suffstats_releases
+from bnsl_cli.federated.methods.suffstats.releases import planned_releases as fed_suffstats_releases
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import Shapes
-from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE
+from bnsl_cli.federated.methods.suffstats.releases import CENTRE_SHARE as SUFFSTATS_CENTRE_SHARE
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.learn import learn
 from tests._sim import simulated_tables

@@ -26,7 +26,7 @@ from bnsl_cli.federated.messages import (  # noqa: E402
     StandardizeBroadcast,
     StatsRequest,
 )
-from bnsl_cli.federated.messages import BasisBroadcast, FirstRequest  # noqa: E402
+from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, FirstRequest  # noqa: E402
 from bnsl_cli.federated.methods.registry import method_spec  # noqa: E402
 from bnsl_cli.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
@@ -269,7 +269,7 @@ def _suffstats_guard(tables, **dp):
 
 
 def _centre(d, rnd=None):
-    from bnsl_cli.federated.messages import CENTRE_ROUND, CentreRequest
+    from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, CentreRequest
     from bnsl_cli.federated.methods.suffstats import CENTRE_BINS
 
     return CentreRequest(CENTRE_ROUND if rnd is None else rnd, d, d * CENTRE_BINS, np.zeros(d), np.ones(d)).encode()

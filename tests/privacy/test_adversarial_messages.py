@@ -18,20 +18,10 @@ import pytest
 
 import bnsl_cli.federated.methods.admm.dp_site as dpp
 import bnsl_cli.federated.methods.suffstats.releases as ss_releases
-from bnsl_cli.federated.messages import CENTRE_ROUND
+from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND
 from bnsl_cli.errors import BnslError, GuardRefusedError, UnsafeMessageError
-from bnsl_cli.federated.messages import (
-    BasisBroadcast,
-    CentreRequest,
-    ConsensusBroadcast,
-    FirstRequest,
-    GramReply,
-    GramRequest,
-    ShareReply,
-    SparseUpdate,
-    StandardizeBroadcast,
-    StatsRequest,
-)
+from bnsl_cli.federated.messages import ConsensusBroadcast, GramReply, GramRequest, ShareReply, SparseUpdate, StandardizeBroadcast, StatsRequest
+from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.registry import make_participant
 from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite

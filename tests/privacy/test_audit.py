@@ -26,7 +26,7 @@ from bnsl_cli.federated import audit as A
 from bnsl_cli.federated.methods.admm.audit import covariance_case, pgcd_step_case, polish_case, selection_case, update_case
 from bnsl_cli.federated.methods.moments.audit import moment_matrix_case
 from bnsl_cli.federated.methods.suffstats.audit import centre_histogram_case, crafted_basis_case, random_basis_cases, random_centre_cases, scale_histogram_case, whitened_moments_case
-from bnsl_cli.federated.methods import audits
+from bnsl_cli.federated.methods import registry
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
@@ -147,7 +147,7 @@ def test_random_extreme_centre_requests_give_the_same_outcome_on_both_data_sets(
 def test_the_audit_catches_a_broken_mechanism():
     """The same Gaussian release with a tenth of the claimed noise: the ε bound exceeds the claim; with
     half of it the μ bound does (the ε bound of a threshold test cannot show a factor 2 at these trials)."""
-    tenth, half = audits.broken_cases(np.random.default_rng(2026))
+    tenth, half = registry.broken_audit_cases(np.random.default_rng(2026))
     r = tenth.run(TRIALS["fast"])
     assert r.epsilon_lower > r.epsilon_claimed, r
     r = half.run(TRIALS["fast"])

@@ -178,8 +178,8 @@ def test_fed_suffstats_releases_split_the_budget_as_documented():
     import pytest as _pytest
 
     from bnsl_cli.errors import PrivacyBudgetError
-    from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
-    from bnsl_cli.privacy.release_plan import fed_suffstats_releases
+    from bnsl_cli.federated.methods.suffstats.releases import CENTRE_SHARE as SUFFSTATS_CENTRE_SHARE, HIST_SHARE as SUFFSTATS_HIST_SHARE, STAGE_SHARES as SUFFSTATS_STAGE_SHARES
+    from bnsl_cli.federated.methods.suffstats.releases import planned_releases as fed_suffstats_releases
     from bnsl_cli.privacy.releases import ReleaseKind
 
     rel = fed_suffstats_releases(0.8)

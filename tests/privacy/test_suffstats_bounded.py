@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import bnsl_cli.federated.methods.suffstats.releases as ss_releases
-from bnsl_cli.federated.messages import CENTRE_ROUND
+from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.federated.messages import ShareReply
-from bnsl_cli.federated.messages import BasisBroadcast, CentreRequest, FirstRequest
+from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, STAGES, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.site import SuffstatsSite
 from bnsl_cli.plan.options import DPConfig, LearnConfig

@@ -31,12 +31,6 @@ from bnsl_cli.federated.messages.shares import (  # noqa: F401
     StandardizeBroadcast,
     StatsRequest,
 )
-from bnsl_cli.federated.messages.suffstats import (  # noqa: F401
-    CENTRE_ROUND,
-    BasisBroadcast,
-    CentreRequest,
-    FirstRequest,
-)
 from bnsl_cli.federated.messages.validation import (  # noqa: F401
     REPLY_VALUE_LIMIT,
     validate_reply,
@@ -59,8 +53,6 @@ from bnsl_cli.federated.messages.wire import (  # noqa: F401
 )
 
 __all__ = [
-    "BasisBroadcast",
-    "FirstRequest",
     "HEADER",
     "MessageKind",
     "Header",
@@ -87,6 +79,4 @@ __all__ = [
     "MomentRequest",
     "ShareReply",
     "CentreBroadcast",
-    "CentreRequest",
-    "CENTRE_ROUND",
 ]

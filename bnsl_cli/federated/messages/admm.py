@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.federated.messages.wire import (
+    declare,
     _BROADCAST_FLAGS,
     _F64,
     _KIND_BROADCAST,
@@ -224,3 +225,6 @@ class GramReply:
         rnd, sender, d, count = _header(data, _KIND_GRAM_REPLY, "second-moment reply")
         values = np.frombuffer(data, dtype="<f8", count=count, offset=HEADER.size).copy()
         return cls(rnd, sender, d, values)
+
+
+declare(ConsensusBroadcast, SparseUpdate, DenseUpdate, GramRequest, GramReply)

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.federated.messages.wire import (
+    declare,
     _VERSION,
     HEADER,
     MessageKind,
@@ -174,3 +175,6 @@ class CentreBroadcast:
         if count not in (1, 2) or len(data) != HEADER.size + 8 * d:
             raise ValueError("a malformed centre broadcast")
         return cls(rnd, d, np.frombuffer(data, dtype="<f8", count=d, offset=HEADER.size).copy(), count == 2)
+
+
+declare(StatsRequest, StandardizeBroadcast, MomentRequest, ShareReply, CentreBroadcast)

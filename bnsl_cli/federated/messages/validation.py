@@ -7,34 +7,11 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.federated.messages.admm import (
-    ConsensusBroadcast,
-    DenseUpdate,
-    GramReply,
-    GramRequest,
-    SparseUpdate,
-)
-from bnsl_cli.federated.messages.shares import (
-    CentreBroadcast,
-    MomentRequest,
-    ShareReply,
-    StandardizeBroadcast,
-    StatsRequest,
-)
-from bnsl_cli.federated.messages.suffstats import (
-    BasisBroadcast,
-    CentreRequest,
-    FirstRequest,
-)
-from bnsl_cli.federated.messages.wire import HEADER
+# the core message modules declare their classes when imported (a method's own: its package's)
+from bnsl_cli.federated.messages import admm as _admm, shares as _shares  # noqa: F401
+from bnsl_cli.federated.messages.wire import HEADER, reply_reader, reply_shape
 
 # -- reply validation: what the coordinator checks before it uses a participant's reply ----------
-
-#: Every request's reply shape and every reply's payload reader, from the message classes' own
-#: declarations (``reply`` on a request class, ``payload`` and ``what`` on a reply class).
-_REQUESTS = {c.kind: c.reply for c in (ConsensusBroadcast, GramRequest, StatsRequest, StandardizeBroadcast, MomentRequest,
-                                        CentreBroadcast, FirstRequest, BasisBroadcast, CentreRequest)}
-_REPLIES = {c.kind: c for c in (SparseUpdate, DenseUpdate, GramReply, ShareReply)}
 
 #: The largest magnitude a value in a reply may have, whatever the request. Every value a participant
 #: sends is a weight, a share of a mean or of a second moment of finite data: anything this large
@@ -69,9 +46,8 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     dense update: ``d²`` values); a sparse update names distinct entries inside the ``d × d``
     matrix. With ``values`` (every reply not masked by a secure sum): every value and the objective
     are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude, and a share of the pooled variances
-    (the answer to a centre broadcast of count 1) is not negative. fed-suffstats: a basis broadcast
-    (kind 40) is answered with a share of ``(d + 1)(d + 2)/2`` values, its first request (kind 41)
-    and its centre request (kind 42) with a share of the request's count.
+    (the answer to a centre broadcast of count 1) is not negative. Every shape is the one the request's
+    class declares (:func:`~bnsl_cli.federated.messages.wire.declare`), a method's own requests too.
 
     ``limits`` (a :class:`~bnsl_cli.federated.reply_limits.ReplyLimits`, with ``values``): the values
     must also lie within what the participant's rows can give by the run plan's public facts
@@ -80,7 +56,7 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     if request is None or len(request) < HEADER.size:
         return None
     r_kind, _, r_round, _, r_d, r_count = HEADER.unpack_from(request, 0)
-    shape = _REQUESTS.get(r_kind)
+    shape = reply_shape(r_kind)
     no_reply = shape is not None and not shape.needs_reply(request)
     if reply is None:
         return None if no_reply else "sent no reply to a request that needs one"
@@ -97,7 +73,7 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
         return f"sent a message signed as participant {sender + 1}, not {index + 1}"
     if d != r_d:
         return f"sent a message for d = {d}, not {r_d}"
-    reader = _REPLIES.get(kind)
+    reader = reply_reader(kind)
     if reader is None:
         return None
     due = None if shape is None or shape.due is None else shape.due(d, r_count)

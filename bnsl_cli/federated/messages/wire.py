@@ -295,3 +295,39 @@ class ReplyShape:
     needs_reply: Callable[[bytes], bool] = lambda data: True
     unneeded: str = "replied to a broadcast that needs no reply"
     non_negative: Callable[[int], bool] = lambda count: False
+
+
+# -- the message classes' declarations ---------------------------------------------------------
+
+#: Every request kind's reply shape (a request class's ``reply``) and every reply kind's class (one
+#: with a ``payload`` reader), as the message modules declare them (:func:`declare`): the core ones
+#: in this package, each method's own in its package. Reply validation reads nothing else.
+_CLASSES: dict = {}
+_SHAPES: dict = {}
+_READERS: dict = {}
+
+
+def declare(*classes) -> None:
+    """Declare message classes: a class with ``reply`` (a :class:`ReplyShape`) is a request whose
+    replies :func:`~bnsl_cli.federated.messages.validation.validate_reply` checks against it, one with
+    ``payload`` a reply whose values it reads. A kind number belongs to one class (``ValueError``)."""
+    for cls in classes:
+        kind = int(cls.kind)
+        known = _CLASSES.setdefault(kind, cls)
+        if (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"message kind {kind} is declared by {known.__qualname__} and {cls.__qualname__}")
+        _CLASSES[kind] = cls
+        if hasattr(cls, "reply"):
+            _SHAPES[kind] = cls.reply
+        if hasattr(cls, "payload"):
+            _READERS[kind] = cls
+
+
+def reply_shape(kind: int) -> Optional[ReplyShape]:
+    """The declared reply shape of request ``kind`` (``None``: not a declared request)."""
+    return _SHAPES.get(kind)
+
+
+def reply_reader(kind: int):
+    """The declared class of reply ``kind`` (``None``: not a declared reply)."""
+    return _READERS.get(kind)

@@ -33,6 +33,16 @@ from bnsl_cli.federated.method_spec import MethodSpec, Rounds, Statistics
 from bnsl_cli.federated.methods.admm.sequence import CONSENSUS_ROUNDS
 from bnsl_cli.federated.methods.moments.site import make_moment_site
 from bnsl_cli.federated.methods.suffstats.site import make_suffstats_site
+from bnsl_cli.federated.audit import means_case, second_moments_case, value_range_case
+from bnsl_cli.federated.methods.admm.audit import (
+    covariance_case,
+    pgcd_step_case,
+    polish_case,
+    selection_case,
+    update_case,
+)
+from bnsl_cli.federated.methods.moments.audit import moment_matrix_case
+from bnsl_cli.federated.methods.suffstats.audit import suffstats_cases
 from bnsl_cli.federated.methods.admm.budget import dp_fed_bnsl_budget, dp_pgcd_budget
 from bnsl_cli.federated.methods.moments.budget import dp_fed_moments_budget
 from bnsl_cli.federated.methods.suffstats.budget import budget_table as fed_suffstats_budget
@@ -56,6 +66,8 @@ __all__ = [
     "check_budget_options",
     "method_spec",
     "make_participant",
+    "audit_cases",
+    "broken_audit_cases",
 ]
 
 
@@ -243,3 +255,29 @@ def make_participant(plan, pid: int, X: np.ndarray, rng: Optional[np.random.Gene
     if X.shape[1] != plan.d:
         raise OptionError(f"participant {pid + 1}: {X.shape[1]} columns, the plan has {plan.d}")
     return method_spec(plan.method).participant(plan, pid, X, rng)
+
+
+# -- the empirical privacy audit's cases (bnsl_cli.federated.audit; benchmarks/privacy_audit.py and
+# tests/privacy/test_audit.py run them): the one-off releases' and each method package's own
+
+def audit_cases(rng, plan) -> list:
+    """Every audited mechanism: the worst-case pair, then the pair with a planted extreme row; then
+    each package's site cases through a real site of ``plan`` (fed-suffstats: its releases and the
+    crafted basis). The order is fixed: the cases draw their noise from ``rng`` in turn. The
+    random-message batches are each package's own (audited with
+    :func:`~bnsl_cli.federated.audit.audit_batch`)."""
+    out = []
+    for make in (means_case, second_moments_case, update_case, selection_case, pgcd_step_case, polish_case,
+                 moment_matrix_case, covariance_case, value_range_case):
+        out.append(make(rng))
+        out.append(make(rng, extreme=True))
+    out.append(value_range_case(rng, centred=True))
+    out.append(value_range_case(rng, extreme=True, centred=True))
+    out.append(update_case(rng, extreme="overflow"))
+    return out + suffstats_cases(rng, plan)
+
+
+def broken_audit_cases(rng) -> list:
+    """Deliberately broken releases the audit must catch: column means with a tenth and with half
+    of the claimed noise (the second only the μ bound shows)."""
+    return [means_case(rng, broken=True), means_case(rng, broken=2)]

@@ -20,12 +20,8 @@ from bnsl_cli.federated.audit import (
     claims,
     site_outcome,
 )
-from bnsl_cli.federated.messages import (
-    CENTRE_ROUND,
-    BasisBroadcast,
-    CentreRequest,
-    FirstRequest,
-)
+from bnsl_cli.federated.methods.suffstats.site import make_suffstats_site
+from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats import (
     CENTRE_BINS,
     STAGE_Z,
@@ -45,6 +41,12 @@ CENTRE_LO, CENTRE_SPAN = -8.0, 16.0
 #: every reply's statistic, each refusal its own value); a non-finite or malformed reply is ``+inf``.
 REFUSED = -1e300
 _STAT_MAX = 1e299
+
+
+def _outcome(plan, X: np.ndarray, rng, messages, pid: int = 0):
+    """A fresh site (:func:`make_suffstats_site` of ``plan``, participant ``pid``, rows ``X``, noise
+    ``rng``) answering ``messages`` (:func:`~bnsl_cli.federated.audit.site_outcome`)."""
+    return site_outcome(make_suffstats_site(plan, pid, X, rng), pid, messages)
 
 
 def _site_rows(n: int, d: int) -> np.ndarray:
@@ -87,13 +89,13 @@ def _site_case(name: str, plan, X0: np.ndarray, X1: np.ndarray, messages, rng, c
     :class:`OutcomeStatistic` with the direction of the noise-free replies (when both are finite); the
     claim is that of the last release the site records (``claim_messages``: of the release those
     messages make, for a case whose messages the site may refuse)."""
-    z0 = site_outcome(plan, X0, ZeroNoise(), messages)
-    z1 = site_outcome(plan, X1, ZeroNoise(), messages)
+    z0 = _outcome(plan, X0, ZeroNoise(), messages)
+    z1 = _outcome(plan, X1, ZeroNoise(), messages)
     finite = z0.kind == z1.kind == "finite reply" and z0.values.size == z1.values.size
     ref, w = (z0.values, z1.values - z0.values) if finite else (None, None)
     ev = None if claim_messages is not None else (z0.event or z1.event)
     if ev is None:
-        ev = site_outcome(plan, X0, ZeroNoise(), claim_messages or messages).event
+        ev = _outcome(plan, X0, ZeroNoise(), claim_messages or messages).event
     eps, mu = claims([ev])
     std_reply = _share(ev).noise_scale / float(plan.n_total)
     mu_pair = _pair_mu(z0.values, z1.values, np.full(w.size, std_reply)) if finite else None
@@ -102,7 +104,7 @@ def _site_case(name: str, plan, X0: np.ndarray, X1: np.ndarray, messages, rng, c
 
     def runner(X, k):
         def run() -> float:
-            out = site_outcome(plan, X, rng, messages)
+            out = _outcome(plan, X, rng, messages)
             kinds[k][out.kind] += 1
             return stat(out)
 

@@ -14,8 +14,8 @@ from bnsl_cli.federated.methods.suffstats.fits import pair_fractions
 from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.methods.suffstats.releases import CLIP, pooled_noise_std, release_sensitivity, stage_releases
 from bnsl_cli.privacy.budget import BudgetQuery, BudgetTable, base_assumptions, events_of, release_rows
-from bnsl_cli.privacy.defaults import SUFFSTATS_CENTRE_SHARE, SUFFSTATS_HIST_SHARE, SUFFSTATS_STAGE_SHARES
-from bnsl_cli.privacy.release_plan import fed_suffstats_releases, spend_of
+from bnsl_cli.federated.methods.suffstats.releases import CENTRE_SHARE, HIST_SHARE, STAGE_SHARES, planned_releases
+from bnsl_cli.privacy.release_plan import spend_of
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import distribute_noise
 
@@ -65,7 +65,7 @@ def usable_at(plan, d: int) -> tuple[float, int]:
     # rows: the stage needs q·n ≥ 3·std; the histograms need p1·n/2 ≥ HIST_SNR·std (pairs = rows / 2)
     rows = max(3.0 * last.multiplier * stage_unit / q, 2.0 * HIST_SNR * hist.multiplier * hist_unit / p1) / P
     # ε: the largest multiplier each release may have at these rows, then the ρ* that gives it
-    unit = fed_suffstats_releases(1.0)
+    unit = planned_releases(1.0)
     m_stage = q * n / (3.0 * stage_unit)
     m_hist = p1 * (n / 2.0) / (HIST_SNR * hist_unit)
     rho_star = max((unit[-1].multiplier / m_stage) ** 2, (unit[0].multiplier / m_hist) ** 2)
@@ -75,7 +75,7 @@ def usable_at(plan, d: int) -> tuple[float, int]:
 def _epsilon_at(pv, rho_star: float) -> float:
     """The ε that fed-suffstats' releases calibrated to ``rho_star`` spend, at the plan's δ, conversion
     and accountant."""
-    return float(spend_of(fed_suffstats_releases(rho_star), pv.delta, pv.conversion, pv.accountant)[0])
+    return float(spend_of(planned_releases(rho_star), pv.delta, pv.conversion, pv.accountant)[0])
 
 
 def unusable_message(plan, d: int) -> str:
@@ -195,12 +195,12 @@ def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> BudgetTa
     rows.append(("epsilon spent (check)", summary["epsilon_planned"], "accounted from the planned ledger; the same under both calibrations"))
     assumptions = base_assumptions(conv)
     assumptions.update({
-        "releases": f"scale histograms, centre histograms, then {len(SUFFSTATS_STAGE_SHARES)} stages of whitened second "
+        "releases": f"scale histograms, centre histograms, then {len(STAGE_SHARES)} stages of whitened second "
                     "moments (sums over the rows)",
         "sensitivity": "scale histograms 2·sqrt(d); centre histograms sqrt(2·d); moments sqrt(2)·C**2 with "
                        "C = %g·sqrt(d + 1) (replace-one)" % spec.clip_multiplier,
-        "budget split": f"scale histograms {SUFFSTATS_HIST_SHARE:g} of rho*, centre histograms {SUFFSTATS_CENTRE_SHARE:g}, "
-                        f"stages {', '.join(f'{f:g}' for f in SUFFSTATS_STAGE_SHARES)} of the rest",
+        "budget split": f"scale histograms {HIST_SHARE:g} of rho*, centre histograms {CENTRE_SHARE:g}, "
+                        f"stages {', '.join(f'{f:g}' for f in STAGE_SHARES)} of the rest",
         "value ranges": "none: the scale histograms have fixed bins, no row count is too small for them",
         "calibrations": "per-site: every site adds all of the noise; distributed: shares under a secure sum "
                         "(honest-but-curious coordinator; holds against it with up to T colluding sites)",

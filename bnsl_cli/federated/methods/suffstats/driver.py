@@ -10,7 +10,8 @@ import numpy as np
 
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, warn
-from bnsl_cli.federated.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest, ShareReply
+from bnsl_cli.federated.messages import ShareReply
+from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, unusable_message
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre

@@ -9,14 +9,8 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.federated.messages import (
-    CENTRE_ROUND,
-    BasisBroadcast,
-    CentreRequest,
-    FirstRequest,
-    MessageKind,
-    read_header,
-)
+from bnsl_cli.federated.messages import MessageKind, read_header
+from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.releases import CLIP, STAGE_Z, release_sensitivity, stage_releases
 from bnsl_cli.federated.site_sequence import Step

@@ -9,13 +9,8 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.federated.messages import (
-    BasisBroadcast,
-    CentreRequest,
-    FirstRequest,
-    ShareReply,
-    message_kind,
-)
+from bnsl_cli.federated.messages import ShareReply, message_kind
+from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.releases import (
     STAGES,
     centre_histogram_release,

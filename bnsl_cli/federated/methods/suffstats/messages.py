@@ -1,4 +1,5 @@
-"""fed-suffstats' requests: the first request, the basis broadcast and the centre request."""
+"""fed-suffstats' requests: the first request, the basis broadcast and the centre request (their kind
+numbers in :class:`~bnsl_cli.federated.messages.wire.MessageKind`, their bytes here)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bnsl_cli.federated.messages.wire import (
+    declare,
     _VERSION,
     HEADER,
     MessageKind,
     ReplyShape,
     read_header,
 )
-
-# fed-suffstats (federated/methods/suffstats.py)
-
 
 @dataclass(frozen=True)
 class FirstRequest:
@@ -107,3 +106,6 @@ class CentreRequest:
             raise ValueError(f"a centre request for d = {d} has {len(data)} bytes")
         v = np.frombuffer(data, "<f8", offset=HEADER.size).copy()
         return cls(rnd, d, count, v[:d], v[d:])
+
+
+declare(FirstRequest, BasisBroadcast, CentreRequest)

@@ -7,7 +7,7 @@ four learners on the same noisy matrix:
   plain     the non-private polish search (``polish_graph``, every pair, extended BIC, score auto)
             fed the noisy moments as if exact (baseline (c) of the issue)
   gate      the same with the private polish's fixed gate (partial moment above 3 noise stds)
-  aware     the noise-aware search of ``bnsl_cli.solvers.suffstats`` (per-edge test statistic with
+  aware     the noise-aware search of ``bnsl_cli.solvers.moment_search`` (per-edge test statistic with
             the release noise in its variance, errors-in-variables to first order)
   white     two releases: a first one (share F1 of the budget) gives a whitening matrix L⁻¹
             (Cholesky of the shrunk first estimate: public post-processing); the second release is of
@@ -37,7 +37,7 @@ from bnsl_cli.federated.polish import polish_graph  # noqa: E402
 from bnsl_cli.metrics import structure_metrics  # noqa: E402
 from bnsl_cli.privacy.accountant import rho_for_epsilon  # noqa: E402
 from bnsl_cli.simulate import simulate  # noqa: E402
-from bnsl_cli.solvers.suffstats import learn_suffstats  # noqa: E402
+from bnsl_cli.solvers.moment_search import learn_from_moments  # noqa: E402
 
 CLIP = 1.0  # row clip C = CLIP·√d in standardised units
 SHARE = 0.9  # of ρ*: the moment release(s); the rest pays the private centre/scale in the method
@@ -103,11 +103,11 @@ def run(name, X, B, n_site, eps, seed, learners):
         elif L == "gate":
             W = polish_graph(psd(Graw), n, z, z, None, additions="all", score="auto", noise_std=tau * D).W
         elif L == "aware":
-            W = learn_suffstats(Graw, n, tau, u=sd).W
+            W = learn_from_moments(Graw, n, tau, u=sd).W
         elif L == "aware-empty":
-            W = learn_suffstats(Graw, n, tau, u=sd, start="empty").W
+            W = learn_from_moments(Graw, n, tau, u=sd, start="empty").W
         elif L == "aware-std":  # the same search on the standardised moments (no variance information)
-            W = learn_suffstats(G, n, tau).W
+            W = learn_from_moments(G, n, tau).W
         elif L in ("white", "white-neff"):
             if eps is None:
                 continue
@@ -119,9 +119,9 @@ def run(name, X, B, n_site, eps, seed, learners):
             G2 = (Lc @ release(Y, s2, rng) @ Lc.T) * D
             if L == "white":
                 LD = sd[:, None] * Lc  # noise of G2: (s2/n)·(D L) N (D L)ᵀ
-                W = learn_suffstats(G2, n, s2 / n, H=LD @ LD.T).W
+                W = learn_from_moments(G2, n, s2 / n, H=LD @ LD.T).W
             else:  # noise ∝ the covariance: as extra sampling error, n_eff = 1 / (1/n + τ²)
-                W = learn_suffstats(G2, 1.0 / (1.0 / n + (s2 / n) ** 2), 0.0).W
+                W = learn_from_moments(G2, 1.0 / (1.0 / n + (s2 / n) ** 2), 0.0).W
         elif L.startswith("dag"):
             # staged releases: each stage's graph (noise-aware search) gives a model covariance
             # (I − B)⁻ᵀ diag(R) (I − B)⁻¹ whose Cholesky factor L whitens the next stage's rows
@@ -142,7 +142,7 @@ def run(name, X, B, n_site, eps, seed, learners):
                 Gc = sum(u[0] / wsum * u[1] for u in use)
                 taus = [u[0] / wsum * u[2] for u in use]
                 Hs = np.stack([u[3] for u in use])
-                res = learn_suffstats(Gc, n, taus, H=Hs)
+                res = learn_from_moments(Gc, n, taus, H=Hs)
                 W = res.W
                 if k + 1 < len(fr):
                     Ak = psd(Gk)

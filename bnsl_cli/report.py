@@ -163,7 +163,9 @@ class RunRecord:
 # ----------------------------------------------------------------------------------------------
 
 #: Each outcome's entries in report order: ``(key, attribute)``; ``communication`` is the meter's.
-#: A key in :data:`_OPTIONAL` is left out when its attribute is ``None``.
+#: A key in :data:`_OPTIONAL` is left out when its attribute is ``None``; :data:`METHOD_SECTION` stands
+#: for a method's own section, reported under its entry's ``REPORT_KEY``.
+METHOD_SECTION = object()
 _LAYOUT = {
     AdmmOutcome: (
         ("rounds", "rounds"), ("stopped_early", "stopped_early"), ("converged", "converged"), ("final", "final"),
@@ -174,7 +176,7 @@ _LAYOUT = {
     SolverOutcome: (
         ("rounds", "rounds"), ("converged", "converged"), ("final", "final"), ("history", "history"),
         ("communication", None), ("timing", "timing"), ("removed_for_acyclicity", "removed_for_acyclicity"),
-        ("solver_issues", "solver_issues"), ("warnings", "warnings"), ("suffstats", "suffstats"),
+        ("solver_issues", "solver_issues"), ("warnings", "warnings"), (METHOD_SECTION, "method_entry"),
         ("standardize", "standardize"),
     ),
     LocalOutcome: (
@@ -182,7 +184,7 @@ _LAYOUT = {
         ("timing", "timing"), ("warnings", "warnings"),
     ),
 }
-_OPTIONAL = frozenset({"suffstats", "standardize"})
+_OPTIONAL = frozenset({METHOD_SECTION, "standardize"})
 
 
 def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
@@ -205,6 +207,8 @@ def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
         value = None if attr is None else getattr(outcome, attr)
         if key in _OPTIONAL and value is None:
             continue
+        if key is METHOD_SECTION:
+            key = type(value).REPORT_KEY
         if key == "communication":
             report[key] = communication_report(spec, outcome, run.traffic, run.stats is not None)
         elif key == "history":

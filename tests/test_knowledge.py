@@ -357,15 +357,15 @@ def test_finish_step_keeps_required_and_fits_a_zero_one():
 
 
 def test_noise_aware_search_keeps_to_the_masks():
-    from bnsl_cli.solvers.suffstats import learn_suffstats
+    from bnsl_cli.solvers.moment_search import learn_from_moments
 
     X, S = _moments(5)
     d = S.shape[0]
     names = tuple(f"x{k}" for k in range(d))
     k = KnowledgeSource.from_options(require=["x3->x5"], forbid=["x0->x1", "x1->x0"]).resolve(names)
-    free = learn_suffstats(S, X.shape[0])
+    free = learn_from_moments(S, X.shape[0])
     assert free.E[0, 1] or free.E[1, 0]
     assert not free.E[3, 5]
-    res = learn_suffstats(S, X.shape[0], knowledge=k)
+    res = learn_from_moments(S, X.shape[0], knowledge=k)
     assert not res.E[0, 1] and not res.E[1, 0]
     assert res.E[3, 5] and res.W[3, 5] != 0

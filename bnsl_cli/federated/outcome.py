@@ -2,11 +2,10 @@
 (a leaf: nothing of the package imported).
 
 A driver returns one of three outcomes, by the shape of what its method reports:
-:class:`AdmmOutcome` (fed-sparse, fed-bnsl: ADMM rounds), :class:`SolverOutcome` (fed-moments,
-fed-suffstats, notears: a solver at the coordinator or at the one pooled site) and
+:class:`AdmmOutcome` (fed-sparse, fed-bnsl: ADMM rounds), :class:`SolverOutcome` (the pooled-
+statistics methods, notears: a solver at the coordinator or at the one pooled site) and
 :class:`LocalOutcome` (local-notears: one graph per participant). Each of their report fields holds
-a typed entry (below: a round, a solver step, a stage, the final state, the polish, fed-suffstats'
-basis, the statistics read from the pooled moments, the driver's timing, a participant's fit). The
+a typed entry (below: a round, a solver step, the final state, the polish, the statistics read from the pooled moments, the driver's timing, a participant's fit). The
 report builder (:mod:`bnsl_cli.report`) is the one place that turns them into ``report.json``: it
 names the keys, puts them in order and adds what only the run knows (the bytes its fleet counted,
 the workers, the wall time). A driver never counts or reports bytes: it says what its messages
@@ -30,12 +29,10 @@ __all__ = [
     "LocalOutcome",
     "AdmmRound",
     "SolverStep",
-    "SuffstatsStage",
     "AdmmFinal",
     "SolverFinal",
     "PolishApplied",
     "PolishSkipped",
-    "SuffstatsBasis",
     "PooledStats",
     "AdmmTiming",
     "SolverTiming",
@@ -73,21 +70,6 @@ class SolverStep:
     outer: int
     h: float
     rho: float
-
-
-@dataclass(frozen=True)
-class SuffstatsStage:
-    """One stage of fed-suffstats: its noise level ``tau``, the edges and score of its search (all
-    ``None`` when the stage's rows were lost in the noise), the clipped rows' weight, and a note."""
-
-    round: int
-    tau: Optional[float]
-    edges: Optional[int]
-    score: Optional[float]
-    weight: float
-    note: Optional[str] = None
-
-    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note"})
 
 
 @dataclass(frozen=True)
@@ -141,20 +123,6 @@ class PolishSkipped:
     seconds: Optional[float] = None
 
     OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"pairs", "seconds"})
-
-
-@dataclass(frozen=True)
-class SuffstatsBasis:
-    """fed-suffstats' last basis: centre and scale per column, the number of stages, and (private)
-    the columns whose scale was defaulted or whose centre was not resolved."""
-
-    centre: list
-    scale: list
-    stages: int
-    scale_defaulted: Optional[list] = None
-    centre_unresolved: Optional[list] = None
-
-    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"scale_defaulted", "centre_unresolved"})
 
 
 @dataclass(frozen=True)
@@ -239,15 +207,16 @@ class AdmmOutcome(Outcome):
 
 @dataclass
 class SolverOutcome(Outcome):
-    """fed-moments, fed-suffstats, notears: one solve (``history``: its outer steps or stages),
-    and where they apply the statistics read from the pooled moments (``standardize``) and
-    fed-suffstats' basis (``suffstats``)."""
+    """The pooled-statistics methods, notears: one solve (``history``: its outer steps, or a method's
+    own entries such as its stages), and where they apply the statistics read from the pooled moments
+    (``standardize``) and a method's own section (``method_entry``: a typed entry whose class names
+    its report key as ``REPORT_KEY``, placed before ``standardize``)."""
 
     final: Optional[SolverFinal] = None
-    history: list = field(default_factory=list)  # of SolverStep or SuffstatsStage
+    history: list = field(default_factory=list)  # of SolverStep, or a method's own entries
     removed_for_acyclicity: list = field(default_factory=list)
     solver_issues: list = field(default_factory=list)
-    suffstats: Optional[SuffstatsBasis] = None
+    method_entry: Optional[object] = None
     standardize: Optional[PooledStats] = None
 
 

@@ -337,7 +337,7 @@ class ReplyLimits:
 
 
 # ----------------------------------------------------------------------------------------------
-# the rules of the column statistics (the statistics exchange, fed-moments, fed-suffstats)
+# the rules of the column statistics (the statistics exchange and the pooled-statistics methods)
 # ----------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""What the sites of the pooled-statistics methods (fed-moments, fed-suffstats) have in common:
+"""What the sites of the pooled-statistics methods (one summed release per statistic) have in common:
 each statistic's share leaves the site at most once, and the end-of-run summary (rows, compute
 time, the ledger's events, the notes of its private preprocessing)."""
 

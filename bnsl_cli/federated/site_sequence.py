@@ -11,8 +11,8 @@ once-only requests seen, the stop, the polish).
 
 Shared steps live with what they belong to: the ADMM rounds in
 :mod:`bnsl_cli.federated.methods.admm.sequence`, the column-statistics exchange in
-:mod:`bnsl_cli.federated.standardize`, the polish in :mod:`bnsl_cli.federated.polish`, fed-suffstats'
-requests in :mod:`bnsl_cli.federated.methods.suffstats.sequence`. A new method declares its own.
+:mod:`bnsl_cli.federated.standardize`, the polish in :mod:`bnsl_cli.federated.polish`, each method package's own
+requests in its ``sequence`` module. A new method declares its own.
 """
 
 from __future__ import annotations

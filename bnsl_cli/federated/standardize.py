@@ -270,8 +270,8 @@ class UnitsRecord:
 def after_rounds(spec, plan, outcome, rec: Optional[ColumnStats], fp_events: int = 0) -> UnitsRecord:
     """After the driver: weights back in original units (with ``--standardize``), the scale warning
     (without). ``rec`` is the stage's record (``None`` for methods without the exchange;
-    ``notears``/``local-notears`` sites put their own ``sd`` in their summaries, ``fed-moments`` and
-    ``fed-suffstats`` theirs in the outcome's ``standardize``). A site whose shares stood out
+    ``notears``/``local-notears`` sites put their own ``sd`` in their summaries, the pooled-statistics
+    methods theirs in the outcome's ``standardize``). A site whose shares stood out
     (``rec.warnings``) is warned about first. The outcome's graphs are changed in place; what was
     done is returned (:class:`UnitsRecord`)."""
     warned: list = []

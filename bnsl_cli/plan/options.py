@@ -34,7 +34,7 @@ class DPConfig:
     value_bound: Optional[float] = None
     clip_levels: str = "auto"
     polish_share: float = POLISH_SHARE  # of the whole budget, for the polish's second moments (fed-sparse)
-    #: "auto" | "distributed" | "per-site": who adds the noise of a summed release (fed-suffstats;
+    #: "auto" | "distributed" | "per-site": who adds the noise of a summed release (a method whose sites sum their releases;
     #: :func:`bnsl_cli.privacy.split_noise.distribute_noise`)
     noise: str = "auto"
     #: distributed noise: the guarantee holds against this many colluding sites
@@ -47,7 +47,7 @@ class LearnConfig:
     """Options of a learning run (``None`` means the method's default)."""
 
     #: ``None``: the registry's default (:func:`~bnsl_cli.federated.methods.default_method`), filled
-    #: in by :meth:`check` once: fed-sparse, or with ``dp`` the ``--dp`` default (fed-suffstats)
+    #: in by :meth:`check` once: fed-sparse, or with ``dp`` the registry's ``--dp`` default
     method: Optional[str] = None
     lam: Optional[float] = None
     #: ``None``: :data:`DEFAULT_THRESHOLD` for the consensus, and the polish's score alone decides

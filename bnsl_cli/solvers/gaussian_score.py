@@ -1,5 +1,5 @@
 """The Gaussian score on a moment matrix, one home for both score searches: the polish's
-(:mod:`bnsl_cli.solvers.score_search`) and fed-suffstats' noise-aware one (:mod:`bnsl_cli.solvers.suffstats`).
+(:mod:`bnsl_cli.solvers.score_search`) and the noise-aware one on released moments (:mod:`bnsl_cli.solvers.moment_search`).
 Arrays in, arrays out.
 
 ``G`` is a ``d × d`` second-moment matrix (per row, ``Σ x xᵀ / n``) and ``E[i, j]`` the edge ``i → j``.
@@ -17,15 +17,15 @@ and weight they produce is kept to the bit, so each such quantity has one functi
 orders are its explicit ``form``:
 
 - weights: ``"solve"`` (``numpy.linalg.solve`` per family, least squares where ``G_SS`` is singular;
-  the polish) or ``"lstsq"`` (``numpy.linalg.lstsq`` for every family; fed-suffstats);
+  the polish) or ``"lstsq"`` (``numpy.linalg.lstsq`` for every family; the noise-aware search);
 - a residual variance and the BIC: ``"solve"`` (one solve per family, ``inf`` where ``G_SS`` is
   singular or an entry is missing; the polish) or ``"inverse"`` (from :func:`fit_on_parents` with
   ``G_SS``'s inverse, its pseudo-inverse where singular, as the noise-aware statistics compute it;
-  fed-suffstats).
+  the noise-aware search).
 
 The extended BIC's level has one formula in two units (:func:`ebic_penalty`): the penalty per edge
 ``log(n)/2 + log d`` (the polish) and ``κ = log n + 2 log d``, the level an edge's squared test
-statistic must exceed (fed-suffstats' edge test), which is twice the penalty to the bit (doubling is
+statistic must exceed (the noise-aware search's edge test), which is twice the penalty to the bit (doubling is
 exact in binary floating point) with ``n`` taken at least 2.
 """
 
@@ -123,7 +123,7 @@ def family_rss(G: np.ndarray, j: int, parents, form: str = "solve") -> float:
 
     ``form="solve"``: one solve; ``inf`` when ``G_SS`` is singular or an entry is missing.
     ``form="inverse"``: ``C_j`` of :func:`fit_on_parents` (pseudo-inverse where singular), the
-    residual variance of fed-suffstats' noise-aware statistics."""
+    residual variance of the noise-aware search's statistics."""
     _check_form(form, _RSS_FORMS)
     idx = sorted(parents)
     if form == "inverse":

@@ -9,7 +9,7 @@ With noisy moments (private runs) an addition needs a partial second moment abov
 and :func:`prune_within_noise` drops the edges the noise cannot tell from none. ``E[i, j]`` is the
 edge ``i → j``. The Gaussian score itself (the fits on the moments, the residual variances, the BIC
 and the extended-BIC penalty) lives in :mod:`bnsl_cli.solvers.gaussian_score`, shared with
-fed-suffstats' search; the polish uses its ``"solve"`` forms.
+the noise-aware search on released moments; the polish uses its ``"solve"`` forms.
 """
 
 from __future__ import annotations

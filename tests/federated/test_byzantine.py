@@ -139,7 +139,7 @@ def _stopped(plan, fleet) -> str:
 @pytest.mark.parametrize("method, kind", [
     ("fed-sparse", MessageKind.STATS_REQUEST),
     ("fed-moments", MessageKind.MOMENT_REQUEST),
-    ("fed-suffstats", MessageKind.SUFFSTATS_FIRST),
+    ("fed-suffstats", MessageKind.FIRST_REQUEST),
 ])
 def test_a_poisoned_mean_share_names_its_sender_not_an_honest_site(tables, method, kind):
     """1e99 passes the blanket limit; before, the pooled mean overflowed the honest sites' second
@@ -230,7 +230,7 @@ def test_second_moments_no_rows_can_have_are_refused(tables):
     ("fed-sparse", MessageKind.STATS_REQUEST, "share of the column means"),
     ("fed-sparse", MessageKind.GRAM_REQUEST, "second moments (polish)"),
     ("fed-moments", MessageKind.CENTRE, "share of the pooled moments"),
-    ("fed-suffstats", MessageKind.SUFFSTATS_FIRST, "scale histograms"),
+    ("fed-suffstats", MessageKind.FIRST_REQUEST, "scale histograms"),
 ])
 def test_a_private_reply_beyond_the_derived_limit_is_refused_naming_its_sender(tables, method, kind, what):
     """1e30 is far below the blanket 1e100, but beyond what n_p rows clipped at the release's clip plus
@@ -252,7 +252,7 @@ def test_private_histograms_must_add_up_to_the_declared_rows(tables):
         return ShareReply(s.round, s.sender, s.d, s.values + 0.2 * ROWS / (P * ROWS)).encode()
 
     plan = _plan(tables, "fed-suffstats", dp=DPConfig(epsilon=5.0, noise="per-site"), seed=1)
-    msg = _stopped(plan, LocalFleet(_parts(plan, tables, MessageKind.SUFFSTATS_FIRST, inflate)))
+    msg = _stopped(plan, LocalFleet(_parts(plan, tables, MessageKind.FIRST_REQUEST, inflate)))
     assert msg.startswith("participant 3 sent scale histograms whose column ") and " adds up to " in msg, msg
 
 
@@ -263,7 +263,7 @@ def test_a_securely_summed_share_beyond_the_sites_limits_stops_the_run_naming_no
     """Distributed noise in process: the coordinator sees only the sum of the masked shares; a sum beyond
     the sum of the sites' limits stops the run, and the message says no site can be named."""
     plan = _plan(tables, "fed-suffstats", dp=DPConfig(epsilon=5.0, noise="distributed"), seed=1)
-    fleet = SecureLocalFleet(LocalFleet(_parts(plan, tables, MessageKind.SUFFSTATS_FIRST, first_value(1e5))), plan.P)
+    fleet = SecureLocalFleet(LocalFleet(_parts(plan, tables, MessageKind.FIRST_REQUEST, first_value(1e5))), plan.P)
     msg = _stopped(plan, fleet)
     assert msg.startswith("the sites' securely summed scale histograms holds a value of magnitude 1e+05"), msg
     assert "a secure sum cannot tell which site sent it" in msg

@@ -55,7 +55,7 @@ def test_a_masked_share_beyond_the_sites_limits_stops_the_run_naming_no_site(tab
 
     def part_for(plan, k, X, rng):
         p = make_participant(plan, k, X, rng)
-        return Corrupt(p, MessageKind.SUFFSTATS_FIRST, lambda r: _set_values(r, 1e5)) if k == 1 else p
+        return Corrupt(p, MessageKind.FIRST_REQUEST, lambda r: _set_values(r, 1e5)) if k == 1 else p
 
     got, _, _ = networked(plan, tables, secure=True, part_for=part_for)
     assert isinstance(got, Exception) and got.exit_code == 6, got

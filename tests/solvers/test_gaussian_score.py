@@ -14,7 +14,7 @@ from bnsl_cli.dag import threshold_to_dag
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.simulate import random_dag, random_weights
 from bnsl_cli.solvers import score_search as polish_module
-from bnsl_cli.solvers import suffstats as suffstats_module
+from bnsl_cli.solvers import moment_search as suffstats_module
 from bnsl_cli.solvers.gaussian_score import (
     bic_of,
     check_score,
@@ -24,7 +24,7 @@ from bnsl_cli.solvers.gaussian_score import (
     least_squares_weights,
 )
 from bnsl_cli.solvers.score_search import family_table, polish_graph
-from bnsl_cli.solvers.suffstats import family_statistics, learn_suffstats
+from bnsl_cli.solvers.moment_search import family_statistics, learn_from_moments
 
 from . import _before_merge as old
 
@@ -235,10 +235,10 @@ def _suffstats_runs(seed):
     for tau, G in ((0.0, M["psd"]), (0.02, M["noisy"])):
         for score in ("equal", "node", "auto"):
             for start in ("order", "empty"):
-                r = learn_suffstats(G, n, tau, score=score, start=start, knowledge=know)
+                r = learn_from_moments(G, n, tau, score=score, start=start, knowledge=know)
                 out.append((r.W, r.E, r.info))
     u = np.exp(rng.uniform(-1, 1, d))
-    r = learn_suffstats(M["noisy"] * np.outer(u, u), n, [0.02, 0.01], H=np.stack([np.diag(u**2), np.eye(d)]))
+    r = learn_from_moments(M["noisy"] * np.outer(u, u), n, [0.02, 0.01], H=np.stack([np.diag(u**2), np.eye(d)]))
     out.append((r.W, r.E, r.info))
     return out
 

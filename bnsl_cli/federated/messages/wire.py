@@ -28,15 +28,15 @@ class MessageKind(enum.IntEnum):
     MOMENT_REQUEST = 23  #: :class:`MomentRequest`
     SHARE_REPLY = 25  #: :class:`ShareReply`
     CENTRE = 26  #: :class:`CentreBroadcast`
-    #: fed-suffstats' basis broadcast (:class:`BasisBroadcast`),
+    #: a basis broadcast (a centre, a scale and a whitening matrix per column),
     #: answered with a share of the whitened moments, ``(d + 1)(d + 2)/2`` values
-    SUFFSTATS_BASIS = 40
-    #: fed-suffstats' first request (:class:`FirstRequest`),
-    #: answered with a share of as many values as its count field says
-    SUFFSTATS_FIRST = 41
-    #: fed-suffstats' centre request (:class:`CentreRequest`), private runs only, once between the
-    #: first request and the first basis broadcast; answered with a share of its count's values
-    SUFFSTATS_CENTRE = 42
+    BASIS_BROADCAST = 40
+    #: a first request of a staged method, answered with a share of as many values as its count
+    #: field says
+    FIRST_REQUEST = 41
+    #: a centre request (bins per column), private runs only, once between the first request and
+    #: the first basis broadcast; answered with a share of its count's values
+    CENTRE_REQUEST = 42
     # 21 and 24 (the per-participant statistics and moments before the sum-shaped encoding) are
     # retired: no build sends or accepts them, and the numbers are not reused
 

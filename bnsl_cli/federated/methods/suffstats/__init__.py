@@ -1,5 +1,5 @@
 """``--method fed-suffstats``: private sufficient statistics in a few sum-shaped releases, then a
-structure search that knows their noise (:mod:`bnsl_cli.solvers.suffstats`).
+structure search that knows their noise (:mod:`bnsl_cli.solvers.moment_search`).
 
 Everything a site sends is a share the coordinator only sums (:class:`ShareReply`, summable under
 ``bnsl serve --secure-sum`` and in process, see :class:`bnsl_cli.federated.secure_local.SecureLocalFleet`).

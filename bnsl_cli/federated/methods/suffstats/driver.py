@@ -22,11 +22,10 @@ from bnsl_cli.federated.outcome import (
     SolverFinal,
     SolverOutcome,
     SolverTiming,
-    SuffstatsBasis,
-    SuffstatsStage,
 )
+from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, SuffstatsStage
 from bnsl_cli.privacy.releases import ReleaseKind
-from bnsl_cli.solvers.suffstats import learn_suffstats
+from bnsl_cli.solvers.moment_search import learn_from_moments
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares
 
 
@@ -125,10 +124,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             # the search on the correlation matrix (quantised: a change of units moves only last bits)
             check_scales(mean, sd, plan.names)
             Gs, sd = standardized(G)
-            res = learn_suffstats(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd), knowledge=plan.knowledge)
+            res = learn_from_moments(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd), knowledge=plan.knowledge)
             W = res.W * sd[None, :] / sd[:, None]  # raw units, for the next basis
         else:
-            res = learn_suffstats(G, n, tau, H=H, knowledge=plan.knowledge)
+            res = learn_from_moments(G, n, tau, H=H, knowledge=plan.knowledge)
             W = res.W
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
                                       weight=float(w0 / n)))
@@ -172,7 +171,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         history=history,
         removed_for_acyclicity=removed,
         solver_issues=[],
-        suffstats=SuffstatsBasis(centre=centre.tolist(), scale=scale.tolist(), stages=len(stages),
+        method_entry=SuffstatsBasis(centre=centre.tolist(), scale=scale.tolist(), stages=len(stages),
                                  scale_defaulted=scale_defaulted, centre_unresolved=centre_unresolved),
         standardize=PooledStats(
             applied=bool(plan.standardize),

@@ -26,17 +26,17 @@ class FirstRequest:
     d: int
     count: int
 
-    kind = MessageKind.SUFFSTATS_FIRST
+    kind = MessageKind.FIRST_REQUEST
     #: answered by a share of as many values as its count says
     reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: count)
 
     def encode(self) -> bytes:
-        return HEADER.pack(MessageKind.SUFFSTATS_FIRST, _VERSION, self.round, 0, self.d, self.count)
+        return HEADER.pack(MessageKind.FIRST_REQUEST, _VERSION, self.round, 0, self.d, self.count)
 
     @classmethod
     def decode(cls, data: bytes) -> "FirstRequest":
         kind, version, rnd, _, d, count = read_header(data)
-        if kind != MessageKind.SUFFSTATS_FIRST or version != _VERSION or len(data) != HEADER.size:
+        if kind != MessageKind.FIRST_REQUEST or version != _VERSION or len(data) != HEADER.size:
             raise ValueError("not a fed-suffstats first request")
         return cls(rnd, d, count)
 
@@ -52,18 +52,18 @@ class BasisBroadcast:
     scale: np.ndarray
     L: np.ndarray
 
-    kind = MessageKind.SUFFSTATS_BASIS
+    kind = MessageKind.BASIS_BROADCAST
     #: answered by a share of the whitened moments' upper triangle, (d + 1)(d + 2)/2 values
     reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: (d + 1) * (d + 2) // 2)
 
     def encode(self) -> bytes:
-        head = HEADER.pack(MessageKind.SUFFSTATS_BASIS, _VERSION, self.round, 0, self.d, 1)
+        head = HEADER.pack(MessageKind.BASIS_BROADCAST, _VERSION, self.round, 0, self.d, 1)
         return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.centre, self.scale, self.L))
 
     @classmethod
     def decode(cls, data: bytes) -> "BasisBroadcast":
         kind, version, rnd, _, d, _ = read_header(data)
-        if kind != MessageKind.SUFFSTATS_BASIS or version != _VERSION:
+        if kind != MessageKind.BASIS_BROADCAST or version != _VERSION:
             raise ValueError("not a basis broadcast")
         if len(data) != HEADER.size + 8 * (2 * d + d * d):
             raise ValueError(f"a basis broadcast for d = {d} has {len(data)} bytes")
@@ -89,18 +89,18 @@ class CentreRequest:
     lo: np.ndarray
     width: np.ndarray
 
-    kind = MessageKind.SUFFSTATS_CENTRE
+    kind = MessageKind.CENTRE_REQUEST
     #: answered by a share of as many values as its count says
     reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: count)
 
     def encode(self) -> bytes:
-        head = HEADER.pack(MessageKind.SUFFSTATS_CENTRE, _VERSION, self.round, 0, self.d, self.count)
+        head = HEADER.pack(MessageKind.CENTRE_REQUEST, _VERSION, self.round, 0, self.d, self.count)
         return head + b"".join(np.asarray(v, "<f8").tobytes() for v in (self.lo, self.width))
 
     @classmethod
     def decode(cls, data: bytes) -> "CentreRequest":
         kind, version, rnd, _, d, count = read_header(data)
-        if kind != MessageKind.SUFFSTATS_CENTRE or version != _VERSION:
+        if kind != MessageKind.CENTRE_REQUEST or version != _VERSION:
             raise ValueError("not a fed-suffstats centre request")
         if len(data) != HEADER.size + 16 * d:
             raise ValueError(f"a centre request for d = {d} has {len(data)} bytes")

@@ -226,8 +226,8 @@ def reply_rules(plan) -> dict:
     (:class:`~bnsl_cli.federated.reply_limits.MeanShares`); the whitened moments of every stage
     (:class:`WhitenedShares`)."""
     first = HistogramShares(ReleaseKind.SCALE_HISTOGRAM) if plan.private else MeanShares()
-    return {MessageKind.SUFFSTATS_FIRST: first, MessageKind.SUFFSTATS_CENTRE: HistogramShares(ReleaseKind.CENTRE_HISTOGRAM),
-            MessageKind.SUFFSTATS_BASIS: WhitenedShares()}
+    return {MessageKind.FIRST_REQUEST: first, MessageKind.CENTRE_REQUEST: HistogramShares(ReleaseKind.CENTRE_HISTOGRAM),
+            MessageKind.BASIS_BROADCAST: WhitenedShares()}
 
 
 # -- the order a site answers the requests in (bnsl_cli.federated.site_sequence) --------------------
@@ -248,7 +248,7 @@ def planned_stages(plan) -> int:
 class FirstRequestStep(Step):
     """The first request: once, before the stages (private: one scale-histogram release)."""
 
-    kinds = frozenset({MessageKind.SUFFSTATS_FIRST})
+    kinds = frozenset({MessageKind.FIRST_REQUEST})
 
     def admit(self, plan, state, kind, rnd, data):
         if FIRST in state.seen:
@@ -268,7 +268,7 @@ class CentreRequestStep(Step):
     """The centre request, private plans only: once, after the first request and before the stages,
     numbered :data:`~bnsl_cli.federated.messages.CENTRE_ROUND` (one centre-histogram release)."""
 
-    kinds = frozenset({MessageKind.SUFFSTATS_CENTRE})
+    kinds = frozenset({MessageKind.CENTRE_REQUEST})
 
     def admit(self, plan, state, kind, rnd, data):
         if not plan.private:
@@ -294,7 +294,7 @@ class BasisStep(Step):
     """The basis broadcasts: after the first request, numbered 1, 2, … up to the plan's stages, no
     replay, gap or reordering (private: one whitened-moment release each, at that stage's ρ)."""
 
-    kinds = frozenset({MessageKind.SUFFSTATS_BASIS})
+    kinds = frozenset({MessageKind.BASIS_BROADCAST})
 
     def admit(self, plan, state, kind, rnd, data):
         if FIRST not in state.seen:

@@ -1,12 +1,12 @@
-"""The noise-aware structure search (bnsl_cli.solvers.suffstats)."""
+"""The noise-aware structure search (bnsl_cli.solvers.moment_search)."""
 
 import numpy as np
 import pytest
 
 from bnsl_cli.simulate import random_dag, random_weights
 from bnsl_cli.solvers.gaussian_score import ebic_penalty
-from bnsl_cli.solvers.suffstats import (
-    learn_suffstats,
+from bnsl_cli.solvers.moment_search import (
+    learn_from_moments,
     noise_aware_search,
     ordered_parents,
     topdown_order,
@@ -30,7 +30,7 @@ def _sym_noise(d, std, rng):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_exact_moments_equal_noise_give_the_true_dag(seed):
     W, S = _population(15, seed)
-    res = learn_suffstats(S, 10_000, 0.0)
+    res = learn_from_moments(S, 10_000, 0.0)
     assert np.array_equal(res.E, W != 0)
     assert np.allclose(res.W, W, atol=1e-6)
 
@@ -61,7 +61,7 @@ def test_pure_noise_gives_no_edges_when_the_noise_is_known():
 def test_noise_metric_scales_with_the_columns():
     """Noise τ·u_a·u_b on columns in units u: every test statistic (of an addition and of keeping a
     parent) is the one of the unit-scaled matrix with noise τ."""
-    from bnsl_cli.solvers.suffstats import family_statistics
+    from bnsl_cli.solvers.moment_search import family_statistics
 
     d, n, tau = 10, 20_000, 0.02
     W, S = _population(d, 5)
@@ -79,7 +79,7 @@ def test_noise_metric_scales_with_the_columns():
 
 
 def test_search_terminates_and_every_kept_edge_passes_its_test():
-    from bnsl_cli.solvers.suffstats import family_statistics
+    from bnsl_cli.solvers.moment_search import family_statistics
 
     d, n, tau = 10, 20_000, 0.02
     W, S = _population(d, 5)
@@ -95,11 +95,11 @@ def test_search_terminates_and_every_kept_edge_passes_its_test():
 
 def test_bad_input_is_refused():
     with pytest.raises(ValueError):
-        learn_suffstats(np.ones((3, 4)), 10)
+        learn_from_moments(np.ones((3, 4)), 10)
     with pytest.raises(ValueError):
-        learn_suffstats(np.full((3, 3), np.nan), 10)
+        learn_from_moments(np.full((3, 3), np.nan), 10)
     with pytest.raises(ValueError):
-        learn_suffstats(np.eye(3), 10, score="other")
+        learn_from_moments(np.eye(3), 10, score="other")
 
 
 def test_node_score_search_does_not_flip_an_equivalent_edge():

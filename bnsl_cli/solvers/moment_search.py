@@ -1,4 +1,4 @@
-"""A structure search that knows the noise of its second moments (``--method fed-suffstats``).
+"""A structure search that knows the noise of its second moments (the private pooled-statistics methods' learner).
 
 Arrays in, arrays out: no messages, no ledger. The input is a released second-moment matrix ``S``
 of standardised columns (``d × d``, the pooled ``Σ z zᵀ / n`` plus symmetric Gaussian noise of a
@@ -50,7 +50,7 @@ from bnsl_cli.solvers.gaussian_score import (
 )
 
 __all__ = [
-    "SuffstatsResult", "noise_aware_search", "topdown_order", "ordered_parents", "learn_suffstats",
+    "MomentSearchResult", "noise_aware_search", "topdown_order", "ordered_parents", "learn_from_moments",
     "family_statistics",
 ]
 
@@ -333,15 +333,15 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
 
 
 @dataclass
-class SuffstatsResult:
+class MomentSearchResult:
     W: np.ndarray  # weights in the units of G (standardised), W[i, j] the edge i → j
     E: np.ndarray  # the DAG
     info: dict = field(default_factory=dict)
 
 
-def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "auto",
+def learn_from_moments(G: np.ndarray, n: float, tau: float = 0.0, score: str = "auto",
                     u: Optional[np.ndarray] = None, start: str = "order", H: Optional[np.ndarray] = None,
-                    knowledge=None) -> SuffstatsResult:
+                    knowledge=None) -> MomentSearchResult:
     """The DAG from released second moments ``G`` (any symmetric matrix; projected to PSD here)
     with release noise std ``tau·u_a·u_b`` on entry ``(a, b)``. ``start="order"``: the search
     starts from :func:`ordered_parents` of :func:`topdown_order`; ``"empty"``: from no edges.
@@ -389,4 +389,4 @@ def learn_suffstats(G: np.ndarray, n: float, tau: float = 0.0, score: str = "aut
         chosen = score
     info["score"] = chosen
     info["moves"] = {k: sum(1 for m in moves if m[0] == k) for k in ("add", "delete", "reverse")}
-    return SuffstatsResult(least_squares_weights(A, E, form="lstsq"), E, info)
+    return MomentSearchResult(least_squares_weights(A, E, form="lstsq"), E, info)

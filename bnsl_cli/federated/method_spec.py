@@ -78,6 +78,11 @@ class MethodSpec:
     dp_title: str = ""
     #: the polish stage applies
     polishable: bool = False
+    #: the method learns its graph at the coordinator from released (pooled) second moments with
+    #: this method's non-private learner (:mod:`bnsl_cli.federated.methods.admm.on_moments`): the
+    #: plan resolves λ, rounds, steps and the acyclicity function as that method's non-private
+    #: defaults (its learner is post-processing: it runs in the clear on the released values)
+    moment_learner: Optional[str] = None
     #: the fleet holds one participant with every row pooled (centralized NOTEARS)
     pooled: bool = False
     #: the participants exchange messages with a coordinator (report counts bytes)

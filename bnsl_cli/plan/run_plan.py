@@ -145,15 +145,19 @@ class RunPlan:
                 raise BnslError(f"{p.label}: a participant needs at least one row, got {p.rows!r}")
         d = len(names)
         dp = options.dp
+        # the solver's defaults: the method's own, or (a method that learns from released moments)
+        # those of its moment learner run in the clear
+        solver = spec if spec.moment_learner is None else method_spec(spec.moment_learner)
+        solver_dp = dp is not None and spec.moment_learner is None
         lam = options.lam
         if lam is None:
-            lam = spec.dp_lambda if (dp is not None and spec.dp_lambda is not None) else spec.default_lambda
-            if spec.lambda_sites is not None and dp is None:
+            lam = solver.dp_lambda if (solver_dp and solver.dp_lambda is not None) else solver.default_lambda
+            if solver.lambda_sites is not None and not solver_dp:
                 # the local losses are normalised by the total n, so the consensus problem carries
                 # Σ_p λ_p: keep that total fixed (λ_p = default at P = lambda_sites) whatever the number of sites
-                lam = lam * spec.lambda_sites / len(parts)
-        rounds = options.rounds if options.rounds is not None else (DP_ROUNDS if dp is not None else DEFAULT_ROUNDS)
-        steps = options.steps if options.steps is not None else (dp_steps(d) if dp is not None else default_steps(d))
+                lam = lam * solver.lambda_sites / len(parts)
+        rounds = options.rounds if options.rounds is not None else (DP_ROUNDS if solver_dp else DEFAULT_ROUNDS)
+        steps = options.steps if options.steps is not None else (dp_steps(d) if solver_dp else default_steps(d))
         plan = dict(
             method=options.method,
             names=names,
@@ -180,7 +184,7 @@ class RunPlan:
             standardize=bool(options.standardize),
             trace=bool(options.trace),
             privacy=None,
-            acyclicity=default_acyclicity(options.method, dp is not None)
+            acyclicity=default_acyclicity(solver.name, solver_dp)
             if options.acyclicity == "auto" else str(options.acyclicity),
             knowledge=None if options.knowledge is None else options.knowledge.resolve(names),
         )

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, warn
 from bnsl_cli.federated.messages import ShareReply
+from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments
 from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, unusable_message
@@ -25,6 +27,7 @@ from bnsl_cli.federated.outcome import (
 )
 from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, SuffstatsStage
 from bnsl_cli.privacy.releases import ReleaseKind
+from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty
 from bnsl_cli.solvers.moment_search import learn_from_moments
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares
 
@@ -47,6 +50,43 @@ def model_whitening(G: np.ndarray, W: np.ndarray, floor: float) -> np.ndarray:
         return np.linalg.cholesky(S)
     except np.linalg.LinAlgError:
         return np.linalg.cholesky(S + floor * np.eye(d))
+
+def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """The release noise std of each entry of the learner's moments: a stage's noise is ``τ`` per
+    entry in the whitened basis; mapped by ``A = diag(s̃)L`` (``H = AAᵀ``) entry ``(a, b)`` has variance
+    ``τ²(H_aa H_bb + H_ab²)``; divided by ``sd_a sd_b`` for standardised moments. ``None``: no noise."""
+    if H is None or not tau:
+        return None
+    h = np.diag(H)
+    out = tau * np.sqrt(np.outer(h, h) + H * H)
+    return out if sd is None else out / np.outer(sd, sd)
+
+
+def final_graph(plan, spec, res, S, sd, tau, H, n):
+    """The finished graph from the last stage's moments ``S`` (standardised when ``sd`` is given):
+    two candidates, the stage's noise-aware search (``res``) and the default learner on the moments
+    (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds and the
+    polish, with the entries' noise); the one with the lower extended BIC at the moments' effective
+    row count decides (per-node Gaussian likelihood on ``S``; the truth is never consulted).
+    Returns the weights (standardised under ``--standardize``), the DAG, the removed edges and a note."""
+    d = S.shape[0]
+    noise = entry_noise_std(tau, H, sd)
+    n_eff = effective_rows(n, noise, S)
+    fit = learn_on_moments(S, plan, n=n, noise_std=noise)
+    pen = ebic_penalty(n_eff, d)
+    thr = plan.threshold if plan.threshold_given else 0.0
+    A, removed_a = finish_graph(res.W, thr, spec.name, plan.names, plan.knowledge)
+    B = fit.W
+    if plan.threshold_given:
+        B, _ = finish_graph(B, thr, spec.name, plan.names, plan.knowledge)
+    bic_a = bic_of(S, n_eff, A != 0, "node", pen)
+    bic_b = bic_of(S, n_eff, B != 0, "node", pen)
+    note = (f"n_eff {n_eff:.0f}; extended BIC: noise-aware search {bic_a:.6g} ({int((A != 0).sum())} edges), "
+            f"default learner {bic_b:.6g} ({int((B != 0).sum())} edges)")
+    if bic_b <= bic_a:
+        return fit.W_raw, B, fit.removed, note + "; the default learner's graph is kept"
+    return res.W, A, removed_a, note + "; the noise-aware search's graph is kept"
+
 
 def _sum(raw) -> np.ndarray:
     return sum_shares(ShareReply.decode(r).values for r in raw)
@@ -127,8 +167,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             res = learn_from_moments(Gs, n, tau, H=None if H is None else H / np.outer(sd, sd), knowledge=plan.knowledge)
             W = res.W * sd[None, :] / sd[:, None]  # raw units, for the next basis
         else:
+            Gs = G
             res = learn_from_moments(G, n, tau, H=H, knowledge=plan.knowledge)
             W = res.W
+        last = (Gs, sd if plan.standardize else None, tau, H)
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
                                       weight=float(w0 / n)))
         if k < len(stages):
@@ -153,10 +195,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         w = noisy_moments_warning(plan, d, taus[-1])
         if w:
             warn([w], NoisyReleaseWarning, warns)
-    thr = plan.threshold if plan.threshold_given else 0.0
-    if plan.standardize:  # the run reports standardised weights; the standardisation stage maps them back
-        W = res.W
-    Wf, removed = finish_graph(W, thr, spec.name, plan.names, plan.knowledge)
+    t0 = time.perf_counter()
+    W, Wf, removed, choice = final_graph(plan, spec, res, *last, n)
+    t_solve += time.perf_counter() - t0
+    history[-1] = replace(history[-1], note=choice if history[-1].note is None else history[-1].note + "; " + choice)
     summaries = fleet.finish()
     return SolverOutcome(
         W, Wf, summaries,

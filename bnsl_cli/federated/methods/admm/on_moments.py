@@ -1,0 +1,143 @@
+"""Fed-Sparse-BNSL's learner on released second moments: the ADMM rounds and the polish run at the
+coordinator on a pooled moment matrix, in the clear (post-processing of released values; no row and
+no site is involved, nothing crosses a network).
+
+A method that ends with pooled second moments (fed-suffstats: the staged private release) learns
+its graph with the project's default learner this way. The pooled matrix ``S`` is held by ``P``
+moment holders with equal shares ``S / P`` (``P`` the run's number of sites), so the consensus
+problem, its ℓ₁ weight (the plan's λ, resolved as non-private fed-sparse's for ``P`` sites) and its
+penalty schedule are those of a non-private run on the same sites: on exact pooled moments the graph
+is the default learner's (measured: the same graph on 9 of 9 simulated ER2/SF2 cases, d = 20 and 50,
+5 sites). The holders answer encoded messages through an in-process fleet, exactly as sites would.
+
+With noisy moments the polish knows each entry's noise std (``noise_std``): it prunes the edges
+whose evidence is within the noise, and its extended-BIC penalty uses the effective row count
+``n_eff`` of the noisy moments instead of the rows (:func:`effective_rows`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from bnsl_cli.dag import finish_graph
+from bnsl_cli.federated.fleet import LocalFleet
+from bnsl_cli.federated.messages import (
+    ConsensusBroadcast,
+    GramReply,
+    GramRequest,
+    SparseEntries,
+    SparseUpdate,
+    SupportState,
+    message_kind,
+)
+from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
+from bnsl_cli.federated.methods.admm.protocol import run_admm
+from bnsl_cli.federated.polish import PolishStage
+from bnsl_cli.solvers.pgcd import local_objective, pgcd
+
+__all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments"]
+
+
+def effective_rows(n: float, noise_std: Optional[np.ndarray], S: np.ndarray) -> float:
+    """The row count whose sampling error of a standardised second moment (``1/√n``) equals the
+    combined error of ``n`` rows and the release noise: ``1 / (1/n + τ²)`` with ``τ`` the median
+    noise std of the off-diagonal entries of the standardised moments (``noise_std_ab / √(S_aa S_bb)``).
+    Without noise, ``n``."""
+    if noise_std is None:
+        return float(n)
+    d = S.shape[0]
+    sd = np.sqrt(np.maximum(np.diag(S), np.finfo(float).tiny))
+    tau = np.asarray(noise_std, dtype=float) / np.outer(sd, sd)
+    off = tau[~np.eye(d, dtype=bool)]
+    t = float(np.median(off)) if off.size else 0.0
+    return float(1.0 / (1.0 / float(n) + t * t))
+
+
+class MomentHolder:
+    """One share of pooled second moments in the role of a Fed-Sparse-BNSL site: the dual update, the
+    local PGCD step on its share, its share of any second moment asked for by the polish."""
+
+    def __init__(self, pid: int, S_share: np.ndarray, lam: float, steps: int, tol: float,
+                 forbidden=None, required=None):
+        self.pid = int(pid)
+        self.S = np.asarray(S_share, dtype=float)
+        self.d = self.S.shape[0]
+        self.lam, self.steps, self.tol = float(lam), int(steps), float(tol)
+        self.forbidden, self.required = forbidden, required
+        self.B = np.zeros((self.d, self.d))
+        self.beta = np.zeros((self.d, self.d))
+        self.W = np.zeros((self.d, self.d))
+        self.rho2: Optional[float] = None
+        self.link = SupportState()
+
+    def handle(self, data: bytes) -> Optional[bytes]:
+        if message_kind(data) == GramRequest.kind:
+            req = GramRequest.decode(data)
+            a, b = req.pairs // self.d, req.pairs % self.d
+            return GramReply(req.round, self.pid, self.d, self.S[a, b].copy()).encode()
+        msg = ConsensusBroadcast.decode(data, self.link)
+        if self.rho2 is not None:
+            self.beta += self.rho2 * (self.B - msg.W)
+        self.W, self.rho2 = msg.W, msg.rho2
+        if msg.stop:
+            return None
+        res = pgcd(self.S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
+                   forbidden=self.forbidden, required=self.required)
+        self.B = res.B
+        r, c = np.nonzero(res.changed)
+        entries = SparseEntries(r.astype(np.int32), c.astype(np.int32), self.B[r, c].astype(np.float64))
+        objective = local_objective(self.S, self.B, self.beta, self.W, self.rho2, self.lam)
+        return SparseUpdate(msg.round, self.pid, self.d, entries, objective).encode()
+
+    def summary(self) -> dict:
+        return {"participant": self.pid + 1, "rows": 0, "B": None, "compute_s": 0.0, "steps_taken": 0,
+                "events": [], "notes": {}}
+
+
+@dataclass(frozen=True)
+class MomentsFit:
+    """The learner's result: the consensus ``W_raw``, the finished (polished) DAG ``W``, the edges the
+    acyclicity step removed, the rounds, and the polish's diagnostics (``None`` when it did not apply)."""
+
+    W_raw: np.ndarray
+    W: np.ndarray
+    removed: list
+    rounds: int
+    polish: Optional[dict]
+
+
+def learn_on_moments(S: np.ndarray, plan, *, n: Optional[float] = None,
+                     noise_std: Optional[np.ndarray] = None) -> MomentsFit:
+    """The default learner (ADMM rounds, then the polish) on the pooled second moments ``S`` (centred,
+    divided by the rows), with the plan's λ, rounds, steps, penalty schedule, acyclicity function,
+    threshold and prior knowledge. ``n``: the rows behind ``S`` (default ``plan.n_total``);
+    ``noise_std``: the release noise std of each entry of ``S`` (``None``: exact moments)."""
+    S = np.asarray(S, dtype=float)
+    d, P = S.shape[0], plan.P
+    n = float(plan.n_total if n is None else n)
+    pen = plan.penalty
+    forbidden, required = plan.forbidden_mask(), plan.required_mask()
+    holders = [MomentHolder(k, S / P, plan.lam, plan.steps, plan.tol, forbidden, required)
+               for k in range(P)]
+    coord = Coordinator(d, P, PenaltySchedule(pen.rho1, pen.rho2, pen.growth1, pen.growth2, pen.cap),
+                        snap=plan.snap, ftol=plan.server_ftol, acyclicity=plan.acyclicity)
+    coord.forbidden, coord.required = forbidden, required
+    stage = PolishStage(plan.threshold, int(round(effective_rows(n, noise_std, S))), noise_std=noise_std,
+                        threshold_given=plan.threshold_given, knowledge=plan.knowledge)
+    fleet = LocalFleet(holders)
+    try:
+        log = run_admm(coord, fleet, plan.rounds, h_tol=plan.h_tol, gap_tol=plan.gap_tol,
+                       threshold=plan.threshold, polish=stage)
+    finally:
+        fleet.close()
+    W_raw = coord.W.copy()
+    W, removed = finish_graph(W_raw, plan.threshold, plan.method, plan.names, plan.knowledge)
+    info = None
+    if stage.result is not None and stage.result.info.get("applied"):
+        W = stage.result.W
+        info = dict(stage.result.info)
+    return MomentsFit(W_raw, W, removed, log.rounds, info)
+

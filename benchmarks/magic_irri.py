@@ -11,6 +11,7 @@ command on those shards with ``--seed <seed>`` and otherwise the defaults, and o
   sparse-dp5       bnsl learn SHARDS -m fed-sparse --dp --epsilon 5   (DP-Fed-Sparse-BNSL)
   suffstats-dp1    bnsl learn SHARDS -m fed-suffstats --dp --epsilon 1
   suffstats-dp10   bnsl learn SHARDS -m fed-suffstats --dp --epsilon 10
+  suffstats-dp1000 … --dp --epsilon 1000 (noise far below the rows' sampling error: the learner's ceiling)
   suffstats-dp5-persite  … -m fed-suffstats --dp --epsilon 5 --noise per-site  (no secure sum: each
                    site adds the whole noise, P times the variance of the distributed default)
   notears          bnsl learn SHARDS -m notears                       (rows pooled; first seed only)
@@ -53,6 +54,7 @@ RUNS: dict[str, tuple[tuple[str, ...], bool]] = {
     "sparse-dp5": (("-m", "fed-sparse", "--dp", "--epsilon", "5"), False),
     "suffstats-dp1": (("-m", "fed-suffstats", "--dp", "--epsilon", "1"), False),
     "suffstats-dp10": (("-m", "fed-suffstats", "--dp", "--epsilon", "10"), False),
+    "suffstats-dp1000": (("-m", "fed-suffstats", "--dp", "--epsilon", "1000"), False),
     "suffstats-dp5-persite": (("-m", "fed-suffstats", "--dp", "--epsilon", "5", "--noise", "per-site"), False),
     "notears": (("-m", "notears"), True),
 }

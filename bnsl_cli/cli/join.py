@@ -47,10 +47,11 @@ def command(
         help="Accept a private plan with --seed (the coordinator could then reproduce this site's noise: tests only).",
     ),
     accept_split_noise: bool = typer.Option(
-        False, "--accept-split-noise",
-        help="Accept a plan that splits DP noise across the sites (serve --split-noise): this site then adds only "
-        "1/P of a release's noise and its guarantee holds only against a party that sees the secure sum alone, "
-        "while no other site colludes with it.",
+        False, "--accept-split-noise", "--accept-distributed-noise",
+        help="Accept a plan that splits DP noise across the sites: distributed noise (the default of a private "
+        "fed-suffstats run under serve, as in bnsl learn; serve --collusion-tolerance T) or serve --split-noise. "
+        "This site then adds only a share of a release's noise and its guarantee holds against a party that sees "
+        "the secure sum alone, together with at most T colluding sites (0 for --split-noise).",
     ),
     refuse_standardize: bool = typer.Option(
         False, "--refuse-standardize",

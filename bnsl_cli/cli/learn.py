@@ -163,7 +163,7 @@ def command(
         help="DP, fed-suffstats: who adds the noise of the summed releases. distributed: each site adds a share "
         "(variance 1/(P − t) of the calibrated one) and only the secure sum carries the whole noise (in process, "
         "and serve --secure-sum); per-site: every site adds all of it (P times the pooled variance). auto: "
-        "distributed for fed-suffstats (per-site under serve without --secure-sum).",
+        "distributed for fed-suffstats (per-site under serve --no-secure-sum).",
     ),
     collusion_tolerance: int = typer.Option(
         0, "--collusion-tolerance", metavar="T",

@@ -23,6 +23,17 @@ class Conversion(str, Enum):
     simple = "simple"
 
 
+def _samples_option(text: str) -> tuple:
+    """``--samples N`` or ``n1,n2,...``: ``(N, None)`` or ``(None, rows)``; a bad value is the option's
+    usage error (one line, exit 2)."""
+    from bnsl_cli.privacy.budget import parse_samples
+
+    try:
+        return parse_samples(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def command(
     ctx: typer.Context,
     epsilon: Optional[float] = typer.Option(
@@ -33,9 +44,11 @@ def command(
         None, "--delta", envvar="BNSL_DELTA", show_default=False,
         help="delta in (0, 1). learn uses 1/n_p**2 by default (n_p = smallest participant's rows).",
     ),
-    samples: Optional[int] = typer.Option(
-        None, "--samples", show_default=False,
-        help="Rows N of the smallest participant; sets delta = 1/N**2 (learn's default).",
+    samples: Optional[tuple] = typer.Option(
+        None, "--samples", metavar="N[,N...]", show_default=False, parser=_samples_option,
+        help="Rows N of the smallest participant; sets delta = 1/N**2 (learn's default). Or each site's rows "
+        "n1,n2,...: P sites, delta as learn sets it; fed-suffstats with --nodes adds the last stage's noise, n_eff, "
+        "the verdict of learn's check and the smallest epsilon that works.",
     ),
     rounds: Optional[int] = typer.Option(
         None, "--rounds", show_default=False,
@@ -139,20 +152,23 @@ def command(
 
     * Conversions: --rho R --delta D gives epsilon; --epsilon E --delta D --max-rho gives the largest rho.
 
+    * Before a run: --epsilon E --samples n1,n2,... --nodes d (each site's rows): will learn --dp refuse, how noisy.
+
     The result table goes to stdout (--json: JSON instead), the assumptions block to stderr (-q: left out).
     Exit code 5 when the budget is invalid or cannot be met.
     """
     from bnsl_cli.plan.budget import BudgetQuery, budget_method, budget_table
 
+    samples_n, site_rows = samples or (None, None)
     spec = budget_method(method, accountant)
     _check_method_options(ctx, spec.name)
     query = BudgetQuery(
-        epsilon=epsilon, delta=delta, samples=samples, rounds=rounds, steps=steps, nodes=nodes, rho=rho,
+        epsilon=epsilon, delta=delta, samples=samples_n, rounds=rounds, steps=steps, nodes=nodes, rho=rho,
         max_rho=max_rho, gumbel_multiplier=gumbel_multiplier, sigma_multiplier=sigma_multiplier,
         moment_multiplier=moment_multiplier, mean_multiplier=mean_multiplier, polish_multiplier=polish_multiplier,
         selection_share=selection_share, moment_share=moment_share, mean_share=mean_share, polish_share=polish_share,
         public_means=public_means, value_bound=value_bound, conversion=conversion.value, accountant=accountant,
-        sites=sites, collusion_tolerance=collusion_tolerance, releases=releases_file,
+        sites=sites, collusion_tolerance=collusion_tolerance, releases=releases_file, site_rows=site_rows,
     )
     table = budget_table(spec, query)
     if json_out:

@@ -12,6 +12,7 @@ learn gains a parameter that is in none of them.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import sys
 from pathlib import Path
@@ -57,12 +58,16 @@ def _serve(
     insecure: bool = typer.Option(False, "--insecure", help="Plaintext without authentication; loopback addresses only.", rich_help_panel=dataopts.NETWORK),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for any site's reply before stopping the run.", rich_help_panel=dataopts.NETWORK),
     join_timeout: float = typer.Option(600.0, "--join-timeout", help="Seconds to wait for all sites to join.", rich_help_panel=dataopts.NETWORK),
-    secure_sum: bool = typer.Option(
-        False, "--secure-sum",
-        help="Secure aggregation of every summed reply (column statistics, fed-moments, fed-bnsl's B_p, the polish's "
-        "second moments): the coordinator learns only their sums (pairwise X25519 masks; docs/federation.md). "
-        "Weights then differ from bnsl learn by the fixed-point rounding carried through the solver (about "
-        "1e-10 for fed-bnsl, up to 5e-3 for fed-moments under --dp; the graphs were the same in the tests).",
+    secure_sum: Optional[bool] = typer.Option(
+        None, "--secure-sum/--no-secure-sum", show_default=False,
+        help="Secure aggregation of every summed reply (column statistics, fed-moments, fed-suffstats, fed-bnsl's B_p, "
+        "the polish's second moments): the coordinator learns only their sums (pairwise X25519 masks; "
+        "docs/federation.md). Default: on for a private run whose method distributes its noise (fed-suffstats, the "
+        "--dp default) over two or more sites: each site then adds only a share of the noise, as in bnsl learn (the "
+        "sites join with --accept-split-noise); off otherwise. --no-secure-sum: per-site noise, √P times the noise "
+        "in the pooled statistics. Where bnsl learn has no secure sum (every other layout), weights then differ from "
+        "bnsl learn by the fixed-point rounding carried through the solver (about 1e-10 for fed-bnsl, up to 5e-3 for "
+        "fed-moments under --dp; the graphs were the same in the tests).",
         rich_help_panel=dataopts.NETWORK,
     ),
     secure_sum_bits: int = typer.Option(
@@ -144,18 +149,19 @@ def _serve(
         if len(allowed) < participants:
             raise common.fail(f"--allow-sites names {len(allowed)} site(s), fewer than --participants {participants}", 2)
     cfg = _config(learn_options, ctx)
-    if split_noise and not secure_sum:
-        raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
     from bnsl_cli.federated.methods.registry import METHODS, method_spec
 
     spec = method_spec(cfg.method)
+    secure_sum, layout_warning = resolve_secure_sum(cfg, spec, participants, secure_sum)
+    if layout_warning is not None:
+        from rich.markup import escape
+
+        console.print(f"[bold yellow]warning:[/] {escape(layout_warning)}", soft_wrap=True)
+    if split_noise and not secure_sum:
+        raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
     if split_noise and (cfg.dp is None or not spec.split_noise):
         able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
         raise common.fail(f"--split-noise: only --method {able} --dp has a release that can be split", 2)
-    if cfg.dp is not None and cfg.dp.noise == "distributed" and not secure_sum:
-        raise common.fail("--noise distributed needs --secure-sum (a site's share alone is not private)", 2)
-    if cfg.dp is not None and cfg.dp.noise == "auto" and not secure_sum and spec.distributed_noise:
-        cfg.dp.noise = "per-site"  # without a secure sum the coordinator would see every share
     if secure_sum and cfg.personal:
         raise common.fail(
             "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
@@ -199,6 +205,7 @@ def _serve(
             from bnsl_cli.privacy.split_noise import split_noise_plan
 
             plan = split_noise_plan(plan)
+        check_consent(plan, hellos)
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
         log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
@@ -241,6 +248,67 @@ def _serve(
         from bnsl_cli.io.graphs import edges_csv_text
 
         sys.stdout.write(edges_csv_text(result.W, result.names))
+
+
+def resolve_secure_sum(cfg, spec, participants: int, secure_sum: Optional[bool]) -> tuple:
+    """Whether the run uses the secure sum, and a warning line (``None``: none), from
+    ``--secure-sum/--no-secure-sum`` (``secure_sum``: ``None`` when neither was given).
+
+    The default is the layout ``bnsl learn`` uses for the same options: the secure sum is on when the
+    run is private, its method distributes the noise of its summed releases (the registry's
+    ``distributed_noise``), there are two or more sites and ``--noise`` is not ``per-site`` — the
+    sites then add distributed noise under the secure sum, and the outputs are ``bnsl learn``'s byte
+    for byte (learn masks the shares in process the same way). Everywhere else it is off, as in
+    learn, whose outputs are then the same bytes too. ``--no-secure-sum`` where the default would
+    distribute the noise plans per-site noise (``cfg.dp.noise`` set to ``per-site``) and returns the
+    warning that names its √P cost; with ``--noise distributed`` or ``--collusion-tolerance`` it is a
+    usage error (a site's share alone is not private)."""
+    dp = cfg.dp
+    distributes = dp is not None and spec.distributed_noise and participants >= 2 and dp.noise != "per-site"
+    if secure_sum is None:
+        return distributes, None
+    if secure_sum:
+        return True, None
+    if dp is not None and dp.noise == "distributed":
+        raise common.fail("--noise distributed needs the secure sum (a site's share alone is not private); "
+                          "drop --no-secure-sum", 2)
+    if dp is not None and dp.collusion_tolerance and spec.distributed_noise:
+        raise common.fail("--collusion-tolerance applies to distributed noise, which needs the secure sum; "
+                          "drop --no-secure-sum", 2)
+    if not distributes:
+        return False, None
+    dp.noise = "per-site"  # without a secure sum the coordinator would see every share
+    root = math.sqrt(participants)
+    return False, (
+        f"--no-secure-sum: per-site noise — every site adds all of the noise, so the pooled statistics carry "
+        f"√P = √{participants} ≈ {root:.2f} times the noise std of the default distributed noise (bnsl learn's "
+        f"layout); expect a worse graph at the same ε"
+    )
+
+
+def check_consent(plan, hellos) -> None:
+    """Before the plan is sent: a :class:`~bnsl_cli.errors.RefusedError` (exit 5) naming every site
+    whose HELLO says it does not accept split noise (``bnsl join`` without ``--accept-split-noise``)
+    when ``plan`` splits its noise (distributed noise, ``--split-noise``), with both ways out. The
+    sites check the plan themselves anyway (:func:`~bnsl_cli.net.policy.check_plan`); this tells
+    the coordinator's operator at once, for every such site, what to change. A HELLO without limits
+    (a library site) is left to its own check."""
+    from bnsl_cli.errors import RefusedError
+    from bnsl_cli.federated.methods.registry import method_spec
+    from bnsl_cli.privacy.split_noise import split_of
+
+    if split_of(plan) <= 1:
+        return
+    no = [f"site {k + 1} ({h.get('site')})" for k, h in enumerate(hellos)
+          if isinstance(h.get("limits"), dict) and not h["limits"].get("accept_split_noise")]
+    if not no:
+        return
+    distributed = method_spec(plan.method).distributed_noise
+    other = "serve --no-secure-sum for per-site noise (√P times the noise)" if distributed else "drop serve --split-noise"
+    raise RefusedError(
+        f"{', '.join(no)} did not accept {'distributed' if distributed else 'split'} noise (each site adds a share of "
+        f"the noise; its guarantee then rests on the secure sum): every site joins with --accept-split-noise, or {other}"
+    )
 
 
 def _site_record(site):

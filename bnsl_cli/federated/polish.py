@@ -120,6 +120,7 @@ class PolishStage:
         final_threshold: Optional[float] = _UNSET,
         threshold_given: bool = False,
         knowledge=None,
+        noise_std: Optional[np.ndarray] = None,
     ):
         """``threshold`` turns the consensus into the start DAG; ``noise = (multiplier, clip,
         participants)`` for a private run: the participants' noise multiplier σ_pol, the row clip
@@ -141,6 +142,9 @@ class PolishStage:
             final_threshold = self.threshold if (private or threshold_given) else None
         self.final_threshold = final_threshold
         self.knowledge = knowledge
+        #: the noise std of every pooled entry when it is known in advance (moments released before
+        #: the learner ran: the noise-aware pruning of a run in the clear on released moments)
+        self.known_noise_std = None if noise_std is None else np.asarray(noise_std, dtype=float)
         self.result: Optional[PolishResult] = None
         self.pairs = None
         self.seconds = 0.0
@@ -172,7 +176,7 @@ class PolishStage:
         ``σ_pol · 2κ√|Q| · √(v̂_a v̂_b) / n`` to ``G_ab``; with ``v̂ ≈ G_aa`` over ``P`` participants
         that is ``σ_pol · 2κ√|Q| · √P · √(G_aa G_bb) / n``."""
         if self.noise is None:
-            return None
+            return self.known_noise_std
         mult, clip, P = self.noise
         diag = np.sqrt(np.maximum(np.diag(G), 0.0))
         scale = mult * 2.0 * np.sqrt(self.pairs.size) * clip * np.sqrt(P) / self.n_total

@@ -41,6 +41,7 @@ import numpy as np
 from bnsl_cli.errors import (
     ByzantineWarning,
     NoDagError,
+    NoisyReleaseWarning,
     ScaleWarning,
     warn,
 )
@@ -291,6 +292,13 @@ def after_rounds(spec, plan, outcome, rec: Optional[ColumnStats], fp_events: int
     msgs = sorted({m for m in (scale_warning(sd, plan.names) for sd in sds) if m})
     graphs = outcome.local if outcome.local is not None else [outcome.W]
     noisy = bool(getattr(plan, "private", False))  # the spreads come from the noisy released statistics
+    if noisy and not fp_events and all(not np.any(G) for G in graphs):
+        # no edge stood out of the release noise: the empty graph is the answer the released statistics
+        # support (a ratio of noisy spreads says nothing about the data's units: no error from it)
+        warn(["no edge stood out of the release noise: the graph is empty; a larger --epsilon or more rows per "
+              "site would resolve more (bnsl privacy-budget --samples n1,n2,... --nodes d says how much)"],
+             NoisyReleaseWarning, warned, stacklevel=3)
+        return UnitsRecord(tuple(warned))
     if msgs and (fp_events or all(not np.any(G) for G in graphs)):
         what = "the optimisation overflowed" if fp_events else "no edge survived"
         source = " (estimated from the noisy released statistics)" if noisy else ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -49,6 +50,7 @@ __all__ = [
     "BudgetTable",
     "COLUMNS",
     "DELTA_HELP",
+    "parse_samples",
     "resolve_delta",
     "rounds_steps",
     "check_multipliers",
@@ -102,6 +104,8 @@ class BudgetQuery:
     collusion_tolerance: int = 0
     #: a release list's file (a report.json of learn --dp or a privacy-budget --json output)
     releases: Optional[Path] = None
+    #: each site's rows (``--samples n1,n2,...``): the sites P, δ as learn sets it, what a run makes of them
+    site_rows: Optional[tuple] = None
 
     @property
     def spend_mode(self) -> bool:
@@ -128,6 +132,43 @@ class BudgetTable:
 # ------------------------------------------------------------------------------------------------
 # resolving the inputs
 # ------------------------------------------------------------------------------------------------
+
+
+_WHOLE = re.compile(r"[+-]?[0-9][0-9_]*(?:\.0*)?")
+#: The message ``--samples`` has always given for one value that is not a whole number.
+NOT_AN_INTEGER = "Input should be a valid integer, unable to parse string as an integer"
+
+
+def _whole(text: str) -> Optional[int]:
+    """A whole number as ``--samples`` has always read one (``None`` otherwise)."""
+    s = text.strip()
+    return int(s.split(".")[0]) if _WHOLE.fullmatch(s) else None
+
+
+def parse_samples(text: Optional[str]) -> tuple:
+    """``--samples`` as typed: ``(N, None)`` for one row count N (the smallest participant's, checked by
+    :func:`resolve_delta` as ever), ``(None, (n1, n2, ...))`` for each site's rows separated by commas,
+    ``(None, None)`` when not given. ``ValueError`` (one line, the option's usage error) for one value
+    that is not a whole number (:data:`NOT_AN_INTEGER`) or a list with an empty entry, a non-number or
+    a count below 1."""
+    if text is None:
+        return None, None
+    if "," not in text:
+        n = _whole(text)
+        if n is None:
+            raise ValueError(NOT_AN_INTEGER)
+        return n, None
+    counts = []
+    for part in text.split(","):
+        n = None if not part.strip() else _whole(part)
+        if n is None:
+            what = "an empty entry" if not part.strip() else f"{part.strip()!r}, not a row count"
+            raise ValueError(f"{text!r} has {what}; give each site's rows as whole numbers separated by commas, "
+                             "e.g. 221,133,88")
+        if n < 1:
+            raise ValueError(f"{text!r}: every site needs at least one row, got {n}")
+        counts.append(n)
+    return None, tuple(counts)
 
 
 def resolve_delta(delta, samples) -> tuple[float, str]:
@@ -267,9 +308,11 @@ def max_rho_table(epsilon: float, delta: float, conversion: str) -> BudgetTable:
     return BudgetTable("Largest zCDP budget for (epsilon, delta)", base_assumptions(conversion), tuple(rows), data)
 
 
-def release_list_table(path: Path, delta, samples, conversion: str, accountant: str) -> BudgetTable:
+def release_list_table(path: Path, delta, samples, conversion: str, accountant: str,
+                       resolved: Optional[tuple] = None) -> BudgetTable:
     """The (ε, δ) a run's release list spends: ``privacy.plan.releases`` of a report, or
-    ``releases`` of a privacy-budget --json output (δ from the file unless given)."""
+    ``releases`` of a privacy-budget --json output (δ from the file unless given, or ``resolved``:
+    ``(δ, where it comes from)``)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -286,7 +329,9 @@ def release_list_table(path: Path, delta, samples, conversion: str, accountant: 
         releases = [PlannedRelease.from_dict(r) for r in plan["releases"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise InputDataError(f"{path}: a release entry is malformed ({exc})") from None
-    if delta is None and samples is None:
+    if resolved is not None:
+        delta_value, source = resolved
+    elif delta is None and samples is None:
         if plan.get("delta") is None:
             raise OptionError(f"delta is missing and {path} has none. {DELTA_HELP}")
         delta_value, source = float(plan["delta"]), f"{plan['delta']:g} (from {path})"

@@ -28,6 +28,7 @@ None of these functions records anything; the caller records a
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Union
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "ColumnwiseSelector",
     "gaussian_noise",
     "symmetric_gaussian_matrix",
+    "isometric_gaussian_matrix",
     "project_psd",
 ]
 
@@ -186,6 +188,19 @@ def symmetric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> n
     out = np.empty((d, d))
     out[rows, cols] = draws
     out[cols, rows] = draws
+    return out
+
+
+def isometric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric ``d x d`` noise of the Gaussian mechanism on the isometric vectorisation of a symmetric
+    matrix (the diagonal, and each off-diagonal entry × √2: the vector's L2 norm is the matrix's
+    Frobenius norm, so a Frobenius sensitivity is its L2 sensitivity): ``N(0, std²)`` on the diagonal,
+    ``N(0, std²/2)`` off it, mirrored. The same ρ as :func:`symmetric_gaussian_matrix` with the same
+    ``std`` and sensitivity, half the variance off the diagonal. ``d (d + 1) / 2`` draws, in row-major
+    order of the upper triangle."""
+    out = symmetric_gaussian_matrix(d, std, rng)
+    off = ~np.eye(int(d), dtype=bool)
+    out[off] *= math.sqrt(0.5)
     return out
 
 

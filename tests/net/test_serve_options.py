@@ -228,9 +228,10 @@ def test_fed_suffstats_noise_is_distributed_only_under_a_secure_sum(loopback):
     assert _splits(_plan_with(loopback, *base, "--secure-sum")) == {3}
     assert _splits(_plan_with(loopback, *base, "--secure-sum", "--collusion-tolerance", "1")) == {2}
     assert _splits(_plan_with(loopback, *base, "--secure-sum", "--noise", "per-site")) == {1}
-    assert _splits(_plan_with(loopback, *base)) == {1}  # no secure sum: every site adds all of the noise
-    res = _serve("-q", *base, "--noise", "distributed")
-    assert res.exit_code == 2 and "--secure-sum" in res.output
+    assert _splits(_plan_with(loopback, *base)) == {3}  # the default (issue 27): distributed under the secure sum
+    assert _splits(_plan_with(loopback, *base, "--no-secure-sum")) == {1}  # every site adds all of the noise
+    res = _serve("-q", *base, "--no-secure-sum", "--noise", "distributed")
+    assert res.exit_code == 2 and "--no-secure-sum" in res.output
 
 
 def test_epsilon_from_the_environment_does_not_concern_a_non_private_run(loopback):

@@ -76,7 +76,7 @@ def _same_refusal_or_replies(a, b):
 @pytest.fixture
 def no_noise(monkeypatch):
     monkeypatch.setattr(ss_releases, "gaussian_noise", lambda size, std, rng: np.zeros(size))
-    monkeypatch.setattr(ss_releases, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
+    monkeypatch.setattr(ss_releases, "isometric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
     monkeypatch.setattr(dpp, "gaussian_noise", lambda size, std, rng: np.zeros(size))
 
 

@@ -34,7 +34,7 @@ def _plan(d: int, n: int):
 @pytest.fixture
 def no_noise(monkeypatch):
     monkeypatch.setattr(ss_releases, "gaussian_noise", lambda size, std, rng: np.zeros(size))
-    monkeypatch.setattr(ss_releases, "symmetric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
+    monkeypatch.setattr(ss_releases, "isometric_gaussian_matrix", lambda d, std, rng: np.zeros((d, d)))
 
 
 def _site(plan, X):

@@ -179,6 +179,8 @@ _SPECS = (
         mechanism=suffstats.MECHANISM,
         dp_title="DP fed-suffstats",
         distributed_noise=True,
+        # its finished graph: Fed-Sparse-BNSL's learner on the released moments (issue 27)
+        moment_learner="fed-sparse",
         clip_multiplier=suffstats.CLIP,
         clip_text="row L2 norm of [1, whitened row], C = multiplier·sqrt(d + 1)",
         # the --dp default: on the private accuracy grid (benchmarks/RESULTS.md, "Private learners

@@ -8,7 +8,8 @@ moment holders with equal shares ``S / P`` (``P`` the run's number of sites), so
 problem, its ℓ₁ weight (the plan's λ, resolved as non-private fed-sparse's for ``P`` sites) and its
 penalty schedule are those of a non-private run on the same sites: on exact pooled moments the graph
 is the default learner's (measured: the same graph on 9 of 9 simulated ER2/SF2 cases, d = 20 and 50,
-5 sites). The holders answer encoded messages through an in-process fleet, exactly as sites would.
+5 sites). The holders answer encoded messages through an in-process fleet, exactly as sites would;
+as their shares are equal, holder 0 computes each reply and the others send it under their own number.
 
 With noisy moments the polish knows each entry's noise std (``noise_std``): it prunes the edges
 whose evidence is within the noise, and its extended-BIC penalty uses the effective row count
@@ -32,6 +33,7 @@ from bnsl_cli.federated.messages import (
     SparseUpdate,
     SupportState,
     message_kind,
+    with_sender,
 )
 from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.methods.admm.protocol import run_admm
@@ -72,8 +74,13 @@ class MomentHolder:
         self.W = np.zeros((self.d, self.d))
         self.rho2: Optional[float] = None
         self.link = SupportState()
+        self.last: Optional[bytes] = None
 
     def handle(self, data: bytes) -> Optional[bytes]:
+        self.last = self._answer(data)
+        return self.last
+
+    def _answer(self, data: bytes) -> Optional[bytes]:
         if message_kind(data) == GramRequest.kind:
             req = GramRequest.decode(data)
             a, b = req.pairs // self.d, req.pairs % self.d
@@ -95,6 +102,21 @@ class MomentHolder:
     def summary(self) -> dict:
         return {"participant": self.pid + 1, "rows": 0, "B": None, "compute_s": 0.0, "steps_taken": 0,
                 "events": [], "notes": {}}
+
+
+class _Copy:
+    """Holder ``k`` of the same equal share: its reply is holder 0's to the same message (the fleet asks
+    holder 0 first), signed as ``k`` — the P holders' arithmetic done once."""
+
+    def __init__(self, first: MomentHolder, pid: int):
+        self.first, self.pid = first, int(pid)
+
+    def handle(self, data: bytes) -> Optional[bytes]:
+        reply = self.first.last
+        return None if reply is None else with_sender(reply, self.pid)
+
+    def summary(self) -> dict:
+        return {**self.first.summary(), "participant": self.pid + 1}
 
 
 @dataclass(frozen=True)
@@ -120,12 +142,13 @@ def learn_on_moments(S: np.ndarray, plan, *, n: Optional[float] = None,
     n = float(plan.n_total if n is None else n)
     pen = plan.penalty
     forbidden, required = plan.forbidden_mask(), plan.required_mask()
-    holders = [MomentHolder(k, S / P, plan.lam, plan.steps, plan.tol, forbidden, required)
-               for k in range(P)]
+    holder = MomentHolder(0, S / P, plan.lam, plan.steps, plan.tol, forbidden, required)
+    holders = [holder] + [_Copy(holder, k) for k in range(1, P)]
     coord = Coordinator(d, P, PenaltySchedule(pen.rho1, pen.rho2, pen.growth1, pen.growth2, pen.cap),
                         snap=plan.snap, ftol=plan.server_ftol, acyclicity=plan.acyclicity)
     coord.forbidden, coord.required = forbidden, required
-    stage = PolishStage(plan.threshold, int(round(effective_rows(n, noise_std, S))), noise_std=noise_std,
+    # the polish's row count: at least 2 (moments worth less than two rows still get a finite score)
+    stage = PolishStage(plan.threshold, max(2, int(round(effective_rows(n, noise_std, S)))), noise_std=noise_std,
                         threshold_given=plan.threshold_given, knowledge=plan.knowledge)
     fleet = LocalFleet(holders)
     try:

@@ -1,18 +1,28 @@
 """When fed-suffstats' releases are usable and how noisy they are, from the plan's calibration alone
-(the ε and rows per site that work, the last stage's noise scale and its warning), and its
-``privacy-budget`` table (``MethodSpec.budget_table``: :func:`budget_table`)."""
+(the ε and rows per site that work, the last stage's noise scale and its warning, before a run from
+the sites' row counts: :func:`site_utility`), and its ``privacy-budget`` table
+(``MethodSpec.budget_table``: :func:`budget_table`)."""
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Optional
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
 
 import numpy as np
 
+from bnsl_cli.federated.methods.admm.on_moments import effective_rows
 from bnsl_cli.federated.methods.suffstats.bins import _P_STEPS
 from bnsl_cli.federated.methods.suffstats.fits import pair_fractions
 from bnsl_cli.errors import OptionError
-from bnsl_cli.federated.methods.suffstats.releases import CLIP, pooled_noise_std, release_sensitivity, stage_releases
+from bnsl_cli.federated.methods.suffstats.releases import (
+    CLIP,
+    offdiagonal_noise_std,
+    pooled_noise_std,
+    release_sensitivity,
+    stage_releases,
+)
 from bnsl_cli.privacy.budget import BudgetQuery, BudgetTable, base_assumptions, events_of, release_rows
 from bnsl_cli.federated.methods.suffstats.releases import CENTRE_SHARE, HIST_SHARE, STAGE_SHARES, planned_releases
 from bnsl_cli.privacy.release_plan import spend_of
@@ -20,6 +30,7 @@ from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import distribute_noise
 
 
+@functools.lru_cache(maxsize=32)
 def clipped_weight_fraction(d: int) -> float:
     """The expected share of a row's weight kept by the stages' clip when the basis whitens the data
     (``a = [1; z]``, ``z`` standard normal in ``d`` dimensions, ``‖a‖ ≤ CLIP·√(d + 1)``):
@@ -46,13 +57,15 @@ def pair_signal(n_pairs: float) -> float:
     return float(n_pairs) * float(np.mean(np.sqrt(np.sum(fr**2, axis=1))))
 
 
-def usable_at(plan, d: int) -> tuple[float, int]:
-    """``(ε, rows per site)``: the smallest ε (at this plan's δ, rows and sites) and the fewest rows per
-    site (at this ε) with which fed-suffstats' releases are expected to be usable — the scale
-    histograms' pair signal (:func:`pair_signal`) ``HIST_SNR`` noise stds above their pooled noise, and
-    the last (largest) whitened-moment stage's clipped weight of whitened rows
-    (:func:`clipped_weight_fraction`) 3 noise stds above its pooled noise — from the same calibration as
-    ``privacy-budget --method fed-suffstats`` (the noise multipliers scale as ``1/√ρ*``)."""
+#: A stage is usable when its released clipped weight stands this many pooled noise stds out of the
+#: noise (the driver's check before it uses a stage, ``w0 > 3·std``; :func:`usable_at` expects it).
+STAGE_SNR = 3.0
+
+
+def _usable_terms(plan, d: int) -> tuple:
+    """What :func:`usable_at` and :func:`usable_margins` read of ``plan``: ``(n, P, last stage, scale
+    histograms, the pooled noise std of each per unit multiplier, clipped weight fraction, pair signal
+    per pair)``."""
     pv = plan.privacy
     n, P = float(plan.n_total), plan.P
     last = stage_releases(pv)[-1]
@@ -60,16 +73,37 @@ def usable_at(plan, d: int) -> tuple[float, int]:
     # pooled noise std per unit multiplier
     stage_unit = pooled_noise_std(last, d, P) / last.multiplier
     hist_unit = pooled_noise_std(hist, d, P) / hist.multiplier
-    q = clipped_weight_fraction(d)
-    p1 = pair_signal(1.0)  # per pair
+    return n, P, last, hist, stage_unit, hist_unit, clipped_weight_fraction(d), pair_signal(1.0)
+
+
+def usable_at(plan, d: int) -> tuple[float, int]:
+    """``(ε, rows per site)``: the smallest ε (at this plan's δ, rows and sites) and the fewest rows per
+    site (at this ε) with which fed-suffstats' releases are expected to be usable — the scale
+    histograms' pair signal (:func:`pair_signal`) ``HIST_SNR`` noise stds above their pooled noise, and
+    the last (largest) whitened-moment stage's clipped weight of whitened rows
+    (:func:`clipped_weight_fraction`) ``STAGE_SNR`` noise stds above its pooled noise — from the same
+    calibration as ``privacy-budget --method fed-suffstats`` (the noise multipliers scale as ``1/√ρ*``).
+    The inverse of :func:`usable_margins` (both ≥ 1 from that ε on)."""
+    pv = plan.privacy
+    n, P, last, hist, stage_unit, hist_unit, q, p1 = _usable_terms(plan, d)
     # rows: the stage needs q·n ≥ 3·std; the histograms need p1·n/2 ≥ HIST_SNR·std (pairs = rows / 2)
-    rows = max(3.0 * last.multiplier * stage_unit / q, 2.0 * HIST_SNR * hist.multiplier * hist_unit / p1) / P
+    rows = max(STAGE_SNR * last.multiplier * stage_unit / q, 2.0 * HIST_SNR * hist.multiplier * hist_unit / p1) / P
     # ε: the largest multiplier each release may have at these rows, then the ρ* that gives it
     unit = planned_releases(1.0)
-    m_stage = q * n / (3.0 * stage_unit)
+    m_stage = q * n / (STAGE_SNR * stage_unit)
     m_hist = p1 * (n / 2.0) / (HIST_SNR * hist_unit)
     rho_star = max((unit[-1].multiplier / m_stage) ** 2, (unit[0].multiplier / m_hist) ** 2)
     return _epsilon_at(pv, rho_star), int(math.ceil(rows))
+
+
+def usable_margins(plan, d: int) -> tuple[float, float]:
+    """``(stage, histograms)``: the last stage's expected clipped weight over ``STAGE_SNR`` pooled noise
+    stds, and the scale histograms' expected pair signal over ``HIST_SNR`` pooled noise stds — the two
+    conditions of :func:`usable_at`; the releases are expected to be usable when both are ≥ 1 (below
+    that, the refusal of a run quotes :func:`usable_at`'s ε and rows)."""
+    n, P, last, hist, stage_unit, hist_unit, q, p1 = _usable_terms(plan, d)
+    return (q * n / (STAGE_SNR * last.multiplier * stage_unit),
+            p1 * (n / 2.0) / (HIST_SNR * hist.multiplier * hist_unit))
 
 
 def _epsilon_at(pv, rho_star: float) -> float:
@@ -122,6 +156,121 @@ def noisy_moments_warning(plan, d: int, tau: float) -> Optional[str]:
 
 
 # ------------------------------------------------------------------------------------------------
+# before a run: the sites' row counts
+# ------------------------------------------------------------------------------------------------
+
+
+class _Site(NamedTuple):
+    label: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class SitesPlan:
+    """What the checks above read of learn's run plan (``privacy``, ``participants`` with their
+    ``rows``, ``P``, ``n_total``), made from a privacy plan and the sites' row counts before any data
+    are read (``privacy-budget --samples n1,n2,...``)."""
+
+    privacy: object
+    participants: tuple  # of _Site (a participant's label and rows, as the run plan's)
+
+    @classmethod
+    def of(cls, privacy, rows) -> "SitesPlan":
+        return cls(privacy, tuple(_Site(f"site {k + 1}", int(r)) for k, r in enumerate(rows)))
+
+    @property
+    def P(self) -> int:
+        return len(self.participants)
+
+    @property
+    def n_total(self) -> int:
+        return int(sum(p.rows for p in self.participants))
+
+
+def expected_effective_rows(n: float, tau: float, d: int) -> float:
+    """The ``n_eff`` a run gives the last stage's moments
+    (:func:`~bnsl_cli.federated.methods.admm.on_moments.effective_rows`: ``1/(1/n + τ²)``) as expected
+    when the basis whitens: standardised moments near the identity, every entry's noise std ``τ``."""
+    return effective_rows(float(n), np.full((d, d), float(tau)), np.eye(d))
+
+
+def round_up(x: float, digits: int = 3) -> float:
+    """``x`` rounded up to ``digits`` significant digits (a value a hair below a step goes one step
+    up: the number printed is never below ``x``)."""
+    if not (x > 0 and math.isfinite(x)):
+        return x
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return float(f"{math.ceil(x * (1.0 + 1e-9) / step) * step:.{digits}g}")
+
+
+#: The calibrations of the summed releases (key, ``learn --noise``): learn's default (auto) is distributed.
+CALIBRATIONS = (("per_site", "per-site"), ("distributed", "distributed"))
+
+
+def site_utility(spec, pv, rows, d: int, tolerance: int = 0) -> dict:
+    """Before a run with ``len(rows)`` sites of ``rows`` rows, for the privacy plan ``pv`` under each
+    calibration (per-site noise, and the distributed noise learn uses by default with ``tolerance``
+    colluding sites): the last stage's τ as the driver computes it (the pooled off-diagonal noise std over the
+    clipped weight, here the expected weight ``q·n`` of a whitening basis), the ``n_eff`` of its
+    moments (:func:`expected_effective_rows`) and ``1/τ²`` (the rows the noise alone is worth), its noise
+    scale and whether a run warns (:func:`noise_scale`), the verdict of the rule a run's refusal quotes
+    (:func:`usable_margins` both ≥ 1: ``works``, else ``refused``) and the smallest ε that works at these
+    rows (:func:`usable_at`, the rule's inverse; ``epsilon_min`` rounded up to 3 significant digits)."""
+    P = len(rows)
+    q = clipped_weight_fraction(d)
+    out = {}
+    for key, noise in CALIBRATIONS:
+        cal = distribute_noise(pv, spec.name, spec.distributed_noise, P, noise,
+                               tolerance if noise == "distributed" else 0)
+        plan = SitesPlan.of(cal, rows)
+        n = plan.n_total
+        tau = offdiagonal_noise_std(stage_releases(cal)[-1], d, P) / (q * n)
+        scale = noise_scale(tau, d)
+        stage_margin, hist_margin = usable_margins(plan, d)
+        eps, rows_needed = usable_at(plan, d)
+        out[key] = {
+            "tau": tau, "n_eff": expected_effective_rows(n, tau, d), "noise_rows": 1.0 / tau**2,
+            "noise_scale": scale, "warns": scale > NOISE_SCALE_WARN,
+            "verdict": "works" if min(stage_margin, hist_margin) >= 1.0 else "refused",
+            "stage_margin": stage_margin, "histogram_margin": hist_margin,
+            "epsilon_min": round_up(eps), "epsilon_min_exact": eps, "rows_per_site_min": rows_needed,
+        }
+    return {"rows": [int(r) for r in rows], "n_total": int(sum(rows)), "nodes": d, "clipped_weight_fraction": q,
+            "learn_default": "distributed", "collusion_tolerance": tolerance, **out}
+
+
+def _utility_rows(u: dict) -> list:
+    """The table rows of :func:`site_utility`'s answer ``u``."""
+    n = u["n_total"]
+    labels = (("per_site", "per-site", "learn --noise per-site"), ("distributed", "distributed", "learn's default noise"))
+    rows = [(f"last stage noise scale, {label}", u[key]["noise_scale"],
+             f"expected with {' + '.join(map(str, u['rows']))} = {n} rows and a whitening basis (a poorer one: larger); "
+             "above 1 learn warns")
+            for key, label, _ in labels]
+    rows += [(f"last stage tau, {label}", u[key]["tau"],
+              f"noise std per entry of the released whitened moments: pooled noise / expected clipped weight q·n "
+              f"(q = {u['clipped_weight_fraction']:.3g}), as learn computes τ")
+             for key, label, _ in labels]
+    rows += [(f"n_eff, {label}", u[key]["n_eff"],
+              f"learn's n_eff = 1/(1/n + τ²), n = {n}: the rows whose error 1/√n_eff of a standardised second moment is "
+              f"that of the rows and the noise together; the noise alone is worth 1/τ² = {u[key]['noise_rows']:.4g} rows")
+             for key, label, _ in labels]
+    for key, label, who in labels:
+        v = u[key]
+        margins = f"stage weight {v['stage_margin']:.3g} ×, histogram signal {v['histogram_margin']:.3g} × their thresholds"
+        how = (f"{who}: expected to run ({margins}, both ≥ 1)" + ("; learn warns: noise scale above 1" if v["warns"] else "")
+               if v["verdict"] == "works" else
+               f"{who}: by the rule, expected lost in the noise ({margins}; both must be ≥ 1); "
+               f"≥ {v['rows_per_site_min']} rows per site would do")
+        rows.append((f"verdict, {label}", v["verdict"], how))
+    rows += [(f"smallest epsilon that works, {label}", u[key]["epsilon_min"],
+              f"the same rule at these rows and delta (a refused run says ε ≥ {u[key]['epsilon_min_exact']:.3g}), "
+              "rounded up to 3 significant digits")
+             for key, label, _ in labels]
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
 # privacy-budget
 # ------------------------------------------------------------------------------------------------
 
@@ -131,8 +280,11 @@ def budget_table(spec, query: BudgetQuery, delta: float, resolve) -> BudgetTable
     makes (learn's shares, no per-step release), and the noise each site adds and the pooled sum
     carries under per-site and under distributed noise (the split ``learn --noise distributed`` gives
     its releases over ``--sites P`` tolerating ``--collusion-tolerance T``), with the last stage's
-    noise scale when the rows (``--samples``) and sites are given. Spend mode by noise multipliers
-    does not apply: its releases are histograms and stages (``--releases FILE`` reads their list)."""
+    noise scale when the rows (``--samples``) and sites are given. With the sites' row counts
+    (``--samples n1,n2,...``: ``query.site_rows``) and ``--nodes``, what a run would make of them
+    (:func:`site_utility`): the last stage's τ, ``n_eff``, the verdict and the smallest ε that works.
+    Spend mode by noise multipliers does not apply: its releases are histograms and stages
+    (``--releases FILE`` reads their list)."""
     if resolve is None:
         raise OptionError(
             f"spend mode by noise multipliers covers DP-PGCD and one-matrix releases; {spec.name}'s releases are "
@@ -144,10 +296,11 @@ def budget_table(spec, query: BudgetQuery, delta: float, resolve) -> BudgetTable
     if tolerance < 0 or (sites is not None and tolerance >= max(sites, 1) and tolerance > 0):
         raise OptionError("--collusion-tolerance must be >= 0 and below --sites")
     pv = resolve(rounds=1, steps=1, polish=False)
-    return _noise_table(spec, pv, nodes=query.nodes, sites=sites, tolerance=tolerance, samples=query.samples)
+    return _noise_table(spec, pv, nodes=query.nodes, sites=sites, tolerance=tolerance, samples=query.samples,
+                        site_rows=query.site_rows)
 
 
-def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> BudgetTable:
+def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None, site_rows=None) -> BudgetTable:
     delta, conv = pv.delta, pv.conversion
     summary = pv.summary()
     P = sites
@@ -181,8 +334,12 @@ def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> BudgetTa
             rows.append((f"{name} pooled noise, distributed", entry["distributed"]["pooled_sum_std"],
                          f"{unit} each site adds σ/√{share}; any {share} shares carry σ (t = {tolerance})"))
         calib.append(entry)
-    scales = None
-    if nodes is not None and P is not None and samples is not None and calib:
+    scales = utility = None
+    if site_rows is not None and nodes is not None:
+        utility = site_utility(spec, pv, site_rows, nodes, tolerance)
+        scales = {key: utility[key]["noise_scale"] for key, _ in CALIBRATIONS}
+        rows += _utility_rows(utility)
+    elif nodes is not None and P is not None and samples is not None and calib:
         # the last stage's noise scale 2·τ·√(d + 1) that learn warns above 1, as expected when the basis
         # whitens: τ = pooled noise / clipped weight, the weight that of whitened rows (a poorer basis keeps less)
         last = calib[-1]
@@ -205,8 +362,16 @@ def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None) -> BudgetTa
         "calibrations": "per-site: every site adds all of the noise; distributed: shares under a secure sum "
                         "(honest-but-curious coordinator; holds against it with up to T colluding sites)",
     })
+    if site_rows is not None:
+        assumptions["verdict"] = (
+            "give --nodes d for the last stage's noise, n_eff and the verdict" if utility is None else
+            "the rule a refused run quotes: the last stage's clipped weight 3 noise stds and the scale histograms' "
+            "pair signal 5 noise stds above their noise, on expected values (whitening basis, Gaussian columns); a "
+            "run checks the weights it releases, so it can go through below the smallest epsilon, noisier")
     data = {"mode": "calibrate", "method": spec.name, **summary, "nodes": nodes, "sites": P,
             "collusion_tolerance": tolerance, "calibrations": calib, "noise_scale": scales,
             "epsilon_spent": summary["epsilon_planned"], "rho_spent": summary["rho_planned"],
             "events": events_of(pv.releases, delta, conv)}
+    if site_rows is not None:
+        data["utility"] = utility
     return BudgetTable(f"{spec.dp_title} noise plan", assumptions, tuple(rows), data)

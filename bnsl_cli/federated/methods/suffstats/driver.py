@@ -17,7 +17,11 @@ from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBro
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, unusable_message
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
-from bnsl_cli.federated.methods.suffstats.releases import pooled_noise_std, stage_releases
+from bnsl_cli.federated.methods.suffstats.releases import (
+    offdiagonal_noise_std,
+    pooled_noise_std,
+    stage_releases,
+)
 from bnsl_cli.federated.methods.suffstats.sequence import basis_problem
 from bnsl_cli.federated.outcome import (
     PooledStats,
@@ -62,28 +66,48 @@ def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray
     return out if sd is None else out / np.outer(sd, sd)
 
 
-def final_graph(plan, spec, res, S, sd, tau, H, n):
-    """The finished graph from the last stage's moments ``S`` (standardised when ``sd`` is given):
-    two candidates, the stage's noise-aware search (``res``) and the default learner on the moments
+#: The default learner (which assumes exact moments) is a candidate only when the release noise is at
+#: most the rows' own sampling error: ``n_eff ≥ DEFAULT_LEARNER_ROWS · n``.
+DEFAULT_LEARNER_ROWS = 0.5
+
+
+def final_graph(plan, spec, res, S, noise, n):
+    """The finished graph from the moments ``S`` (standardised under ``--standardize``) whose entries
+    have the release noise std ``noise`` (``None``: exact): two candidates, the noise-aware search
+    (``res``) and the default learner on the moments
     (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds and the
     polish, with the entries' noise); the one with the lower extended BIC at the moments' effective
-    row count decides (per-node Gaussian likelihood on ``S``; the truth is never consulted).
+    row count decides (the lower of the equal- and per-node-variance Gaussian likelihoods on ``S``; the
+    truth is never consulted); a candidate with more edges than ``n_eff`` is kept only when the other
+    has more too (more weights than the moments are worth rows). The default learner is tried only when
+    the noise is at most the rows' sampling error (:data:`DEFAULT_LEARNER_ROWS`: it assumes exact
+    moments), or when the search's graph has more edges than ``n_eff``.
     Returns the weights (standardised under ``--standardize``), the DAG, the removed edges and a note."""
     d = S.shape[0]
-    noise = entry_noise_std(tau, H, sd)
     n_eff = effective_rows(n, noise, S)
-    fit = learn_on_moments(S, plan, n=n, noise_std=noise)
-    pen = ebic_penalty(n_eff, d)
     thr = plan.threshold if plan.threshold_given else 0.0
     A, removed_a = finish_graph(res.W, thr, spec.name, plan.names, plan.knowledge)
+    if n_eff < DEFAULT_LEARNER_ROWS * n and int((A != 0).sum()) <= n_eff:
+        return res.W, A, removed_a, (f"n_eff {n_eff:.0f} of {n:.0f} rows: the noise-aware search's graph (the default "
+                                     f"learner is tried from n_eff ≥ {DEFAULT_LEARNER_ROWS:g} n)")
+    fit = learn_on_moments(S, plan, n=n, noise_std=noise)
+    pen = ebic_penalty(n_eff, d)
     B = fit.W
     if plan.threshold_given:
         B, _ = finish_graph(B, thr, spec.name, plan.names, plan.knowledge)
-    bic_a = bic_of(S, n_eff, A != 0, "node", pen)
-    bic_b = bic_of(S, n_eff, B != 0, "node", pen)
-    note = (f"n_eff {n_eff:.0f}; extended BIC: noise-aware search {bic_a:.6g} ({int((A != 0).sum())} edges), "
-            f"default learner {bic_b:.6g} ({int((B != 0).sum())} edges)")
-    if bic_b <= bic_a:
+    bic_a, bic_b = (min(bic_of(S, n_eff, E != 0, score, pen) for score in ("equal", "node")) for E in (A, B))
+    e_a, e_b = int((A != 0).sum()), int((B != 0).sum())
+    note = (f"n_eff {n_eff:.0f}; extended BIC: noise-aware search {bic_a:.6g} ({e_a} edges), "
+            f"default learner {bic_b:.6g} ({e_b} edges)")
+    # a graph with more edge weights than the moments are worth rows cannot be told from noise fitted
+    # by it: such a candidate competes only when both are
+    fits_a, fits_b = e_a <= n_eff, e_b <= n_eff
+    if fits_a != fits_b:
+        keep_b = fits_b
+        note += f"; only the {'default learner' if keep_b else 'noise-aware search'}'s graph has at most n_eff edges"
+    else:
+        keep_b = bic_b <= bic_a
+    if keep_b:
         return fit.W_raw, B, fit.removed, note + "; the default learner's graph is kept"
     return res.W, A, removed_a, note + "; the noise-aware search's graph is kept"
 
@@ -156,7 +180,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         if rel is None:
             tau, H = 0.0, None
         else:
-            tau = std_sum / w0
+            tau = offdiagonal_noise_std(rel, d, plan.P) / w0
             H = SL @ SL.T
         sd = np.sqrt(np.maximum(np.diag(G), 0.0))
         mean = centre + scale * (L @ ybar)  # the released weighted mean, raw units
@@ -170,8 +194,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             Gs = G
             res = learn_from_moments(G, n, tau, H=H, knowledge=plan.knowledge)
             W = res.W
-        last = (Gs, sd if plan.standardize else None, tau, H)
+        noise = entry_noise_std(tau, H, None)
+        last = (res, H, tau, noise)
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
+                                      n_eff=round(effective_rows(n, noise, G)),
                                       weight=float(w0 / n)))
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
@@ -196,7 +222,11 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         if w:
             warn([w], NoisyReleaseWarning, warns)
     t0 = time.perf_counter()
-    W, Wf, removed, choice = final_graph(plan, spec, res, *last, n)
+    res, H, tau, noise = last
+    S = Gs if plan.standardize else G
+    if noise is not None and plan.standardize:
+        noise = noise / np.outer(sd, sd)
+    W, Wf, removed, choice = final_graph(plan, spec, res, S, noise, n)
     t_solve += time.perf_counter() - t0
     history[-1] = replace(history[-1], note=choice if history[-1].note is None else history[-1].note + "; " + choice)
     summaries = fleet.finish()

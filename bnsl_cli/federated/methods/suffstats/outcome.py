@@ -11,8 +11,10 @@ __all__ = ["SuffstatsStage", "SuffstatsBasis"]
 
 @dataclass(frozen=True)
 class SuffstatsStage:
-    """One stage of fed-suffstats: its noise level ``tau``, the edges and score of its search (all
-    ``None`` when the stage's rows were lost in the noise), the clipped rows' weight, and a note."""
+    """One stage of fed-suffstats: its noise level ``tau`` (an off-diagonal entry's, in the whitened
+    basis, over the rows' weight), the edges and score of its search (all ``None`` when the stage's
+    rows were lost in the noise), the clipped rows' weight, a note, and the effective row count of its
+    moments."""
 
     round: int
     tau: Optional[float]
@@ -20,8 +22,11 @@ class SuffstatsStage:
     score: Optional[float]
     weight: float
     note: Optional[str] = None
+    #: the effective row count of the stage's moments (rows and release noise, see
+    #: :func:`~bnsl_cli.federated.methods.admm.on_moments.effective_rows`)
+    n_eff: Optional[int] = None
 
-    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note"})
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note", "n_eff"})
 
 
 @dataclass(frozen=True)

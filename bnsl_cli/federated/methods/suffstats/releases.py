@@ -12,7 +12,7 @@ from bnsl_cli.federated.methods.suffstats.bins import centre_histograms, scale_h
 from bnsl_cli.privacy.bounding import clamp_abs, clamp_rows, clip_factors, row_norms
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.privacy.ledger import PrivacyEvent
-from bnsl_cli.privacy.mechanisms import gaussian_noise, symmetric_gaussian_matrix
+from bnsl_cli.privacy.mechanisms import gaussian_noise, isometric_gaussian_matrix
 from bnsl_cli.privacy.release_plan import covariance_sensitivity, multiplier_for_rho
 from bnsl_cli.privacy.releases import GAUSSIAN, PlannedRelease, ReleaseKind
 
@@ -28,6 +28,8 @@ CENTRE_SHARE = 0.05
 STAGE_SHARES = (0.1, 0.2, 0.3, 0.4)
 STAGES = len(STAGE_SHARES)
 #: Row clip of the moment releases: ``‖a‖ ≤ CLIP·√(d + 1)`` (about the median norm of a whitened row).
+#: A clip that grows with ε (up to 8, until the noise is a quarter of the rows' sampling error) was
+#: measured worse at ε = 1000 on 9 of 15 simulated cases (benchmarks/RESULTS.md, issue 27).
 CLIP = 1.0
 #: Each value is clamped to ``m̃_j ± STAGE_Z·s̃_j`` before a stage's whitening: a column whose released
 #: scale is wrong adds at most ``STAGE_Z²`` to a row's squared norm instead of taking the whole clip
@@ -90,7 +92,7 @@ def release_sensitivity(kind: ReleaseKind, d: int) -> float:
 
 def pooled_noise_std(rel, d: int, sites: int) -> float:
     """The noise std of the sum of ``sites`` shares of the planned release ``rel`` (each share
-    ``multiplier·sensitivity/√split``)."""
+    ``multiplier·sensitivity/√split``; a whitened-moment stage's on the diagonal)."""
     if rel.kind == ReleaseKind.WHITENED_MOMENTS:
         # √2·C² written as C² = CLIP²·(d + 1): the bits the stages' τ has always had (√2·(CLIP·√(d + 1))²
         # can differ in the last one, and the staged search amplifies last bits)
@@ -98,8 +100,15 @@ def pooled_noise_std(rel, d: int, sites: int) -> float:
     return rel.multiplier * release_sensitivity(rel.kind, d) * math.sqrt(sites / rel.split)
 
 
+def offdiagonal_noise_std(rel, d: int, sites: int) -> float:
+    """The noise std of an off-diagonal entry of a summed whitened-moment stage: the stage's noise is
+    isometric (:func:`~bnsl_cli.privacy.mechanisms.isometric_gaussian_matrix`), ``1/√2`` of
+    :func:`pooled_noise_std` off the diagonal. A stage's ``τ`` is this over the rows' weight."""
+    return pooled_noise_std(rel, d, sites) * math.sqrt(0.5)
+
+
 def _symmetric_noise(d: int, std: float, rng) -> np.ndarray:
-    return symmetric_gaussian_matrix(d, std, rng)
+    return isometric_gaussian_matrix(d, std, rng)
 
 
 def whitened_rows(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.ndarray) -> np.ndarray:
@@ -114,8 +123,10 @@ def whitened_rows(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.nd
 def whitened_moments_release(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, L: np.ndarray, multiplier: float,
                              rng, split: int = 1):
     """One private stage: ``Σ a aᵀ`` over the rows (each value clamped to ``m̃_j ± STAGE_Z·s̃_j`` first, see
-    :mod:`bnsl_cli.privacy.bounding`), each ``a`` clipped to ℓ₂ norm ``C = CLIP·√(d + 1)``, plus symmetric Gaussian noise of std ``multiplier·√2·C²``
-    (``/√split``: this site's share under distributed noise). Returns the matrix and its ledger event."""
+    :mod:`bnsl_cli.privacy.bounding`), each ``a`` clipped to ℓ₂ norm ``C = CLIP·√(d + 1)``, plus isometric symmetric Gaussian noise of std
+    ``multiplier·√2·C²`` on the diagonal and ``1/√2`` of it off the diagonal (the Gaussian mechanism on
+    the isometric vectorisation, whose L2 sensitivity is the Frobenius one, ``√2·C²``; ``/√split``:
+    this site's share under distributed noise). Returns the matrix and its ledger event."""
     d = X.shape[1]
     A = whitened_rows(clamp_rows(X, centre, scale**2, STAGE_Z), centre, scale, L)  # bounding
     c = CLIP * math.sqrt(d + 1)

@@ -1,0 +1,234 @@
+"""`bnsl privacy-budget --samples n1,n2,...`: each site's rows give the sites and δ as `learn` sets them,
+and for fed-suffstats what a run would make of them (the last stage's τ, n_eff, the verdict of the rule a
+refused run quotes, the smallest ε that works); one number keeps its output byte for byte."""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bnsl_cli.cli.app import app
+
+runner = CliRunner()
+
+ROWS = (221, 133, 88)
+D = 10
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def budget(*args):
+    res = run("privacy-budget", *args, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def sites_arg(rows=ROWS) -> str:
+    return ",".join(map(str, rows))
+
+
+def _one_clean_line(res):
+    assert "Traceback" not in res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+
+
+def learn_plan(rows, d, epsilon, **dp):
+    """The run plan `bnsl learn --dp` resolves for shards of ``rows`` rows and ``d`` columns."""
+    from bnsl_cli.plan.options import DPConfig, LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
+
+    shapes = Shapes(tuple(f"x{j}" for j in range(d)),
+                    tuple(ParticipantShape(f"s{k}.csv", n) for k, n in enumerate(rows)))
+    return RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=epsilon, **dp)), shapes)
+
+
+# ---------------------------------------------------------------------------------------------
+# sites and delta as learn sets them
+# ---------------------------------------------------------------------------------------------
+
+
+def test_site_rows_give_the_sites_and_delta_learn_would_use():
+    out = budget("--epsilon", 5, "--samples", sites_arg(), "--nodes", D)
+    plan = learn_plan(ROWS, D, 5.0)
+    assert out["sites"] == plan.P == 3 and out["site_rows"] == list(ROWS)
+    assert out["delta"] == plan.privacy.delta == 1.0 / 88**2
+    # the noise of the pooled sum over the 3 sites (per-site: σ·√3)
+    stage = out["calibrations"][-1]
+    assert stage["per_site"]["pooled_sum_std"] == pytest.approx(stage["sigma"] * np.sqrt(3), rel=1e-12)
+    # learn --dp distributes fed-suffstats' noise by default: its plan's last stage gives the τ shown
+    from bnsl_cli.federated.methods.suffstats import clipped_weight_fraction
+    from bnsl_cli.federated.methods.suffstats.releases import offdiagonal_noise_std, stage_releases
+
+    last = stage_releases(plan.privacy)[-1]
+    assert last.split == 3
+    u = out["utility"]
+    tau = offdiagonal_noise_std(last, D, 3) / (clipped_weight_fraction(D) * sum(ROWS))
+    assert u["distributed"]["tau"] == pytest.approx(tau, rel=1e-9)
+    assert u["learn_default"] == "distributed" and u["rows"] == list(ROWS) and u["n_total"] == sum(ROWS)
+    # n_eff by the package's definition (the run's effective rows), and the noise alone worth 1/τ²
+    from bnsl_cli.federated.methods.admm.on_moments import effective_rows
+
+    for key in ("per_site", "distributed"):
+        v = u[key]
+        assert v["noise_rows"] == pytest.approx(1.0 / v["tau"] ** 2, rel=1e-12)
+        assert v["n_eff"] == pytest.approx(effective_rows(sum(ROWS), np.full((D, D), v["tau"]), np.eye(D)), rel=1e-12)
+        assert v["n_eff"] < sum(ROWS)
+    assert u["per_site"]["tau"] > u["distributed"]["tau"]
+
+
+def test_the_table_shows_the_new_rows_and_delta_s_source():
+    res = run("privacy-budget", "--epsilon", 5, "--samples", sites_arg(), "--nodes", D)
+    assert res.exit_code == 0, res.output
+    for text in ("last stage tau, distributed", "n_eff, distributed", "verdict, distributed",
+                 "smallest epsilon that works, distributed", "n_eff = 1/(1/n + τ²)", "1/τ²", "221 + 133 + 88 = 442 rows"):
+        assert text in res.stdout, text
+    assert "1/n_p**2 with n_p = 88 rows, the smallest of the 3 sites'" in res.stderr
+
+
+def test_a_given_delta_wins_over_the_rows_default():
+    out = budget("--epsilon", 5, "--samples", sites_arg(), "--nodes", D, "--delta", 1e-7)
+    assert out["delta"] == 1e-7 and out["sites"] == 3
+
+
+def test_other_methods_take_the_rows_delta_and_no_utility():
+    out = budget("--method", "fed-sparse", "--epsilon", 5, "--samples", sites_arg(), "--nodes", D)
+    assert out["delta"] == 1.0 / 88**2 and out["site_rows"] == list(ROWS) and "utility" not in out
+    out = budget("--epsilon", 5, "--samples", sites_arg(), "--max-rho")
+    assert out["delta"] == 1.0 / 88**2
+
+
+def test_without_nodes_the_table_says_what_is_missing():
+    res = run("privacy-budget", "--epsilon", 5, "--samples", sites_arg())
+    assert res.exit_code == 0, res.output
+    assert "give --nodes d" in res.stderr and "verdict," not in res.stdout
+
+
+def test_sites_that_agree_pass_and_that_disagree_are_a_usage_error():
+    assert budget("--epsilon", 5, "--samples", sites_arg(), "--sites", 3, "--nodes", D)["sites"] == 3
+    res = run("privacy-budget", "--epsilon", 5, "--samples", sites_arg(), "--sites", 4, "--nodes", D)
+    assert res.exit_code == 2, res.output
+    _one_clean_line(res)
+    assert "--sites 4" in res.stderr and "3 sites" in res.stderr
+
+
+@pytest.mark.parametrize("value", ["10,,3", "0,5", "a", "5,a", "221,133,", ",5", "3,-1", "1.5"])
+def test_bad_samples_are_one_line_usage_errors(value):
+    res = run("privacy-budget", "--epsilon", 5, "--samples", value, "--nodes", D)
+    assert res.exit_code == 2, res.output
+    _one_clean_line(res)
+    assert "--samples" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# the verdict and the smallest epsilon: learn's rule
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_smallest_epsilon_is_where_the_verdict_turns():
+    """The smallest ε is the rule's threshold: the number a refused run of learn names (usable_at on
+    learn's plan), where privacy-budget's own verdict turns, and found again by bisection on ε over
+    that verdict (with the zCDP accountant, whose calibration is closed-form: quick)."""
+    from bnsl_cli.federated.methods.suffstats import usable_at
+
+    def utility(eps, *more):
+        return budget("--epsilon", eps, "--samples", sites_arg(), "--nodes", D, *more)["utility"]["distributed"]
+
+    u = utility(1)
+    exact, shown = u["epsilon_min_exact"], u["epsilon_min"]
+    assert u["verdict"] == "refused"
+    assert float(f"{shown:.3g}") == shown and exact <= shown < exact * 1.01  # rounded up, 3 digits
+    assert exact == pytest.approx(usable_at(learn_plan(ROWS, D, 1.0), D)[0], rel=1e-9)
+    assert utility(shown)["verdict"] == "works" and utility(exact * 0.999)["verdict"] == "refused"
+
+    zcdp = ("--accountant", "zcdp")
+    target = utility(1, *zcdp)["epsilon_min_exact"]
+    lo, hi = target / 4.0, target * 4.0
+    assert utility(lo, *zcdp)["verdict"] == "refused" and utility(hi, *zcdp)["verdict"] == "works"
+    while hi / lo > 1.001:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if utility(mid, *zcdp)["verdict"] == "refused" else (lo, mid)
+    assert lo <= target <= hi
+
+
+def _write_shards(tmp_path, rows, d, seed=5):
+    """Simulated shards with ``rows`` rows each: `bnsl simulate` writes one data set of all the rows,
+    split here by row into one file per site."""
+    sim = tmp_path / "sim"
+    res = run("simulate", "-d", d, "-e", d, "-p", 1, "-n", sum(rows), "--seed", seed, "--out", sim, "-q")
+    assert res.exit_code == 0, res.output
+    header, *body = (sim / "data.csv").read_text().splitlines()
+    paths, start = [], 0
+    for k, n in enumerate(rows):
+        path = tmp_path / f"site{k + 1}.csv"
+        path.write_text("\n".join([header, *body[start:start + n]]) + "\n")
+        paths.append(path)
+        start += n
+    return paths
+
+
+def test_learn_runs_above_the_smallest_epsilon_and_names_it_when_refused(tmp_path):
+    shards = _write_shards(tmp_path, ROWS, D)
+    u = budget("--epsilon", 1, "--samples", sites_arg(), "--nodes", D)["utility"]["distributed"]
+    eps = u["epsilon_min"]
+    # at 0.9 × the smallest ε privacy-budget says refused ...
+    below = budget("--epsilon", 0.9 * eps, "--samples", sites_arg(), "--nodes", D)["utility"]["distributed"]
+    assert below["verdict"] == "refused"
+    # ... at 1.05 × it says works, and learn runs
+    above = budget("--epsilon", 1.05 * eps, "--samples", sites_arg(), "--nodes", D)["utility"]["distributed"]
+    assert above["verdict"] == "works"
+    res = run("learn", *shards, "--dp", "--epsilon", 1.05 * eps, "--seed", 1, "--out", tmp_path / "ok", "-q")
+    assert res.exit_code == 0, res.output
+    assert "lost in their noise" not in res.output
+    # far below it the run is refused, naming the same smallest ε
+    res = run("learn", *shards, "--dp", "--epsilon", 0.5, "--seed", 1, "--out", tmp_path / "refused", "-q")
+    assert res.exit_code == 5, res.output
+    assert "lost in their noise" in res.stderr and f"ε ≥ {u['epsilon_min_exact']:.3g}" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# one number: today's output, byte for byte
+# ---------------------------------------------------------------------------------------------
+
+#: sha256 of stdout and stderr of these commands as the code printed them before per-site counts were
+#: added (CliRunner and a real process print the same bytes). A deliberate change of these tables
+#: updates them.
+BEFORE = [
+    (["--epsilon", "5", "--samples", "600", "--nodes", "30", "--sites", "3"],
+     "2c3d27943a9865867378b1ffd4c1918c14483120760866862ea8a35657a56576",
+     "ee36c00aa2c9c5bac5af4d240bf3c2df57b493a727e0e81fd1713da6684f9f20"),
+    (["--epsilon", "5", "--samples", "600", "--nodes", "30", "--sites", "3", "--json"],
+     "e99aa48047fc5e8c188327634835d516e544838e3738d27ac65fc2caaaef6264",
+     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+    (["--epsilon", "5", "--samples", "600", "--method", "fed-sparse", "--nodes", "20"],
+     "92fb4d853ed75378ee3c1d61dc32361551c7b74194d870c73afb8faaf6f85d87",
+     "ecb6b63a9140db13e06192f4e8e536e9d1ac5e92ae2df4b0ba4b40552c286350"),
+]
+
+
+@pytest.mark.parametrize("args, out_sha, err_sha", BEFORE)
+def test_one_number_prints_what_it_printed_before(args, out_sha, err_sha):
+    res = runner.invoke(app, ["privacy-budget", *args])
+    assert res.exit_code == 0, res.output
+    assert hashlib.sha256(res.stdout.encode()).hexdigest() == out_sha
+    assert hashlib.sha256(res.stderr.encode()).hexdigest() == err_sha
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0", "error: --samples must be a positive row count, got 0"),
+    ("a", "error: Invalid value for '--samples': Input should be a valid integer, unable to parse string as an "
+          "integer (see 'bnsl privacy-budget --help')"),
+])
+def test_one_number_keeps_its_errors(value, message):
+    res = run("privacy-budget", "--epsilon", 5, "--samples", value)
+    assert res.exit_code == 2 and res.stderr.strip() == message, res.output
+
+
+def test_one_number_has_no_site_fields():
+    out = budget("--epsilon", 5, "--samples", 600, "--nodes", 30, "--sites", 3)
+    assert "utility" not in out and "site_rows" not in out

@@ -89,7 +89,6 @@ __all__ = [
     "means_case",
     "second_moments_case",
     "value_range_case",
-    "SITE_MIN_D",
     "REFUSED",
     "Outcome",
     "site_outcome",

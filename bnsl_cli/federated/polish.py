@@ -121,6 +121,7 @@ class PolishStage:
         threshold_given: bool = False,
         knowledge=None,
         noise_std: Optional[np.ndarray] = None,
+        standardized: bool = False,
     ):
         """``threshold`` turns the consensus into the start DAG; ``noise = (multiplier, clip,
         participants)`` for a private run: the participants' noise multiplier σ_pol, the row clip
@@ -130,7 +131,12 @@ class PolishStage:
         ``--threshold`` a non-private run lets the score decide the edges. Measured (CHANGELOG
         ``### Accuracy``): that keeps weak edges (ER2/SF2 d = 50, |w| ∈ [0.2, 1]: skeleton recall 1.00
         against 0.87–0.88 with the default threshold applied) but on the raw Sachs data
-        (non-Gaussian, n = 7466) the score keeps 34 edges (SHD 28 against 16)."""
+        (non-Gaussian, n = 7466) the score keeps 34 edges (SHD 28 against 16).
+
+        ``standardized`` (``--standardize``: the moments are those of standardised columns): a
+        non-private run with every pair scores with the per-node score (one noise variance per
+        node: standardised columns do not have equal noise variances, and the per-node score does
+        not depend on the units) and adds the order search (:func:`polish_graph`'s ``orders``)."""
         self.threshold = float(threshold)
         self.n_total = int(n_total)
         self.candidate = float(candidate)
@@ -138,6 +144,10 @@ class PolishStage:
         private = noise is not None
         self.score = (POLISH_SCORE_DP if private else POLISH_SCORE) if score is None else score
         self.full = (not private) if full is None else bool(full)
+        #: standardised exact moments on every pair: the per-node score and the order search
+        self.orders = bool(standardized) and not private and noise_std is None and self.full and score in (None, "node")
+        if self.orders:
+            self.score = "node"
         if final_threshold is _UNSET:
             final_threshold = self.threshold if (private or threshold_given) else None
         self.final_threshold = final_threshold
@@ -198,7 +208,7 @@ class PolishStage:
         self.result = polish_graph(
             G, self.n_total, self.W0, self.W_raw, self.final_threshold, self.candidate,
             noise_std=self._noise_std(G), score=self.score, additions="all" if self.full else "consensus",
-            knowledge=self.knowledge,
+            knowledge=self.knowledge, orders=self.orders,
         )
         self.seconds = time.perf_counter() - t0
 

@@ -24,7 +24,7 @@ A method's package may build its own list from the same parts (its ``release_bui
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Sequence, Union
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.privacy.accountant import Accountant, get_accountant

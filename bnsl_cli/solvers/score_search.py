@@ -20,6 +20,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import DescendantCache, can_reverse
+from bnsl_cli.solvers.order_search import best_of_orders
 from bnsl_cli.solvers.gaussian_score import (
     added_residuals,
     bic_of,
@@ -268,6 +269,7 @@ def polish_graph(
     additions: str = "consensus",
     penalty: Optional[float] = None,
     knowledge=None,
+    orders: bool = False,
 ) -> PolishResult:
     """Hill-climb from the thresholded consensus DAG ``W0``, fit least squares; then, when
     ``threshold`` is given, drop the edges with ``|w| ≤ threshold`` and refit (``None``: the score
@@ -282,10 +284,22 @@ def polish_graph(
 
     ``knowledge`` (:class:`bnsl_cli.knowledge.Knowledge`): the search never adds a forbidden edge and
     starts from, and keeps, every required edge; the threshold and the noise pruning spare the
-    required edges, whose least-squares weights are the fit of a required edge the consensus left at 0."""
+    required edges, whose least-squares weights are the fit of a required edge the consensus left at 0.
+
+    ``orders`` (standardised moments; ``score="node"`` with ``additions="all"``): the per-node
+    search from ``W0`` and from the empty graph, then :func:`~bnsl_cli.solvers.order_search.order_search` from two topological
+    orders of each result (smallest and largest index first among the nodes ready) and from their
+    reverses, each order search's DAG hill-climbed once more; the graph with the lowest per-node
+    BIC wins (the first on a tie). Standardised moments carry no
+    variance signal for the equal-variance score, and a consensus learned on them starts the
+    greedy search among wrongly oriented edges it cannot leave (measured: SHD 9 against 0 on an
+    ER1 d = 10 case whose truth has the lower per-node BIC); the order search reaches the truth's
+    equivalence class from those starts."""
     check_score(score)
     if additions not in ("consensus", "all"):
         raise ValueError(f"additions must be 'consensus' or 'all', got {additions!r}")
+    if orders and (score != "node" or additions != "all" or noise_std is not None):
+        raise ValueError("the order search takes score='node', additions='all' and exact moments")
     d = G.shape[0]
     E0 = W0 != 0
     kw = {}
@@ -313,7 +327,11 @@ def polish_graph(
                 return E2, mv2
         return E, mv
 
-    if score == "auto":
+    if orders:
+        E, moves, b = best_of_orders(G, n, E0, allowed, penalty, search, F, R)
+        results["node"] = (E, moves, b)
+        chosen = "node"
+    elif score == "auto":
         # the equal-variance search first (its orientations are identifiable), then the per-node
         # search from its result; the model with the lower BIC wins
         E, moves = search(E0, "equal")
@@ -355,6 +373,8 @@ def polish_graph(
     }
     if additions == "all" and penalty == ebic_penalty(n, d):
         names = {k: v.replace("BIC penalty log(n)/2", "extended-BIC penalty log(n)/2 + log(d)") for k, v in names.items()}
+    if orders:
+        names["node"] += "; the best of greedy and order searches (standardised moments)"
     info = {
         "applied": True,
         "edges_before": int(E0.sum()),
@@ -369,7 +389,7 @@ def polish_graph(
         "score": names[chosen],
         "penalty_per_edge": float(penalty),
     }
-    if score == "auto":
+    if score == "auto" or orders:
         info["bic"] = {k: float(v[2]) for k, v in results.items()}
     return PolishResult(W, info)
 

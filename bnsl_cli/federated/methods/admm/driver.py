@@ -153,7 +153,8 @@ def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
         if plan.private:
             noise = (plan.privacy.multiplier(ReleaseKind.POLISH), POLISH_CLIP, plan.P)
         stage = polish.PolishStage(
-            plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given, knowledge=plan.knowledge
+            plan.threshold, plan.n_total, noise=noise, threshold_given=plan.threshold_given, knowledge=plan.knowledge,
+            standardized=plan.standardize,
         )
     guard = update_guard(spec, plan, fleet)
     log = run_admm(

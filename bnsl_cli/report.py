@@ -14,6 +14,7 @@ order they appear in the file; no other module assigns one.
 
 from __future__ import annotations
 
+import math
 import platform
 import time
 import warnings
@@ -66,6 +67,10 @@ PRIVACY_UNIT = (
 #: A participant's guarantee is called weak when ``n_p · δ`` exceeds this: δ bounds the probability
 #: that the guarantee fails, and with ``n_p · δ`` near 1 one of its rows may as well be published.
 WEAK_N_DELTA = 0.01
+#: Above this ε a private run warns that its guarantee is void in practice: e^20 ≈ 5·10⁸, so one row may
+#: move the odds of any outcome by that factor (the literature's deployments use ε of at most about 10
+#: per release; docs/privacy.md, "Choosing ε").
+EPSILON_WARN = 20.0
 
 PUBLIC_QUANTITIES = (
     "the number of rows of each participant (n_p) and in total (n), the column names and their number d, "
@@ -459,20 +464,23 @@ def weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:
     weak = [(k + 1, p) for k, p in enumerate(plan.participants) if p.rows * delta > WEAK_N_DELTA]
     if not weak:
         return [], None
-    listed = "; ".join(f"{p.label} (participant {k}, {p.rows} rows: n_p·δ = {p.rows * delta:.3g})" for k, p in weak)
+    shown = weak[:3]
+    listed = ", ".join(f"{p.label} (participant {k}, {p.rows} rows)" for k, p in shown)
+    if len(weak) > len(shown):
+        listed += f" and {len(weak) - len(shown)} more"
+    # the δ below which every participant's n_p·δ is at most WEAK_N_DELTA, on a 1-2-5 step
+    need = WEAK_N_DELTA / max(p.rows for _, p in weak)
+    step = 10.0 ** math.floor(math.log10(need))
+    fix = next(f * step for f in (5.0, 2.0, 1.0) if f * step <= need)
     if plan.privacy.delta_given:
         cause = f"δ = {delta:.3g} was given"
-        fix = "give a smaller --delta"
     else:
         k_min = min(range(plan.P), key=lambda k: plan.participants[k].rows)
         small = plan.participants[k_min]
         cause = (f"δ = {delta:.3g} is the default 1/n_p² of the smallest participant, {small.label} "
                  f"(participant {k_min + 1}, {small.rows} rows)")
-        fix = f"merge {small.label}'s rows into another participant's file, or give a smaller --delta"
-    text = (
-        f"weak privacy guarantee (n_p·δ > {WEAK_N_DELTA:g}; δ should be far below 1/n_p) for {listed}: "
-        f"{cause}; {fix}"
-    )
+    text = (f"weak privacy guarantee for {listed}: n_p·δ > {WEAK_N_DELTA:g} ({cause}); give --delta {fix:.0e} "
+            "or smaller")
     warnings.warn(text, PrivacyWarning, stacklevel=3)
     return [k for k, _ in weak], text
 
@@ -534,4 +542,8 @@ def privacy_report(spec, plan: RunPlan, summaries: list, warn_list: list) -> dic
             "omit --seed for a real private release"
         )
         warn([privacy["warning"]], ReproducibleNoiseWarning, warn_list, stacklevel=4)
+    if pv.epsilon > EPSILON_WARN:
+        warn([f"ε = {pv.epsilon:g} is above {EPSILON_WARN:g}: a guarantee this weak protects no row in practice "
+              f"(one row may change the odds of any outcome up to e^{pv.epsilon:.3g}-fold); the run is a private one "
+              "in name only"], PrivacyWarning, warn_list, stacklevel=4)
     return privacy

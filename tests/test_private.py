@@ -250,6 +250,8 @@ def test_a_participant_with_few_rows_is_warned_about_by_file():
     # one line; the default δ = 1/10² was set by tiny.csv, and weakens big.csv's guarantee too
     assert len(weak) == 1 and "smallest participant, tiny.csv (participant 2, 10 rows)" in weak[0]
     assert "big.csv (participant 1" in weak[0]
+    # for a federation: no advice to move rows between sites, one short line with the δ that fixes it
+    assert "merge" not in weak[0] and len(weak[0]) < 300 and "give --delta 2e-05 or smaller" in weak[0]
     pv = res.report["privacy"]
     assert pv["weak_participants"] == [1, 2] and weak[0] in res.report["warnings"]
     assert [p["participant"] for p in pv["participants"]] == [1, 2]  # 1-based
@@ -353,3 +355,19 @@ def test_a_drowned_value_range_refuses_once_with_the_numbers_that_say_what_would
     assert "bnsl privacy-budget --method fed-sparse --epsilon E --samples 60 --nodes 20" in errors[0]
     assert "--value-bound" in errors[0] and "fed-suffstats" in errors[0]
     assert not out.exists()
+
+
+def test_an_epsilon_above_the_documented_bound_warns_that_the_guarantee_is_void():
+    from bnsl_cli.errors import PrivacyWarning
+    from bnsl_cli.io.table import Table
+    from bnsl_cli.report import EPSILON_WARN
+
+    sim = simulate(4, 4, participants=2, samples=300, seed=5)
+    tables = [Table(X, tuple(sim.names), f"p{k}.csv") for k, X in enumerate(sim.shards)]
+    for eps, warned in ((EPSILON_WARN, False), (1e6, True)):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            res = learn(tables, LearnConfig(seed=1, dp=DPConfig(epsilon=eps)))
+        texts = [str(w.message) for w in rec if issubclass(w.category, PrivacyWarning) and "in name only" in str(w.message)]
+        assert bool(texts) is warned, eps
+        assert any("in name only" in t for t in res.report["warnings"]) is warned

@@ -178,8 +178,10 @@ def main(argv=None) -> int:
             r = run_one(bnsl, a.root, data, seed, run, force=a.force)
             rows.append(r)
             if r["exit"] == 0:
+                # an empty graph has no FDR (no edge): printed empty
+                fdr = "" if r["fdr"] is None else f"{r['fdr']:.3f}"
                 print(f"{run},{seed},0,{r['shd']},{r['shd_cpdag']},{r['skeleton_recall']:.3f},{r['edges']},"
-                      f"{r['tpr']:.3f},{r['fdr']:.3f},{r['seconds']:.1f}", flush=True)
+                      f"{r['tpr']:.3f},{fdr},{r['seconds']:.1f}", flush=True)
             else:
                 print(f"{run},{seed},{r['exit']},,,,,,,{r['seconds']:.1f}  # {r['message']}", flush=True)
     print()

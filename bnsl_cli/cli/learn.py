@@ -201,6 +201,11 @@ def command(
     from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan.options import DPConfig, LearnConfig
 
+    if out is not None and str(out) == "-":  # not a folder named "-": stdout has its own options
+        raise common.fail(
+            "--out takes a folder, not - (standard output): leave --out out to print the edge list on stdout, "
+            "or use --edges -, --adjacency - or --json", 2,
+        )
     if not dp and common.from_env(ctx, "epsilon"):
         epsilon = None  # BNSL_EPSILON set for private runs does not concern a non-private one
     if not dp and common.from_env(ctx, "delta"):

@@ -140,6 +140,11 @@ def command(
     from bnsl_cli.metrics import is_dag
     from bnsl_cli.refit import align_graph, refit_participants
 
+    if str(out) == "-":  # not a folder named "-"
+        raise common.fail(
+            "--out takes a folder, not - (standard output); give a folder (--json also prints the refitted "
+            "weights on stdout)", 2,
+        )
     if not math.isfinite(ridge) or ridge < 0:
         raise common.fail(f"--ridge must be a finite number ≥ 0 (got {ridge:g})", 2)
     read_opts = dataopts.read_options(**read)

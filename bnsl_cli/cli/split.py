@@ -89,6 +89,11 @@ def command(
     from bnsl_cli.split import split_table_file
 
     # --- options -------------------------------------------------------------------------------
+    if str(out) == "-":  # not a folder named "-"
+        raise fail(
+            "--out takes a folder for the shards, not - (standard output); give a folder (--json also prints "
+            "the shard table on stdout)", 2,
+        )
     implied = "sizes" if sizes is not None else "group" if by is not None else None
     if sizes is not None and by is not None:
         raise fail("--sizes and --by cannot be combined; choose one", 2)

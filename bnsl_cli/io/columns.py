@@ -20,6 +20,7 @@ __all__ = [
     "is_number",
     "check_columns",
     "first_line_is_header",
+    "has_row_labels",
     "select_columns",
     "too_few_columns",
     "column_mismatch",
@@ -38,10 +39,12 @@ def is_number(s: str) -> bool:
 
 
 def check_columns(
-    names: Sequence[str], path: Path, line: int = 1, sep: str = ",", numeric_names: bool = False
+    names: Sequence[str], path: Path, line: int = 1, sep: str = ",", numeric_names: bool = False,
+    row_labels: bool = False,
 ) -> None:
     """Header checks: present, no empty and no duplicate names, not another separator.
-    ``numeric_names``: names that are numbers are accepted (``--header yes``)."""
+    ``numeric_names``: names that are numbers are accepted (``--header yes``); ``row_labels``: the
+    first name may be empty (a column of row labels, :func:`has_row_labels`)."""
     where = f"{display_name(path)}: line {line} (header)"
     if not numeric_names and all(is_number(h) for h in names if h):
         raise InputDataError(
@@ -57,13 +60,19 @@ def check_columns(
                     f"{sep_name(other)}-separated; pass --sep {'tab' if other == chr(9) else repr(other)}"
                 )
     for k, h in enumerate(names, start=1):
-        if h == "":
+        if h == "" and not (row_labels and k == 1):
             raise InputDataError(f"{display_name(path)}: column {k} has an empty name in the header")
     seen: dict[str, int] = {}
     for k, h in enumerate(names, start=1):
         if h in seen:
             raise InputDataError(f"{display_name(path)}: duplicate column name {h!r} (columns {seen[h]} and {k})")
         seen[h] = k
+
+
+def has_row_labels(header: Sequence[str]) -> bool:
+    """Whether the header's first name is empty and others follow: the column of row labels that R's
+    ``write.csv`` and pandas' ``to_csv`` write first (read like ``--index-col ""``: left out)."""
+    return len(header) > 1 and header[0] == ""
 
 
 _INT = re.compile(r"[+-]?\d+")
@@ -90,8 +99,12 @@ def first_line_is_header(fields: list, rest: bytes, mode: str, path: Path, sep: 
     return False  # pragma: no cover
 
 
-def select_columns(header: list, keep: list, opts: ReadOptions, path: Path) -> tuple[list, list]:
-    """(the numeric columns used, in order; the columns left out) under ``opts``."""
+def select_columns(header: list, keep: list, opts: ReadOptions, path: Path,
+                   absent_ok: bool = False) -> tuple[list, list]:
+    """(the numeric columns used, in order; the columns left out) under ``opts``. A first column
+    with an empty name (:func:`has_row_labels`) is left out, as ``--index-col`` leaves one out.
+    ``absent_ok``: a ``--drop`` name that is not a column is passed over (one shard of several; the
+    caller checks that some shard has it)."""
     shown = display_name(path)
 
     def need(name: str, option: str) -> None:
@@ -102,10 +115,13 @@ def select_columns(header: list, keep: list, opts: ReadOptions, path: Path) -> t
     if opts.index_col is not None:
         need(opts.index_col, "--index-col")
     for n in opts.drop:
-        need(n, "--drop")
+        if not absent_ok:
+            need(n, "--drop")
     for n in opts.columns or ():
         need(n, "--columns")
     gone = set(opts.drop) | ({opts.index_col} if opts.index_col is not None else set()) | set(keep)
+    if has_row_labels(header):
+        gone.add("")
     chosen = list(opts.columns) if opts.columns is not None else header
     sel = [h for h in chosen if h not in gone]
     ignored = [h for h in header if h not in keep and h not in sel]

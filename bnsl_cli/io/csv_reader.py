@@ -32,12 +32,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import InputDataError, MissingRowsWarning
+from bnsl_cli.errors import DataWarning, InputDataError, MissingRowsWarning
 from bnsl_cli.io.columns import (
     check_columns,
     column_mismatch,
     constant_columns,
     first_line_is_header,
+    has_row_labels,
     select_columns,
     too_few_columns,
 )
@@ -119,13 +120,31 @@ def read_table(
     except ValueError as exc:
         raise InputDataError(str(exc)) from None
     opts = (options or _DEFAULT).check()
-    return read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, data, None, opts, min_columns)
+    table = read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, data, None, opts, min_columns)
+    if table.row_labels and row_labels_noted(opts):
+        warnings.warn(row_labels_note(display_name(path)), DataWarning, stacklevel=2)
+    return table
+
+
+def row_labels_noted(opts: ReadOptions) -> bool:
+    """Whether a file's unnamed first column of row labels is noted on stderr: not when ``--index-col ""``
+    chose it, nor under ``--columns`` (which leaves out every column it does not name)."""
+    return opts.index_col != "" and opts.columns is None
+
+
+def row_labels_note(where: str) -> str:
+    """The note that ``where`` (one file, or several) had an unnamed first column, read as row labels."""
+    return (
+        f"{where}: the unnamed first column is read as row labels (as R's write.csv and pandas' to_csv write "
+        "them) and not used; give it a name in the header to learn it as a variable"
+    )
 
 
 def read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, data, total,
-                  opts: ReadOptions = _DEFAULT, min_columns: int = 1) -> Table:
+                  opts: ReadOptions = _DEFAULT, min_columns: int = 1, absent_drop_ok: bool = False) -> Table:
     """:func:`read_table` with ``sep`` resolved; ``total`` is the size of every input of the call
-    (``None``: this file's), which decides whether numpy may parse it."""
+    (``None``: this file's), which decides whether numpy may parse it. ``absent_drop_ok``: a
+    ``--drop`` name the file does not have is passed over and listed in the table's ``absent_drop``."""
     total_cb = None
     if progress is not None:
         done = [0]
@@ -146,7 +165,8 @@ def read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, 
     size = src.size if total is None else total
     small = size is not None and size <= SMALL_INPUT_BYTES and not src.gzipped and not keep
     try:
-        table = _read(src, path, sep, list(keep or []), min_rows, check_constant, columns, small, opts, min_columns)
+        table = _read(src, path, sep, list(keep or []), min_rows, check_constant, columns, small, opts, min_columns,
+                      absent_drop_ok)
     finally:
         src.close()
     return table if sha is None else replace(table, sha256=sha)
@@ -172,7 +192,8 @@ def parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
     return X
 
 
-def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, opts=_DEFAULT, min_columns=1) -> Table:
+def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, opts=_DEFAULT, min_columns=1,
+          absent_drop_ok=False) -> Table:
     shown = display_name(path)
     line, header_line, rest = src.header()
     if not line.strip():
@@ -182,9 +203,10 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     except csv.Error as exc:
         raise csv_error(path, str(exc), header_line, line) from None
     has_header = first_line_is_header(fields, rest, opts.header, path, sep)
+    row_labels = has_header and has_row_labels(fields)
     if has_header:
         header = fields
-        check_columns(header, path, header_line, sep, numeric_names=True)
+        check_columns(header, path, header_line, sep, numeric_names=True, row_labels=row_labels)
     else:
         header = [f"V{k}" for k in range(1, len(fields) + 1)]
         rest = (line + "\n").encode("utf-8") + rest  # the first line is data
@@ -193,7 +215,8 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     for k in keep:
         if k not in header:
             raise InputDataError(f"{shown}: no column named {k!r} (columns: {', '.join(header[:8])}…)")
-    num_names, ignored = select_columns(header, keep, opts, path)
+    num_names, ignored = select_columns(header, keep, opts, path, absent_ok=absent_drop_ok)
+    absent = tuple(n for n in opts.drop if n not in header) if absent_drop_ok else ()
     if len(num_names) < min_columns:
         raise too_few_columns(path, header, num_names, opts, sep)
     mismatch = None
@@ -231,8 +254,9 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
             raise slow(f"row {header_line + 1} has {len(fields)} fields, the header has {d_all}")
 
     def finish() -> Table:
-        return _finish(src, path, shown, rows, header, skip, sep, min_rows, mismatch, check_constant, out_names,
-                       texts, has_header, opts, dropped[0])
+        table = _finish(src, path, shown, rows, header, skip, sep, min_rows, mismatch, check_constant, out_names,
+                        texts, has_header, opts, dropped[0])
+        return replace(table, row_labels=row_labels, absent_drop=absent) if (row_labels or absent) else table
 
     feed = src
     if small and not ignored:

@@ -16,13 +16,14 @@ import numpy as np
 
 from bnsl_cli.errors import (
     ConstantColumnWarning,
+    DataWarning,
     IdentifierColumnWarning,
     InputDataError,
     ShardMismatchError,
     SmallSampleWarning,
 )
 from bnsl_cli.io.columns import constant_columns
-from bnsl_cli.io.csv_reader import read_resolved
+from bnsl_cli.io.csv_reader import read_resolved, row_labels_note, row_labels_noted
 from bnsl_cli.io.table import STDIN, ReadOptions, ReadProgress, Table, display_name, resolve_sep
 
 __all__ = [
@@ -88,13 +89,15 @@ def read_shards(
             pass  # the reader names the problem
     base = 0
     tables: list[Table] = []
+    several_drop = len(paths) > 1 and bool(opts.drop)  # a --drop column some shards lack: dropped where present
     for p in paths:
         cb = None
         if progress is not None:
             cb = (lambda b, _t, base=base: progress(base + b, total))  # noqa: E731
         ref = tables[0].names if tables else None
         try:
-            t = read_resolved(p, _sep_of(p, sep), None, min_rows, False, ref, cb, None, total, opts, min_columns)
+            t = read_resolved(p, _sep_of(p, sep), None, min_rows, False, ref, cb, None, total, opts, min_columns,
+                              absent_drop_ok=several_drop)
         except ShardMismatchError as exc:
             raise ShardMismatchError(str(exc).replace("columns differ (", f"columns differ from {display_name(tables[0].path)} (", 1)) from None
         tables.append(t)
@@ -102,10 +105,30 @@ def read_shards(
             base += p.stat().st_size if str(p) != STDIN else 0
         except OSError:
             pass
+    if several_drop:
+        _check_drop_somewhere(tables, opts.drop)
+    labelled = [display_name(t.path) for t in tables if t.row_labels]
+    if labelled and row_labels_noted(opts):
+        where = labelled[0] if len(labelled) == 1 else (
+            ", ".join(labelled[:3]) + (" …" if len(labelled) > 3 else "") + f" ({len(labelled)} of {len(tables)} shards)"
+        )
+        warnings.warn(row_labels_note(where), DataWarning, stacklevel=2)
     if check_constant:
         _check_constant_columns(tables)
     sample_warnings(tables, opts)
     return tables
+
+
+def _check_drop_somewhere(tables: Sequence[Table], drop: Sequence[str]) -> None:
+    """Raise :class:`InputDataError` for a ``--drop`` name that no shard has (a shard lacking one
+    that another shard has is fine: it is dropped where present)."""
+    for name in drop:
+        if all(name in t.absent_drop for t in tables):
+            cols = ", ".join(map(repr, tables[0].names[:8])) + (" …" if len(tables[0].names) > 8 else "")
+            raise InputDataError(
+                f"{display_name(tables[0].path)} and the {len(tables) - 1} other shard(s): --drop names {name!r}, "
+                f"which is not a column of any of them (columns used: {cols})"
+            )
 
 
 def check_constant_columns(table: Table) -> None:

@@ -119,6 +119,10 @@ class Table:
     sha256: Optional[str] = field(default=None, compare=False)
     #: rows ``--na drop-rows`` dropped (they are not in ``X``)
     dropped_rows: int = field(default=0, compare=False)
+    #: the file's first column had an empty name: row labels, left out (``columns.has_row_labels``)
+    row_labels: bool = field(default=False, compare=False)
+    #: ``--drop`` names this file does not have (only when the reader was told to pass them over)
+    absent_drop: tuple = field(default=(), compare=False)
 
     @property
     def n(self) -> int:

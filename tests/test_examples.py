@@ -88,3 +88,19 @@ def test_without_matplotlib_tables_only_and_a_note(tmp_path):
     assert not list(out.glob("*.png"))
     notes = [ln for ln in proc.stderr.splitlines() if ln.startswith("note:") and "matplotlib" in ln]
     assert len(notes) == 1
+
+
+def test_the_readme_knowledge_file_is_shipped_and_runs(tmp_path):
+    """The README's tier file is examples/tiny/knowledge.txt, and its command runs as shown."""
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    shipped = (EXAMPLES / "tiny" / "knowledge.txt").read_text(encoding="utf-8")
+    block = readme.split("# nothing causes x8; x2 is measured last", 1)[1].split("```", 1)[0]
+    assert shipped.strip().endswith(block.strip())
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bnsl_cli", "learn", str(EXAMPLES / "tiny" / "shards"), "--seed", "1", "--knowledge",
+         str(EXAMPLES / "tiny" / "knowledge.txt"), "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, env=env, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "knowledge: 1 required, 1 forbidden, 3 tiers" in proc.stderr

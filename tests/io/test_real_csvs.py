@@ -190,3 +190,21 @@ def test_out_dash_is_a_usage_error_and_makes_no_folder(tmp_path, monkeypatch, co
     (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert line.startswith("error: --out takes a folder") and "not - (standard output)" in line
     assert not (tmp_path / "-").exists()
+
+
+def test_a_value_whose_square_overflows_is_bad_input(tmp_path):
+    # 1e308 used to reach the sites' arithmetic: exit 6 "participant 1 sent a value …" and a numpy
+    # overflow warning on the terminal; it is bad input, named by file, column and row (exit 3)
+    import subprocess
+    import sys
+
+    f = tmp_path / "big.csv"
+    rows = [f"{(7 * i) % 5},{'1e308' if i == 3 else 2 * i + (i % 3)},{i % 4}\n" for i in range(1, 61)]
+    f.write_text("a,b,c\n" + "".join(rows))
+    proc = subprocess.run([sys.executable, "-m", "bnsl_cli", "learn", str(f), str(f), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "column 'b', data row 3: 1e+308 is too large" in lines[0]
+    assert "Traceback" not in proc.stderr and "RuntimeWarning" not in proc.stderr
+    assert not (tmp_path / "o").exists()

@@ -20,6 +20,7 @@ import typer
 INPUT = "Input"
 METHOD = "Method"
 PRIVACY = "Privacy"
+KNOWLEDGE = "Knowledge"
 OUTPUT = "Output"
 NETWORK = "Network"
 

@@ -97,6 +97,77 @@ def command(
         rich_help_panel=dataopts.METHOD,
     ),
     seed: Optional[int] = typer.Option(None, "--seed", envvar="BNSL_SEED", help="Seed for every random choice (DP noise too).", rich_help_panel=dataopts.METHOD),
+    dp: bool = typer.Option(
+        False, "--dp", help="Differentially private run (default method fed-suffstats; -m fed-sparse: DP-Fed-Sparse-BNSL, "
+        "-m fed-bnsl: DP-Fed-BNSL, -m fed-moments).", rich_help_panel=dataopts.PRIVACY,
+    ),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp).", rich_help_panel=dataopts.PRIVACY),
+    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant).", rich_help_panel=dataopts.PRIVACY),
+    clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0.", rich_help_panel=dataopts.PRIVACY),
+    selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection.", rich_help_panel=dataopts.PRIVACY),
+    polish_share: float = typer.Option(
+        POLISH_SHARE, "--polish-share", help="Share of the whole DP budget spent on the polish's second moments (fed-sparse; "
+        "ignored with --no-polish, which gives it to the DP-PGCD steps).",
+        rich_help_panel=dataopts.PRIVACY,
+    ),
+    conversion: str = typer.Option(
+        "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion.", rich_help_panel=dataopts.PRIVACY,
+    ),
+    accountant: str = typer.Option(
+        "pld", "--accountant", envvar="BNSL_ACCOUNTANT", metavar="[pld|zcdp]",
+        help="How the privacy ledger is read for the calibration and the report: privacy-loss distributions "
+        "(pld, tighter) or zCDP.",
+        rich_help_panel=dataopts.PRIVACY,
+    ),
+    public_means: bool = typer.Option(
+        False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release.", rich_help_panel=dataopts.PRIVACY,
+    ),
+    value_bound: Optional[float] = typer.Option(
+        None, "--value-bound",
+        help="DP: a public bound B on |x| (and on |x − centre|) used to clip the mean and second-moment "
+        "releases; without it the bounds come from noisy range histograms.",
+        rich_help_panel=dataopts.PRIVACY,
+    ),
+    noise: str = typer.Option(
+        "auto", "--noise", metavar="[auto|distributed|per-site]",
+        help="DP, fed-suffstats: who adds the noise of the summed releases. distributed: each site adds a share "
+        "(variance 1/(P − t) of the calibrated one) and only the secure sum carries the whole noise (in process, "
+        "and serve --secure-sum); per-site: every site adds all of it (P times the pooled variance). auto: "
+        "distributed for fed-suffstats (per-site under serve --no-secure-sum).",
+        rich_help_panel=dataopts.PRIVACY,
+    ),
+    collusion_tolerance: int = typer.Option(
+        0, "--collusion-tolerance", metavar="T",
+        help="DP, distributed noise: raise every share to variance σ²/(P − T), so the guarantee holds against the "
+        "coordinator together with T colluding sites.",
+        rich_help_panel=dataopts.PRIVACY,
+    ),
+    clip_levels: str = typer.Option(
+        "auto", "--clip-levels", metavar="[auto|adaptive|static]", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
+        "(adaptive below 50 variables, static from 50 on: measured faster there).",
+        rich_help_panel=dataopts.PRIVACY,
+    ),
+    require: Optional[List[str]] = typer.Option(
+        None, "--require", metavar="A->B", help="Prior knowledge: the edge A -> B must be in the graph (repeatable).",
+        rich_help_panel=dataopts.KNOWLEDGE,
+    ),
+    forbid: Optional[List[str]] = typer.Option(
+        None, "--forbid", metavar="A->B", help="Prior knowledge: the edge A -> B must not be in the graph (repeatable).",
+        rich_help_panel=dataopts.KNOWLEDGE,
+    ),
+    knowledge_file: Optional[List[Path]] = typer.Option(
+        None, "--knowledge", metavar="FILE", help="Prior knowledge file: lines 'require A -> B', 'forbid A -> B', "
+        "'tier N: names' (no edge from a later tier into an earlier one); '#' starts a comment.",
+        rich_help_panel=dataopts.KNOWLEDGE,
+    ),
+    require_file: Optional[List[Path]] = typer.Option(
+        None, "--require-file", metavar="CSV", help="Required edges as a bnlearn-style whitelist: CSV with header from,to.",
+        rich_help_panel=dataopts.KNOWLEDGE,
+    ),
+    forbid_file: Optional[List[Path]] = typer.Option(
+        None, "--forbid-file", metavar="CSV", help="Forbidden edges as a bnlearn-style blacklist: CSV with header from,to.",
+        rich_help_panel=dataopts.KNOWLEDGE,
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, cpdag.csv, graph.dot, report.json), "
         "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
@@ -128,69 +199,6 @@ def command(
         rich_help_panel=dataopts.OUTPUT,
     ),
     force: bool = typer.Option(False, "--force", help="Write into --out even if it holds files bnsl did not write.", rich_help_panel=dataopts.OUTPUT),
-    dp: bool = typer.Option(
-        False, "--dp", help="Differentially private run (default method fed-suffstats; -m fed-sparse: DP-Fed-Sparse-BNSL, "
-        "-m fed-bnsl: DP-Fed-BNSL, -m fed-moments).", rich_help_panel=dataopts.PRIVACY,
-    ),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp).", rich_help_panel=dataopts.PRIVACY),
-    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant).", rich_help_panel=dataopts.PRIVACY),
-    clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0.", rich_help_panel=dataopts.PRIVACY),
-    selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection.", rich_help_panel=dataopts.PRIVACY),
-    polish_share: float = typer.Option(
-        POLISH_SHARE, "--polish-share", help="Share of the whole DP budget spent on the polish's second moments (fed-sparse; "
-        "ignored with --no-polish, which gives it to the DP-PGCD steps).",
-        rich_help_panel=dataopts.PRIVACY,
-    ),
-    conversion: str = typer.Option(
-        "tight", "--conversion", metavar="[tight|simple]", help="zCDP → (ε, δ) conversion.", rich_help_panel=dataopts.PRIVACY,
-    ),
-    accountant: str = typer.Option(
-        "pld", "--accountant", envvar="BNSL_ACCOUNTANT", metavar="[pld|zcdp]",
-        help="How the privacy ledger is read for the calibration and the report: privacy-loss distributions "
-        "(pld, tighter) or zCDP.",
-    ),
-    public_means: bool = typer.Option(
-        False, "--public-means", help="DP: the column means are public (or the data are centred); no mean release.", rich_help_panel=dataopts.PRIVACY,
-    ),
-    value_bound: Optional[float] = typer.Option(
-        None, "--value-bound",
-        help="DP: a public bound B on |x| (and on |x − centre|) used to clip the mean and second-moment "
-        "releases; without it the bounds come from noisy range histograms.",
-        rich_help_panel=dataopts.PRIVACY,
-    ),
-    noise: str = typer.Option(
-        "auto", "--noise", metavar="[auto|distributed|per-site]",
-        help="DP, fed-suffstats: who adds the noise of the summed releases. distributed: each site adds a share "
-        "(variance 1/(P − t) of the calibrated one) and only the secure sum carries the whole noise (in process, "
-        "and serve --secure-sum); per-site: every site adds all of it (P times the pooled variance). auto: "
-        "distributed for fed-suffstats (per-site under serve --no-secure-sum).",
-    ),
-    collusion_tolerance: int = typer.Option(
-        0, "--collusion-tolerance", metavar="T",
-        help="DP, distributed noise: raise every share to variance σ²/(P − T), so the guarantee holds against the "
-        "coordinator together with T colluding sites.",
-    ),
-    clip_levels: str = typer.Option(
-        "auto", "--clip-levels", metavar="[auto|adaptive|static]", help="DP-PGCD clip levels: adaptive (follow ρ₂ each round), static, or auto "
-        "(adaptive below 50 variables, static from 50 on: measured faster there).",
-        rich_help_panel=dataopts.PRIVACY,
-    ),
-    require: Optional[List[str]] = typer.Option(
-        None, "--require", metavar="A->B", help="Prior knowledge: the edge A -> B must be in the graph (repeatable).",
-    ),
-    forbid: Optional[List[str]] = typer.Option(
-        None, "--forbid", metavar="A->B", help="Prior knowledge: the edge A -> B must not be in the graph (repeatable).",
-    ),
-    knowledge_file: Optional[List[Path]] = typer.Option(
-        None, "--knowledge", metavar="FILE", help="Prior knowledge file: lines 'require A -> B', 'forbid A -> B', "
-        "'tier N: names' (no edge from a later tier into an earlier one); '#' starts a comment.",
-    ),
-    require_file: Optional[List[Path]] = typer.Option(
-        None, "--require-file", metavar="CSV", help="Required edges as a bnlearn-style whitelist: CSV with header from,to.",
-    ),
-    forbid_file: Optional[List[Path]] = typer.Option(
-        None, "--forbid-file", metavar="CSV", help="Forbidden edges as a bnlearn-style blacklist: CSV with header from,to.",
-    ),
 ) -> None:
     """Learn a DAG from CSV shards held by several participants, without pooling their rows.
 

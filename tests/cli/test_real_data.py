@@ -412,3 +412,19 @@ def test_the_readme_own_data_continuation_prints_what_it_shows(monkeypatch, tmp_
             assert norm(s) in printed, (cmd, s, printed)
     for name in ("graph.svg", "graph.png", "report.html", "cpdag.csv"):
         assert (out / name).stat().st_size > 0
+
+
+def test_learn_help_panels_are_in_the_order_of_a_run():
+    """Issue 29: `learn --help` showed privacy and knowledge options in an unlabelled panel above Input."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = dict(os.environ, COLUMNS="120", TERM="dumb")
+    out = subprocess.run([sys.executable, "-m", "bnsl_cli", "learn", "--help"], capture_output=True, text=True,
+                         env=env, timeout=60).stdout
+    panels = re.findall(r"╭─ ([A-Za-z]+) ─", out)
+    assert panels == ["Arguments", "Options", "Input", "Method", "Privacy", "Knowledge", "Output"]
+    options = out.split("╭─ Options ─", 1)[1].split("╭─ Input ─", 1)[0]
+    assert re.findall(r"│ +(--[a-z-]+)", options) == ["--help"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Union
 
 from bnsl_cli.federated.methods.registry import METHODS, method_spec
+from bnsl_cli.io.csv_reader import check_magnitudes
 from bnsl_cli.numerics import single_blas_thread
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan, default_delta, default_steps
@@ -46,6 +47,10 @@ def learn(
     the plan (unless ``options`` is one), build the participants here (or in worker processes), run.
     ``input_record``: the columns and rows chosen when the tables were read (the report's ``input``)."""
     plan = options if isinstance(options, RunPlan) else RunPlan.resolve(options, Shapes.of_tables(tables))
+    if not plan.private:
+        # values whose squares overflow the moments are bad input (a private run clips them instead)
+        for t in tables:
+            check_magnitudes(t)
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:

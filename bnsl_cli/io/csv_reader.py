@@ -169,24 +169,25 @@ def read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, 
                       absent_drop_ok)
     finally:
         src.close()
-    _check_magnitudes(table, path)
     return table if sha is None else replace(table, sha256=sha)
 
 
-#: The largest magnitude a value may have: its square (1e100) and any sum of squares over rows stay far
-#: below what a participant may send (1e100 per value, after dividing by the rows) and far from float64's
-#: overflow; data in any sensible units are far below it.
+#: The largest magnitude a value of a non-private run may have: its square (1e100) and any sum of squares
+#: over rows stay far below what a participant may send (1e100 per value, after dividing by the rows) and
+#: far from float64's overflow; data in any sensible units are far below it. (A private run clips every
+#: row's contribution instead: an extreme row must change nothing there but noisy values, and a refusal
+#: that depends on one row would itself tell about it.)
 VALUE_LIMIT = 1e50
 
 
-def _check_magnitudes(table: Table, path) -> None:
-    """An :class:`InputDataError` naming the first value with ``|x| ≥ VALUE_LIMIT`` (column, data row)."""
+def check_magnitudes(table: Table) -> None:
+    """An :class:`InputDataError` naming the first value with ``|x| ≥ VALUE_LIMIT`` (file, column, data row)."""
     X = table.X
     if X.size == 0 or float(np.max(np.abs(X))) < VALUE_LIMIT:
         return
     i, j = (int(k[0]) for k in np.nonzero(np.abs(X) >= VALUE_LIMIT))
     raise InputDataError(
-        f"{display_name(path)}: column {table.names[j]!r}, data row {i + 1}: {X[i, j]:.6g} is too large to learn from "
+        f"{display_name(getattr(table, 'path', 'input'))}: column {table.names[j]!r}, data row {i + 1}: {X[i, j]:.6g} is too large to learn from "
         f"(|x| ≥ {VALUE_LIMIT:.0e}: its square overflows the second moments); rescale the column, e.g. divide it by "
         "a power of ten"
     )

@@ -193,7 +193,7 @@ def test_out_dash_is_a_usage_error_and_makes_no_folder(tmp_path, monkeypatch, co
 
 
 def test_a_value_whose_square_overflows_is_bad_input(tmp_path):
-    # 1e308 used to reach the sites' arithmetic: exit 6 "participant 1 sent a value …" and a numpy
+    # 1e308 used to reach the sites' arithmetic in a non-private run: exit 6 "participant 1 sent a value …" and a numpy
     # overflow warning on the terminal; it is bad input, named by file, column and row (exit 3)
     import subprocess
     import sys

@@ -29,16 +29,16 @@ from bnsl_cli.federated.messages import (
     ConsensusBroadcast,
     GramReply,
     GramRequest,
-    SparseEntries,
     SparseUpdate,
     SupportState,
     message_kind,
     with_sender,
 )
+from bnsl_cli.federated.methods.admm.local_step import sparse_step
 from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySchedule
 from bnsl_cli.federated.methods.admm.protocol import run_admm
 from bnsl_cli.federated.polish import PolishStage
-from bnsl_cli.solvers.pgcd import local_objective, pgcd
+from bnsl_cli.solvers.pgcd import local_objective
 
 __all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments"]
 
@@ -91,11 +91,9 @@ class MomentHolder:
         self.W, self.rho2 = msg.W, msg.rho2
         if msg.stop:
             return None
-        res = pgcd(self.S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
-                   forbidden=self.forbidden, required=self.required)
+        res, entries = sparse_step(self.S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
+                                   self.forbidden, self.required)
         self.B = res.B
-        r, c = np.nonzero(res.changed)
-        entries = SparseEntries(r.astype(np.int32), c.astype(np.int32), self.B[r, c].astype(np.float64))
         objective = local_objective(self.S, self.B, self.beta, self.W, self.rho2, self.lam)
         return SparseUpdate(msg.round, self.pid, self.d, entries, objective).encode()
 

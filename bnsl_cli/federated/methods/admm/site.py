@@ -15,15 +15,15 @@ from bnsl_cli.federated.messages import (
     DenseUpdate,
     GramReply,
     GramRequest,
-    SparseEntries,
     SparseUpdate,
     SupportState,
     message_kind,
     read_header,
 )
+from bnsl_cli.federated.methods.admm.local_step import sparse_step
 from bnsl_cli.federated.methods.admm.sequence import next_penalty
 from bnsl_cli.federated.site_sequence import refuse_unsafe
-from bnsl_cli.solvers.pgcd import local_objective, pgcd
+from bnsl_cli.solvers.pgcd import local_objective
 
 __all__ = [
     "Participant",
@@ -202,14 +202,10 @@ class SparseParticipant(Participant):
         self.required = required
 
     def _local_update(self, rnd: int) -> SparseUpdate:
-        res = pgcd(
-            self._S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
-            forbidden=self.forbidden, required=self.required,
-        )
+        res, entries = sparse_step(self._S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
+                                   self.forbidden, self.required)
         self.steps_taken += res.steps
         self.B = res.B
-        r, c = np.nonzero(res.changed)
-        entries = SparseEntries(r.astype(np.int32), c.astype(np.int32), self.B[r, c].astype(np.float64))
         return SparseUpdate(rnd, self.pid, self.d, entries, self.objective())
 
 

@@ -194,10 +194,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             Gs = G
             res = learn_from_moments(G, n, tau, H=H, knowledge=plan.knowledge)
             W = res.W
-        noise = entry_noise_std(tau, H, None)
-        last = (res, H, tau, noise)
+        # the release noise of each entry of the searched moments (the last stage's feed the finished graph)
+        noise = entry_noise_std(tau, H, sd if plan.standardize else None)
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
-                                      n_eff=round(effective_rows(n, noise, G)),
+                                      n_eff=round(effective_rows(n, noise, Gs)),
                                       weight=float(w0 / n)))
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
@@ -222,11 +222,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         if w:
             warn([w], NoisyReleaseWarning, warns)
     t0 = time.perf_counter()
-    res, H, tau, noise = last
-    S = Gs if plan.standardize else G
-    if noise is not None and plan.standardize:
-        noise = noise / np.outer(sd, sd)
-    W, Wf, removed, choice = final_graph(plan, spec, res, S, noise, n)
+    # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
+    W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n)
     t_solve += time.perf_counter() - t0
     history[-1] = replace(history[-1], note=choice if history[-1].note is None else history[-1].note + "; " + choice)
     summaries = fleet.finish()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Union
 
+from bnsl_cli.bootstrap import run_replicates
 from bnsl_cli.federated.methods.registry import METHODS, method_spec
 from bnsl_cli.io.csv_reader import check_magnitudes
 from bnsl_cli.numerics import single_blas_thread
@@ -42,19 +43,25 @@ def learn(
     progress: Optional[Callable[[dict], None]] = None,
     *,
     input_record: Optional[InputRecord] = None,
+    bootstrap_progress: Optional[Callable[[int, int], None]] = None,
 ) -> LearnResult:
     """Learn a DAG from participant tables (one table = one participant, same columns): resolve
     the plan (unless ``options`` is one), build the participants here (or in worker processes), run.
-    ``input_record``: the columns and rows chosen when the tables were read (the report's ``input``)."""
+    ``input_record``: the columns and rows chosen when the tables were read (the report's ``input``).
+    With ``--bootstrap B`` (non-private) the B replicates on resampled rows run first
+    (:func:`bnsl_cli.bootstrap.run_replicates`; ``bootstrap_progress(done, B)`` after each)."""
     plan = options if isinstance(options, RunPlan) else RunPlan.resolve(options, Shapes.of_tables(tables))
     if not plan.private:
         # values whose squares overflow the moments are bad input (a private run clips them instead)
         for t in tables:
             check_magnitudes(t)
+    replicates = None
+    if plan.bootstrap and not plan.private:  # a private run's method resamples its releases instead
+        replicates = run_replicates(tables, plan, bootstrap_progress)
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:
-        return run(plan, fleet, progress, input_record=input_record)
+        return run(plan, fleet, progress, input_record=input_record, replicates=replicates)
     finally:
         fleet.close()
 

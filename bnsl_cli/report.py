@@ -135,6 +135,26 @@ class NetworkRecord:
 
 
 @dataclass(frozen=True)
+class ConfidenceRecord:
+    """Edge confidence (``--bootstrap``; the report's ``confidence``): the replicates asked for and
+    finished, the first failures, how they were made, the strength threshold estimated from the
+    data (:func:`bnsl_cli.confidence.estimated_threshold`), the threshold applied (``None``: the
+    graph is the run's own, annotated), what the graph is, and how many of its edges reach the
+    estimated threshold and 0.9."""
+
+    replicates: int
+    completed: int
+    failed: list
+    source: str
+    estimated_threshold: float
+    min_strength: Optional[float]
+    graph: str
+    edges: int
+    edges_above_estimated_threshold: int
+    edges_with_strength_0_9: int
+
+
+@dataclass(frozen=True)
 class Numerics:
     """The floating-point events of a non-private run (overflows, invalid operations) and their kinds."""
 
@@ -161,6 +181,7 @@ class RunRecord:
     started: float
     input: Optional[InputRecord] = None
     network: Optional[NetworkRecord] = None
+    confidence: Optional[ConfidenceRecord] = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,6 +261,8 @@ def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
     if plan.knowledge is not None:
         report["knowledge"] = knowledge_report(plan, outcome, report["warnings"])
     report["graph"] = None if outcome.local is not None else graph_to_json(outcome.W, plan.names)
+    if run.confidence is not None:
+        report["confidence"] = _record(run.confidence)
     report["privacy"] = None if plan.privacy is None else privacy_report(spec, plan, outcome.summaries, report["warnings"])
     weak, weak_text = run.weak
     if weak:

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from bnsl_cli.confidence import EdgeCounts, Replicates, averaged_network, estimated_threshold, pair_strengths
 from bnsl_cli.errors import BnslError
 from bnsl_cli.federated.fleet import make_fleet
 from bnsl_cli.federated.methods.registry import make_participant, method_spec
@@ -33,6 +34,7 @@ from bnsl_cli.privacy.mechanisms import make_rng
 from bnsl_cli.privacy.split_noise import check_split_allowed, split_of
 from bnsl_cli.report import (  # noqa: F401 - the report's constants, importable from here too
     PRIVACY_UNIT,
+    ConfidenceRecord,
     PUBLIC_QUANTITIES,
     SCHEMA_VERSION,
     InputRecord,
@@ -63,6 +65,8 @@ class LearnResult:
     report: dict
     personal: Optional[list] = None  # per-participant B_p (fed-sparse/fed-bnsl with personal=True)
     local: Optional[list] = None  # per-participant DAGs (local-notears)
+    #: edge confidence (``--bootstrap``): the replicates' counts (strengths, directions)
+    confidence: Optional[EdgeCounts] = None
 
 
 def run(
@@ -72,13 +76,16 @@ def run(
     *,
     input_record: Optional[InputRecord] = None,
     network: Optional[NetworkRecord] = None,
+    replicates: Optional[Replicates] = None,
 ) -> LearnResult:
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes). The
     fleet checks the replies against the limits this plan's public facts give
     (:class:`~bnsl_cli.federated.reply_limits.ReplyLimits`, from the method's ``reply_rules``), set
     here as ``fleet.limits`` for this run. ``input_record`` (``bnsl learn``'s choice of columns and
     rows) and ``network`` (``bnsl serve``'s transport) are the caller's entries of the report, which
-    :func:`bnsl_cli.report.build_report` builds once, at the end."""
+    :func:`bnsl_cli.report.build_report` builds once, at the end. ``replicates``: the edge counts of
+    a non-private ``--bootstrap`` (:func:`bnsl_cli.bootstrap.run_replicates`); a private driver
+    that resamples its releases puts its own in ``outcome.confidence``."""
     check_split_allowed(plan, bool(fleet.secure_sum))  # split noise: secure sums only
     t0 = time.perf_counter()  # timing.wall_s: the run itself (every module is imported at the top)
     spec = method_spec(plan.method)
@@ -94,6 +101,8 @@ def run(
     fp_seen = 0 if plan.private else fp["count"]
     # original units, the scale warning (or error)
     units = after_rounds(spec, plan, outcome, pre, fp_seen)
+    conf = outcome.confidence if outcome.confidence is not None else replicates
+    counts, conf_record = (None, None) if conf is None else _confidence(plan, outcome, conf)
     personal = None
     if plan.personal and spec.federated:
         personal = [np.array(s["B"], dtype=float) for s in outcome.summaries]
@@ -109,8 +118,44 @@ def run(
         started=t0,
         input=input_record,
         network=network,
+        confidence=conf_record,
     ))
-    return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local)
+    return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local,
+                       confidence=counts)
+
+
+def _confidence(plan: RunPlan, outcome, conf: Replicates):
+    """The replicates' counts and the report's entry; with ``--min-strength`` the outcome's graph
+    becomes the averaged network (:func:`bnsl_cli.confidence.averaged_network`)."""
+    counts = conf.counts
+    if counts is None:
+        why = conf.failures[0][1] if conf.failures else "none ran"
+        raise BnslError(f"--bootstrap: none of the {conf.asked} replicates finished (replicate 1: {why})")
+    estimate = estimated_threshold(pair_strengths(counts))
+    applied = plan.min_strength if not plan.min_strength_auto else estimate
+    if applied is not None:
+        outcome.W = averaged_network(counts, applied, strict=plan.min_strength_auto,
+                                     required=plan.required_mask(), forbidden=plan.forbidden_mask())
+        what = (f"the averaged network: pairs of strength {'>' if plan.min_strength_auto else '≥'} {applied:.4g}"
+                + (" (the estimated threshold)" if plan.min_strength_auto else "")
+                + ", oriented by the majority of the replicates, kept acyclic; weights: the replicates' mean")
+    else:
+        what = "the run's own graph; its edges annotated with the replicates' strengths"
+    S = counts.strength
+    E = outcome.W != 0
+    record = ConfidenceRecord(
+        replicates=conf.asked,
+        completed=counts.runs,
+        failed=[{"replicate": b + 1, "reason": why} for b, why in conf.failures[:5]],
+        source=conf.source,
+        estimated_threshold=float(estimate),
+        min_strength=None if applied is None else float(applied),
+        graph=what,
+        edges=int(E.sum()),
+        edges_above_estimated_threshold=int((E & (S > estimate)).sum()),
+        edges_with_strength_0_9=int((E & (S >= 0.9 - 1e-12)).sum()),
+    )
+    return counts, record
 
 
 # ----------------------------------------------------------------------------------------------

@@ -110,7 +110,8 @@ LAYERS = (
     # the network transport and the site: the site's policy (bnsl_cli.net.policy) checks a plan and
     # builds the site's participant with the run's noise source, as run.py does in-process
     ("net", ("bnsl_cli.net",)),
-    ("run", ("bnsl_cli.run", "bnsl_cli.learn", "bnsl_cli.report", "bnsl_cli.refit", "bnsl_cli.split")),
+    ("run", ("bnsl_cli.run", "bnsl_cli.learn", "bnsl_cli.report", "bnsl_cli.refit", "bnsl_cli.split",
+             "bnsl_cli.bootstrap")),
     ("plan", ("bnsl_cli.plan",)),
     ("federated", ("bnsl_cli.federated",)),
     ("solvers/privacy/io", ("bnsl_cli.solvers", "bnsl_cli.privacy", "bnsl_cli.io")),

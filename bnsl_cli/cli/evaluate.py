@@ -58,6 +58,54 @@ def _render_table(rows: list[dict], truth: Path, to_stderr: bool) -> None:
     console.print(table)
 
 
+def _flat_bands(row: dict) -> dict:
+    """A CSV row: each strength band's edges and precisions as columns (``edges_0.9-1`` …)."""
+    bands = row.get("strength_bands", False)
+    if bands is False:
+        return row
+    out = {k: v for k, v in row.items() if k != "strength_bands"}
+    from bnsl_cli.io.strength import STRENGTH_BANDS
+
+    for k, (low, high) in enumerate(STRENGTH_BANDS):
+        tag = f"{low:g}-{high:g}"
+        b = None if bands is None else bands[k]
+        out[f"edges_{tag}"] = None if b is None else b["edges"]
+        out[f"precision_{tag}"] = None if b is None else b["precision"]
+        out[f"precision_directed_{tag}"] = None if b is None else b["precision_directed"]
+    return out
+
+
+def _render_bands(rows: list[dict], to_stderr: bool) -> None:
+    """The precision by strength band of the estimates that have strengths (bnsl learn --bootstrap)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="precision by edge strength (pair in the truth either way / same direction)",
+                  title_justify="left")
+    table.add_column("estimate", overflow="fold")
+    for low, high in (b for b in _bands()):
+        table.add_column(f"strength {low:g}–{high:g}", justify="right")
+    for r in rows:
+        bands = r.get("strength_bands")
+        if not bands:
+            continue
+        cells = [f"{b['edges']} edges" + ("" if not b["edges"] else f", {b['precision']:.2f} / {b['precision_directed']:.2f}")
+                 for b in bands]
+        table.add_row(Text(str(r["estimate"])), *cells)
+    console = Console(stderr=to_stderr, highlight=False)
+    if not console.is_terminal:
+        width = Console(width=100_000).measure(table).maximum
+        console = Console(stderr=to_stderr, highlight=False, width=max(width, 40), color_system=None)
+    console.print(table)
+
+
+def _bands():
+    from bnsl_cli.io.strength import STRENGTH_BANDS
+
+    return STRENGTH_BANDS
+
+
 def _write_csv(rows: list[dict]) -> None:
     keys = list(rows[0].keys())
     writer = csv.writer(sys.stdout, lineterminator="\n")
@@ -163,6 +211,11 @@ def command(
         known.update(unknown)
     true_graph = true_graph.reorder(universe, source=str(truth), allow_missing=True)
 
+    from bnsl_cli.io.strength import read_strengths, strength_bands
+
+    T = true_graph.W != 0
+    truth_arcs = {(universe[i], universe[j]) for i, j in zip(*np.nonzero(T))}
+    truth_pairs = {frozenset(a) for a in truth_arcs}
     rows = []
     for path, k, g in est_graphs:
         W_est = g.reorder(universe, source=str(path), allow_missing=True).W
@@ -180,11 +233,21 @@ def command(
         except InputDataError as exc:
             raise InputDataError(f"{truth}: {exc}") from None
         label = str(path) if k is None else f"{path} [participant {k}]"
-        rows.append({"estimate": label, "participant": k, "d": len(universe), **m})
+        row = {"estimate": label, "participant": k, "d": len(universe), **m}
+        strengths = read_strengths(path) if k is None else None
+        if strengths is not None:  # bnsl learn --bootstrap: precision by strength band
+            edges = [(universe[i], universe[j]) for i, j in zip(*np.nonzero(W_est))]
+            row["strength_bands"] = strength_bands(edges, strengths, truth_pairs, truth_arcs)
+        rows.append(row)
+    if any("strength_bands" in r for r in rows):
+        for r in rows:
+            r.setdefault("strength_bands", None)
 
     if as_json:
         print_json(rows)
     elif as_csv:
-        _write_csv(rows)
+        _write_csv([_flat_bands(r) for r in rows])
     if not (quiet and (as_json or as_csv)):
         _render_table(rows, truth, to_stderr=as_json or as_csv)
+        if any(r.get("strength_bands") for r in rows):
+            _render_bands(rows, to_stderr=as_json or as_csv)

@@ -23,6 +23,8 @@ METHOD_HELP = (
 #: learn parameters with a ``BNSL_*`` variable that only some methods take: a value from the
 #: environment is left out when the run's method does not take it (one typed on the command line is
 #: refused), as BNSL_EPSILON is for a non-private run
+#: the help panel of the edge-confidence options (after Knowledge, before Output)
+CONFIDENCE = "Confidence"
 ENV_METHOD_OPTIONS = {"lam": "--lambda", "rounds": "--rounds", "steps": "--steps", "acyclicity": "--acyclicity"}
 
 
@@ -168,6 +170,21 @@ def command(
         None, "--forbid-file", metavar="CSV", help="Forbidden edges as a bnlearn-style blacklist: CSV with header from,to.",
         rich_help_panel=dataopts.KNOWLEDGE,
     ),
+    bootstrap: int = typer.Option(
+        0, "--bootstrap", metavar="B", envvar="BNSL_BOOTSTRAP",
+        help="Edge confidence: B replicates. Without --dp each participant resamples its own rows and the run is "
+        "repeated B times (in parallel with --workers); with --dp the released statistics are resampled with "
+        "their sampling and privacy noise (post-processing: the same ε). Adds strength (share of replicates "
+        "with the edge, either way) and direction to edges.csv and writes strength.csv.",
+        rich_help_panel=CONFIDENCE,
+    ),
+    min_strength: Optional[str] = typer.Option(
+        None, "--min-strength", metavar="S|auto",
+        help="With --bootstrap: return the averaged network, the edges of strength ≥ S oriented by the "
+        "replicates' majority and kept acyclic; auto: S estimated from the strengths (Scutari & Nagarajan "
+        "2013, README). Without it the run's own graph is kept and annotated.",
+        rich_help_panel=CONFIDENCE,
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, cpdag.csv, graph.dot, report.json), "
         "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
@@ -250,6 +267,7 @@ def command(
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
         workers=workers, snap=snap, polish=polish, acyclicity=acyclicity, standardize=standardize,
         knowledge=KnowledgeSource.from_options(require, forbid, knowledge_file, require_file, forbid_file),
+        bootstrap=bootstrap, min_strength=min_strength,
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data
@@ -261,7 +279,7 @@ def command(
 
     from bnsl_cli.cli import output
 
-    od = output.prepare_learn_dir(out, paths, len(paths), personal or local, force)
+    od = output.prepare_learn_dir(out, paths, len(paths), personal or local, force, strength=bool(bootstrap))
     singles = output.prepare_single_outputs(
         {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=local,
         stdout_option="--json" if json_out else None,
@@ -299,6 +317,7 @@ def _run_with_progress(tables, cfg, quiet, input_record=None):
     max_rounds = plan.rounds
     if quiet:
         return learn(tables, plan, input_record=input_record)
+    boot = _bootstrap_progress(console, plan.bootstrap) if plan.bootstrap and not plan.private else None
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -320,7 +339,7 @@ def _run_with_progress(tables, cfg, quiet, input_record=None):
                     text += f" edges={info['edges']}"
                 bar.update(task, completed=info["round"], info=text)
 
-            return learn(tables, plan, progress, input_record=input_record)
+            return learn(tables, plan, progress, input_record=input_record, bootstrap_progress=boot)
 
     def plain(info):
         r = info["round"]
@@ -333,4 +352,15 @@ def _run_with_progress(tables, cfg, quiet, input_record=None):
                 line += f" edges={info['edges']}"
             console.print(line, highlight=False)
 
-    return learn(tables, plan, plain, input_record=input_record)
+    return learn(tables, plan, plain, input_record=input_record, bootstrap_progress=boot)
+
+
+def _bootstrap_progress(console, total: int):
+    """Progress of the --bootstrap replicates: a line at each quarter done (they run before the run itself)."""
+    marks = {max(1, round(total * q / 4)) for q in (1, 2, 3, 4)}
+
+    def progress(done: int, of: int) -> None:
+        if done in marks:
+            console.print(f"bootstrap: {done}/{of} replicates", highlight=False)
+
+    return progress

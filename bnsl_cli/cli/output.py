@@ -24,6 +24,7 @@ LEARN_OWNED = (
     "graph.svg",
     "graph.png",
     "report.html",
+    "strength.csv",
     "participant-*/adjacency.csv",
     "participant-*/edges.csv",
     "participant-*/cpdag.csv",
@@ -43,13 +44,15 @@ def is_bnsl_output(directory: Path) -> bool:
     return isinstance(obj, dict) and "schema_version" in obj
 
 
-def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_participant: bool, force: bool):
-    """The pre-flight of ``learn --out`` (None without ``--out``): an :class:`OutputDir` ready to fill."""
+def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_participant: bool, force: bool,
+                      strength: bool = False):
+    """The pre-flight of ``learn --out`` (None without ``--out``): an :class:`OutputDir` ready to fill
+    (``strength``: the run writes strength.csv too)."""
     if out is None:
         return None
     from bnsl_cli.io.outdir import OutputDir
 
-    names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"]
+    names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"] + (["strength.csv"] if strength else [])
     if per_participant:
         names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
     return OutputDir(
@@ -98,7 +101,10 @@ def write_single_outputs(given: dict, result) -> None:
     from bnsl_cli.io.graphs import adjacency_csv_text, edges_csv_text
 
     for opt, p in given.items():
-        text = (adjacency_csv_text if opt == "--adjacency" else edges_csv_text)(result.W, result.names)
+        if opt == "--adjacency":
+            text = adjacency_csv_text(result.W, result.names)
+        else:
+            text = edges_csv_text(result.W, result.names, getattr(result, "confidence", None))
         if p == "-":
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -112,7 +118,7 @@ def stdout_edges_text(result, tables) -> str:
     from bnsl_cli.io.graphs import edges_csv_text
 
     if getattr(result, "local", None) is None:
-        return edges_csv_text(result.W, result.names)
+        return edges_csv_text(result.W, result.names, getattr(result, "confidence", None))
     import csv
     import io
 
@@ -134,7 +140,7 @@ def write_learn_outputs(od, result, method: str) -> None:
     from bnsl_cli.cli import common
     from bnsl_cli.dag import is_dag
     from bnsl_cli.io.dot import dot_text
-    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, edges_csv_text
+    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, edges_csv_text, strength_csv_text
 
     texts = {}
     if result.local is not None:
@@ -147,7 +153,10 @@ def write_learn_outputs(od, result, method: str) -> None:
                 texts[f"{sub}/cpdag.csv"] = cpdag_csv_text(W, result.names)
     else:
         texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
-        texts["edges.csv"] = edges_csv_text(result.W, result.names)
+        confidence = getattr(result, "confidence", None)
+        texts["edges.csv"] = edges_csv_text(result.W, result.names, confidence)
+        if confidence is not None:
+            texts["strength.csv"] = strength_csv_text(confidence, result.names)
         texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}")
         if is_dag(result.W):
             texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)

@@ -89,6 +89,10 @@ class MethodSpec:
     federated: bool = True
     #: one graph per participant (no consensus)
     per_participant_graphs: bool = False
+    #: the private variant's driver gives edge confidence by resampling its released statistics with
+    #: their sampling and release noise (post-processing: ``--dp --bootstrap B`` spends nothing more);
+    #: a private run of any other method refuses ``--bootstrap``
+    resamples_releases: bool = False
     #: every release of the private variant is a sum over rows in public units, so its noise can be
     #: distributed over securely summed sites (``--noise auto`` does so; privacy-budget shows both
     #: calibrations)

@@ -190,6 +190,9 @@ class Outcome:
     warnings: list = field(default_factory=list)
     #: per-participant DAGs (local-notears)
     local: Optional[list] = None
+    #: edge confidence a private driver made by resampling its releases (``--dp --bootstrap``;
+    #: :class:`bnsl_cli.confidence.Replicates`, weights in original units)
+    confidence: Optional[object] = None
 
 
 @dataclass

@@ -130,13 +130,28 @@ def cpdag_csv_text(W: np.ndarray, names: Sequence[str]) -> str:
     return _csv_text(rows)
 
 
-def edges_csv_text(W: np.ndarray, names: Sequence[str]) -> str:
-    """The non-zero entries as ``source,target,weight`` rows, sorted by (source, target) index."""
+def edges_csv_text(W: np.ndarray, names: Sequence[str], confidence=None) -> str:
+    """The non-zero entries as ``source,target,weight`` rows, sorted by (source, target) index.
+    With ``confidence`` (:class:`bnsl_cli.confidence.EdgeCounts`) two more columns: ``strength``
+    (the share of replicates with the edge either way) and ``direction`` (the share of those with
+    it this way), rounded to 4 decimals."""
     W = np.asarray(W, dtype=float)
-    rows = [["source", "target", "weight"]]
+    rows = [["source", "target", "weight"] + ([] if confidence is None else ["strength", "direction"])]
+    S = D = None
+    if confidence is not None:
+        S, D = confidence.strength, confidence.direction
     for i, j in zip(*np.nonzero(W)):
-        rows.append([names[i], names[j], format_float(W[i, j])])
+        row = [names[i], names[j], format_float(W[i, j])]
+        if S is not None:
+            row += [format_float(round(float(S[i, j]), 4)), format_float(round(float(D[i, j]), 4))]
+        rows.append(row)
     return _csv_text(rows)
+
+
+def strength_csv_text(confidence, names: Sequence[str]) -> str:
+    """``strength.csv``: the directed shares ``F[i, j]`` (replicates with i → j / replicates) in the
+    adjacency CSV's layout (:mod:`bnsl_cli.confidence`)."""
+    return adjacency_csv_text(confidence.directed, names)
 
 
 def write_adjacency_csv(path, W, names) -> None:

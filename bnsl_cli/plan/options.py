@@ -88,6 +88,11 @@ class LearnConfig:
     #: prior knowledge as given (``--require``/``--forbid``/``--knowledge``), checked against the
     #: columns in :meth:`RunPlan.resolve`
     knowledge: Optional[KnowledgeSource] = None
+    #: edge confidence: this many replicates (0: none; :mod:`bnsl_cli.bootstrap`)
+    bootstrap: int = 0
+    #: the averaged network's strength threshold in (0, 1], ``"auto"`` (estimated from the strengths,
+    #: :func:`bnsl_cli.confidence.estimated_threshold`) or ``None`` (the run's own graph, annotated)
+    min_strength: Optional[object] = None
 
     def check(self) -> None:
         """The checks that need no data (the CLI calls this before reading the shards;
@@ -131,6 +136,35 @@ class LearnConfig:
             if spec.polishable and self.polish and self.dp.polish_share == 0.0:
                 raise PrivacyBudgetError("--polish-share 0 leaves the polish no budget; use --no-polish to skip it")
         check_method_options(self)
+        self._check_confidence(spec)
+
+    def _check_confidence(self, spec) -> None:
+        _whole("--bootstrap", self.bootstrap, low=0)
+        if int(self.bootstrap) > MAX_BOOTSTRAP:
+            raise OptionError(f"--bootstrap must be at most {MAX_BOOTSTRAP}, got {self.bootstrap}")
+        if self.min_strength is not None:
+            if not self.bootstrap:
+                raise OptionError("--min-strength needs --bootstrap B (the strengths come from B replicates)")
+            if self.min_strength != "auto":
+                x = _finite("--min-strength", self.min_strength)
+                if not 0.0 < x <= 1.0:
+                    raise OptionError(f"--min-strength must lie in (0, 1] or be auto, got {self.min_strength!r}")
+                self.min_strength = x
+        if not self.bootstrap:
+            return
+        if spec.per_participant_graphs:
+            raise OptionError(f"--bootstrap: --method {self.method} learns one graph per participant; it has no "
+                              "consensus whose edges could be counted")
+        if self.dp is not None and not spec.resamples_releases:
+            able = " or ".join(m for m in METHODS if method_spec(m).resamples_releases)
+            raise OptionError(
+                f"--bootstrap with --dp: the private {self.method} cannot resample its releases, and resampling the "
+                f"rows would release them again; use --method {able} (its releases are resampled as post-processing)"
+            )
+
+
+#: the most replicates ``--bootstrap`` runs
+MAX_BOOTSTRAP = 10000
 
 
 def _whole(name, v, *, allow_none=False, low=1):

@@ -100,6 +100,11 @@ class RunPlan:
     threshold_given: bool = True
     #: checked prior knowledge (required / forbidden edges, tiers); ``None``: none given
     knowledge: Optional[Knowledge] = None
+    #: edge confidence (``--bootstrap``): replicates, and the averaged network's threshold (``None``:
+    #: the run's own graph, annotated; ``min_strength_auto``: estimated from the strengths)
+    bootstrap: int = 0
+    min_strength: Optional[float] = None
+    min_strength_auto: bool = False
 
     def forbidden_mask(self):
         """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
@@ -187,6 +192,9 @@ class RunPlan:
             acyclicity=default_acyclicity(solver.name, solver_dp)
             if options.acyclicity == "auto" else str(options.acyclicity),
             knowledge=None if options.knowledge is None else options.knowledge.resolve(names),
+            bootstrap=int(options.bootstrap),
+            min_strength=None if options.min_strength in (None, "auto") else float(options.min_strength),
+            min_strength_auto=options.min_strength == "auto",
         )
         if dp is not None:
             delta = dp.delta if dp.delta is not None else default_delta([p.rows for p in parts])
@@ -209,6 +217,9 @@ class RunPlan:
             del d["knowledge"]  # a plan without knowledge reads as before
         else:
             d["knowledge"] = self.knowledge.to_dict()
+        if not self.bootstrap:  # a plan without edge confidence reads as before
+            for key in ("bootstrap", "min_strength", "min_strength_auto"):
+                del d[key]
         return d
 
     @classmethod

@@ -179,6 +179,7 @@ _SPECS = (
         mechanism=suffstats.MECHANISM,
         dp_title="DP fed-suffstats",
         distributed_noise=True,
+        resamples_releases=True,
         # its finished graph: Fed-Sparse-BNSL's learner on the released moments (issue 27)
         moment_learner="fed-sparse",
         clip_multiplier=suffstats.CLIP,

@@ -15,6 +15,7 @@ from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments
 from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
+from bnsl_cli.federated.methods.suffstats.confidence import resample_release
 from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, unusable_message
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
 from bnsl_cli.federated.methods.suffstats.releases import (
@@ -33,7 +34,7 @@ from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, Suffsta
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty
 from bnsl_cli.solvers.moment_search import learn_from_moments
-from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares
+from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, to_original_units
 
 
 # the coordinator side
@@ -225,6 +226,15 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
     W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n)
     t_solve += time.perf_counter() - t0
+    confidence = None
+    if plan.private and plan.bootstrap:
+        # edge confidence from the last stage's release resampled (post-processing)
+        def finish(res_b, G_b):
+            W_b = final_graph(plan, spec, res_b, G_b, noise, n)[1]
+            return to_original_units(W_b, sd) if plan.standardize else W_b
+
+        confidence = resample_release(plan, Gs, n, tau, None if H is None else SL,
+                                      sd if plan.standardize else None, finish)
     history[-1] = replace(history[-1], note=choice if history[-1].note is None else history[-1].note + "; " + choice)
     summaries = fleet.finish()
     return SolverOutcome(
@@ -240,6 +250,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         history=history,
         removed_for_acyclicity=removed,
         solver_issues=[],
+        confidence=confidence,
         method_entry=SuffstatsBasis(centre=centre.tolist(), scale=scale.tolist(), stages=len(stages),
                                  scale_defaulted=scale_defaulted, centre_unresolved=centre_unresolved),
         standardize=PooledStats(

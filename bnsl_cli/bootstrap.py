@@ -16,6 +16,7 @@ independent of the participants' other streams, and the same whatever the number
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import warnings
 from dataclasses import replace
 from typing import Callable, Optional
@@ -40,6 +41,12 @@ def resample_rows(X: np.ndarray, entropy: int, replicate: int, participant: int)
 
 
 _JOB: Optional[tuple] = None  # (tables, plan, entropy), set before the worker processes fork
+
+
+def _quiet_worker() -> None:
+    """A replicate worker leaves Ctrl-C to the main process and ends on SIGTERM without a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _one(b: int):
@@ -71,12 +78,19 @@ def run_replicates(tables, plan: RunPlan, progress: Optional[Callable[[int, int]
     graphs, failures = {}, []
     try:
         if workers > 1 and "fork" in mp.get_all_start_methods():
-            with mp.get_context("fork").Pool(workers) as pool:
+            pool = mp.get_context("fork").Pool(workers, initializer=_quiet_worker)
+            try:
                 results = pool.imap_unordered(_one, range(B))
                 for done, (b, W, why) in enumerate(results, start=1):
                     _collect(graphs, failures, b, W, why)
                     if progress is not None:
                         progress(done, B)
+                pool.close()
+            except BaseException:
+                pool.terminate()  # Ctrl-C or an error here: the workers end at once, without a word
+                raise
+            finally:
+                pool.join()
         else:
             for done, b in enumerate(range(B), start=1):
                 _collect(graphs, failures, *_one(b))

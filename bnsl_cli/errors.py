@@ -62,6 +62,7 @@ __all__ = [
     "Terminated",
     "interruption",
     "ScaleWarning",
+    "DenseGraphWarning",
     "ConstantColumnWarning",
     "RankDeficientWarning",
     "DataWarning",
@@ -213,6 +214,11 @@ def interruption(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, Terminated):
         return exc.what, exc.exit_code
     return "interrupted (Ctrl-C)", 130
+
+
+class DenseGraphWarning(UserWarning):
+    """The finished graph is denser than known networks of its size: many of its edges are likely
+    spurious; the message says what to try (edge confidence, a threshold)."""
 
 
 class ScaleWarning(UserWarning):

@@ -224,6 +224,8 @@ def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
     knowledge and privacy parts."""
     outcome, units = run.outcome, run.units
     report = _head(plan)
+    # the weight threshold the finished graph went through (None: a score decided its edges)
+    report["options"]["threshold_applied"] = outcome.threshold_applied
     if run.stats is not None:
         report["standardize"] = _statistics(_exchange_statistics(run.stats, run.traffic), units, local=False)
     placed = run.stats is not None

@@ -193,6 +193,9 @@ class Outcome:
     #: edge confidence a private driver made by resampling its releases (``--dp --bootstrap``;
     #: :class:`bnsl_cli.confidence.Replicates`, weights in original units)
     confidence: Optional[object] = None
+    #: the weight threshold the finished graph went through (``None``: none; a score decided the
+    #: edges): the report's ``options.threshold_applied``
+    threshold_applied: Optional[float] = None
 
 
 @dataclass

@@ -113,6 +113,7 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
         warn(notes, ConvergenceWarning, warn_list)
         return SolverOutcome(
             W_raw, W, summaries,
+            threshold_applied=plan.threshold,
             rounds=s["outer_steps"],
             converged=s["converged"],
             timing=SolverTiming(compute_s=s["compute_s"]),
@@ -142,6 +143,7 @@ def drive_notears(spec, plan, fleet, progress=None) -> Outcome:
     warn(notes, ConvergenceWarning, warn_list)
     return LocalOutcome(
         None, local[0], summaries,
+        threshold_applied=plan.threshold,
         rounds=max(p.outer_steps for p in per),
         converged=all(p.converged for p in per),
         timing=SolverTiming(compute_s=sum(s["compute_s"] for s in summaries)),

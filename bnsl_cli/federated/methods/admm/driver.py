@@ -166,6 +166,8 @@ def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
     W_raw = coord.W.copy()
     W, removed = finish_graph(W_raw, plan.threshold, label, plan.names, plan.knowledge)
     W, polish_info = _polish_entry(spec, stage, W)
+    # the polish's search decides the edges; its own threshold (the user's, or any private run's) after it
+    applied = stage.final_threshold if isinstance(polish_info, PolishApplied) else plan.threshold
     converged, warning = _convergence(log, plan, plan.method + (" (dp)" if plan.private else ""))
     warn_list = []
     if guard is not None:
@@ -186,6 +188,7 @@ def drive_admm(spec, plan, fleet, progress=None) -> AdmmOutcome:
     last = history[-1]
     return AdmmOutcome(
         W_raw, W, summaries,
+        threshold_applied=applied,
         rounds=log.rounds,
         converged=converged,
         timing=AdmmTiming(

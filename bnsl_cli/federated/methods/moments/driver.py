@@ -84,6 +84,7 @@ def drive_moments(spec, plan, fleet, progress=None) -> SolverOutcome:
     warn(notes, ConvergenceWarning, warn_list)
     return SolverOutcome(
         res.W, W, summaries,
+        threshold_applied=plan.threshold,
         rounds=res.outer_steps,
         converged=res.converged,
         timing=SolverTiming(compute_s=res.wall_s + sum(s["compute_s"] for s in summaries)),

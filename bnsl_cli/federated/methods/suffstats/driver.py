@@ -239,6 +239,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     summaries = fleet.finish()
     return SolverOutcome(
         W, Wf, summaries,
+        # without --threshold the searches' scores decide the edges (the default learner's polish too)
+        threshold_applied=plan.threshold if plan.threshold_given else None,
         rounds=len(stages),
         converged=True,
         timing=SolverTiming(compute_s=t_solve + sum(s["compute_s"] for s in summaries)),

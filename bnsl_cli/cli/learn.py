@@ -173,7 +173,7 @@ def command(
     bootstrap: int = typer.Option(
         0, "--bootstrap", metavar="B", envvar="BNSL_BOOTSTRAP",
         help="Edge confidence: B replicates. Without --dp each participant resamples its own rows and the run is "
-        "repeated B times (in parallel with --workers); with --dp the released statistics are resampled with "
+        "repeated B times (in parallel over the worker processes); with --dp the released statistics are resampled with "
         "their sampling and privacy noise (post-processing: the same ε). Adds strength (share of replicates "
         "with the edge, either way) and direction to edges.csv and writes strength.csv.",
         rich_help_panel=CONFIDENCE,

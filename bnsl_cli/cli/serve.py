@@ -30,6 +30,7 @@ RUN_OPTIONS = frozenset({
     "dp", "epsilon", "delta", "clip", "selection_share", "polish_share", "conversion", "accountant", "public_means",
     "value_bound", "clip_levels", "noise", "collusion_tolerance",
     "require", "forbid", "knowledge_file", "require_file", "forbid_file",
+    "bootstrap", "min_strength",
 })
 #: the prior-knowledge options (read into one KnowledgeSource, part of the plan)
 KNOWLEDGE_OPTIONS = ("require", "forbid", "knowledge_file", "require_file", "forbid_file")
@@ -359,6 +360,12 @@ def _config(opts: dict, ctx=None):
     kw["knowledge"] = KnowledgeSource.from_options(*(opts.get(k) for k in KNOWLEDGE_OPTIONS))
     cfg = LearnConfig(**kw, dp=dp, workers=1)
     cfg.check()
+    if cfg.bootstrap and dp is None:
+        raise common.fail(
+            "serve --bootstrap needs --dp (the released statistics are resampled here, as post-processing); "
+            "without --dp every site would resample its rows and rerun the protocol B times, which serve does not "
+            "do yet: run bnsl learn --bootstrap where the rows are", 2,
+        )
     return cfg
 
 

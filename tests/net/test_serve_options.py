@@ -63,6 +63,11 @@ PRIVATE_CHANGES = {
     "noise": ["--method", "fed-suffstats", "--secure-sum", "--noise", "per-site"],
     "collusion_tolerance": ["--method", "fed-suffstats", "--secure-sum", "--collusion-tolerance", "1"],
 }
+#: edge confidence: over the network only a private run's releases are resampled (at the coordinator)
+CONFIDENCE_CHANGES = {
+    "bootstrap": ["--bootstrap", "5"],
+    "min_strength": ["--bootstrap", "5", "--min-strength", "0.7"],
+}
 
 
 class Stop(BnslError):
@@ -169,7 +174,7 @@ def test_every_learn_parameter_is_classified_once():
     # and nothing is classified that learn does not have (a stale entry would hide a rename)
     assert set().union(*groups) == set(_learn_parameters())
     # this test covers every run option
-    assert set(CHANGES) | set(PRIVATE_CHANGES) == serve_cli.RUN_OPTIONS
+    assert set(CHANGES) | set(PRIVATE_CHANGES) | set(CONFIDENCE_CHANGES) == serve_cli.RUN_OPTIONS
 
 
 def test_serve_offers_every_run_and_output_option_and_no_site_option():
@@ -217,6 +222,18 @@ def test_each_private_option_reaches_the_plan(loopback, name):
     base = _plan_with(loopback, *PRIVATE, "--method", method, *secure)
     changed = _plan_with(loopback, *PRIVATE, "--method", method, *change)
     assert changed["privacy"] != base["privacy"], f"serve ignored --{name}"
+
+
+@pytest.mark.parametrize("name", sorted(CONFIDENCE_CHANGES))
+def test_each_confidence_option_reaches_the_plan(loopback, name):
+    base = _plan_with(loopback, *PRIVATE, "--method", "fed-suffstats", "--bootstrap", "3")
+    changed = _plan_with(loopback, *PRIVATE, "--method", "fed-suffstats", *CONFIDENCE_CHANGES[name])
+    assert changed != base and changed["privacy"] == base["privacy"], f"serve ignored --{name}"
+
+
+def test_non_private_bootstrap_is_refused_over_the_network(loopback):
+    res = _serve("-q", "--bootstrap", "5")
+    assert res.exit_code == 2 and "needs --dp" in res.output and not loopback.plans
 
 
 def _splits(plan: dict) -> set:

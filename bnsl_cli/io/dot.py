@@ -25,6 +25,7 @@ import numpy as np
 
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.atomic import atomic_write_text
+from bnsl_cli.io.emphasis import edge_emphasis
 from bnsl_cli.io.graphs import ORIENTATION, format_float
 
 __all__ = ["dot_text", "write_dot", "DotUnsupported", "parse_dot_flat", "parse_dot_pydot", "dot_unquote"]
@@ -50,10 +51,15 @@ def _dot_number(x: float) -> str:
     return text if _DOT_NUMERAL.match(text) else _dot_quote(text)
 
 
-def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl") -> str:
+def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl", *, strength=None, sd=None) -> str:
     """A Graphviz ``digraph`` with the node names as ids and the exact weight under ``weight``
     (pydot and networkx read both back); a rounded weight as the edge label, |weight| as the pen
-    width and the sign as the colour are for the eye."""
+    width and the sign as the colour are for the eye.
+
+    With ``strength`` (d × d, the share of bootstrap runs with each edge, either way) or ``sd`` (the
+    columns' standard deviations), the label and the pen width say what ``bnsl show`` draws
+    (:func:`bnsl_cli.io.emphasis.edge_emphasis`): the strength, else the standardised weight
+    ``W[i, j]·sd(i)/sd(j)``; ``weight`` stays the exact weight. Without either the text is as before."""
     W = np.asarray(W, dtype=float)
     lines = [
         f"// {title}",
@@ -64,22 +70,30 @@ def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl") -> str:
     ]
     for name in names:
         lines.append(f"  {_dot_id(name)};")
+    emphasis = None
+    if strength is not None or sd is not None:
+        emphasis = edge_emphasis(W, strength=strength, sd=sd)
+        if emphasis.what in (None, "weight"):  # the spreads did not fit: as before
+            emphasis = None
     nz = np.abs(W[W != 0])
     scale = float(nz.max()) if nz.size else 1.0
     for i, j in zip(*np.nonzero(W)):
         w = float(W[i, j])
-        pen = 0.5 + 3.5 * abs(w) / scale
+        if emphasis is None:
+            pen, label = 0.5 + 3.5 * abs(w) / scale, f"{w:.3g}"
+        else:
+            pen, label = 0.5 + 3.5 * float(emphasis.level[i, j]), emphasis.label(int(i), int(j))
         colour = "#1f5fbf" if w > 0 else "#c0392b"
         lines.append(
             f"  {_dot_id(names[i])} -> {_dot_id(names[j])} [weight={_dot_number(w)}, "
-            f'label="{w:.3g}", penwidth={pen:.2f}, color="{colour}"];'
+            f'label="{label}", penwidth={pen:.2f}, color="{colour}"];'
         )
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def write_dot(path, W, names, title: str = "bnsl") -> None:
-    atomic_write_text(path, dot_text(W, names, title))
+def write_dot(path, W, names, title: str = "bnsl", *, strength=None, sd=None) -> None:
+    atomic_write_text(path, dot_text(W, names, title, strength=strength, sd=sd))
 
 
 _DOT_ESCAPE = re.compile(r"\\(.)", re.S)

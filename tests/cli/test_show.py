@@ -176,7 +176,7 @@ def test_truth_with_other_nodes_is_exit_3(run_dir, tmp_path):
     _one_line_error(run("show", run_dir, "--truth", t), 3)
 
 
-@pytest.mark.parametrize("case", ["missing", "empty_dir", "bad_json", "not_a_report", "local", "a_file"])
+@pytest.mark.parametrize("case", ["missing", "empty_dir", "bad_json", "not_a_report", "local", "a_bad_file"])
 def test_bad_run_dir_is_one_line_exit_3_and_writes_nothing(tmp_path, case):
     d = tmp_path / "r"
     if case != "missing":
@@ -188,14 +188,14 @@ def test_bad_run_dir_is_one_line_exit_3_and_writes_nothing(tmp_path, case):
         (d / "report.json").write_text('{"a": 1}')
     elif case == "local":
         (d / "report.json").write_text('{"method": "local-notears", "graph": null, "local": []}')
-    elif case == "a_file":
+    elif case == "a_bad_file":  # a graph file is drawn (tests/cli/test_show_files.py); a bad one is refused
         target = d / "adjacency.csv"
-        target.write_text(",a\na,0\n")
+        target.write_text(",a,b\na,0\n")
     res = run("show", target)
     _one_line_error(res, 3)
-    assert str(target if case != "a_file" else target) in res.stderr or "report" in res.stderr
+    assert str(target) in res.stderr or "report" in res.stderr
     if d.exists():
-        assert not any(p.name.startswith(("graph.", "report.html")) for p in d.iterdir())
+        assert not any(p.name.startswith(("graph.", "report.html", "adjacency.")) and p != target for p in d.iterdir())
 
 
 def test_missing_matplotlib_is_one_clear_line(run_dir, monkeypatch):

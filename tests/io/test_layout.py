@@ -66,3 +66,38 @@ def test_cycles_are_set_aside_for_the_layout():
     L = layered_layout(A)
     assert list(L.layer) == [0, 1, 2]
     assert (2, 0) not in L.layout_edges
+
+
+def test_geometry_bounds_hold_every_bend_label_and_node():
+    """The drawing is sized from these bounds (issue 29: a bend of a long edge left of every node was
+    drawn off the canvas); bends can lie outside the nodes' extent, and the bounds must hold them."""
+    from bnsl_cli.io.draw import graph_geometry
+
+    beyond = 0
+    for seed in range(8):
+        A = _random_dag(18, 0.25, seed) * np.random.default_rng(seed).normal(size=(18, 18))
+        geo = graph_geometry(A, [f"node{k}" for k in range(18)])
+        x0, x1, y0, y1 = geo.bounds
+        node_x0 = float((geo.xy[:, 0] - geo.widths / 2).min())
+        node_x1 = float((geo.xy[:, 0] + geo.widths / 2).max())
+        for e in geo.edges:
+            for x, y in e.points:
+                assert x0 <= x <= x1 and y0 <= y <= y1
+                beyond += x < node_x0 or x > node_x1
+            if e.label is not None:
+                lx, ly = e.label_xy
+                assert x0 <= lx - e.label_w / 2 and lx + e.label_w / 2 <= x1 and y0 <= ly <= y1
+        assert x0 <= node_x0 and node_x1 <= x1
+        assert y0 <= float(geo.xy[:, 1].min()) - geo.box_h / 2 and float(geo.xy[:, 1].max()) + geo.box_h / 2 <= y1
+    assert beyond > 0  # the case that broke: some bends do lie beyond the nodes
+
+
+def test_geometry_needs_no_matplotlib(monkeypatch):
+    import sys
+
+    from bnsl_cli.io.draw import graph_geometry
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    A = _random_dag(6, 0.5, 1)
+    geo = graph_geometry(A, list("abcdef"))
+    assert len(geo.edges) == int(A.sum())

@@ -23,21 +23,15 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.confidence import EdgeCounts, Replicates, resampling_rng
+from bnsl_cli.confidence import EdgeCounts, Replicates, resample_rows
 from bnsl_cli.errors import BnslError
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.run import local_fleet, run
 
-__all__ = ["SOURCE", "resample_rows", "run_replicates"]
+__all__ = ["SOURCE", "resample_rows", "run_replicates"]  # resample_rows: bnsl_cli.confidence's
 
 #: the report's ``confidence.source`` of a non-private run
 SOURCE = "each participant resampled its own rows (with replacement, as many as it has) for every replicate"
-
-
-def resample_rows(X: np.ndarray, entropy: int, replicate: int, participant: int) -> np.ndarray:
-    """Participant ``participant``'s rows of replicate ``replicate`` (see the module docstring)."""
-    rng = resampling_rng(entropy, replicate, participant)
-    return X[rng.integers(0, X.shape[0], size=X.shape[0])]
 
 
 _JOB: Optional[tuple] = None  # (tables, plan, entropy), set before the worker processes fork

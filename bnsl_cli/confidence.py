@@ -24,7 +24,7 @@ import numpy as np
 
 from bnsl_cli.dag import find_cycle_edges
 
-__all__ = ["RESAMPLE_KEY", "EdgeCounts", "Replicates", "resampling_rng", "estimated_threshold", "averaged_network", "pair_strengths"]
+__all__ = ["RESAMPLE_KEY", "EdgeCounts", "Replicates", "resampling_rng", "resample_rows", "estimated_threshold", "averaged_network", "pair_strengths"]
 
 
 #: the first spawn key of every resampling stream (no other stream of a run uses it): the rows of
@@ -36,6 +36,14 @@ RESAMPLE_KEY = 0xB007
 def resampling_rng(seed: Optional[int], *key: int) -> np.random.Generator:
     """The stream ``SeedSequence(seed, spawn_key=(RESAMPLE_KEY, *key))`` (OS entropy without a seed)."""
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(RESAMPLE_KEY, *key)))
+
+
+def resample_rows(X: np.ndarray, entropy: Optional[int], replicate: int, participant: int) -> np.ndarray:
+    """Participant ``participant``'s rows of bootstrap replicate ``replicate``: as many rows as it
+    has, drawn with replacement from the stream :func:`resampling_rng` ``(entropy, replicate,
+    participant)`` (``bnsl learn --bootstrap`` and a site of ``bnsl serve --bootstrap`` alike)."""
+    rng = resampling_rng(entropy, replicate, participant)
+    return X[rng.integers(0, X.shape[0], size=X.shape[0])]
 
 
 @dataclass(frozen=True)

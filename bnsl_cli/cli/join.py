@@ -145,10 +145,6 @@ def command(
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
         **_own_identity(creds),
     })
-    sk, pk = generate_keypair()
-    hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
-             "x25519": pk.hex()}
-
     def accepted(acc) -> None:
         if not acc.plan.private:  # a private run must not depend on whether a column is constant
             from bnsl_cli.io.shards import check_constant_columns
@@ -159,17 +155,46 @@ def command(
         tr.write({"event": "plan", "decision": "accepted", **plan_record(acc.plan), "index": acc.index,
                   "secure_sum": acc.secure_sum})
 
-    guard = SiteGuard(table, limits, name, on_accept=accepted)
-
     status = "error"
+    sessions = 0
     try:
         log(f"{name}: {table.n} rows, {table.d} columns; joining {coordinator}")
         from bnsl_cli.net.site import run_site
 
-        res = run_site(
-            coordinator, hello, _recording(guard.on_plan, tr), secure_key=sk, credentials=creds, timeout=timeout,
-            connect_timeout=connect_timeout, transcript=tr, log=log,
-        )
+        def session(expect=None, retry_s: float = 0.0):
+            """One run with the coordinator: a fresh guard and key; ``expect(plan_body)`` refuses a plan
+            that is not the next of a bootstrap's sessions. A session that ends before any plan arrived
+            (the coordinator still closing the last one) is tried again within ``retry_s``."""
+            import time
+
+            from bnsl_cli.net.common import FederationError
+
+            deadline = time.monotonic() + retry_s
+            while True:
+                sk, pk = generate_keypair()
+                hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
+                         "x25519": pk.hex()}
+                guard = SiteGuard(table, limits, name, on_accept=accepted)
+                on_plan = guard.on_plan if expect is None else _expecting(guard.on_plan, expect)
+                try:
+                    return run_site(
+                        coordinator, hello, _recording(on_plan, tr), secure_key=sk, credentials=creds,
+                        timeout=timeout, connect_timeout=connect_timeout, transcript=tr, log=log,
+                    )
+                except FederationError:
+                    if guard.accepted is not None or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.25)
+
+        res = session()
+        sessions = 1
+        first = res["plan"]["plan"]
+        if first.get("replicate") is not None:  # serve --bootstrap: the other replicates, then the run
+            total = int(first.get("bootstrap", 0))
+            log(f"{name}: bootstrap replicate 1/{total} done; rejoining for the next sessions")
+            for nxt in [*range(1, total), None]:
+                res = session(_next_session(first, nxt), retry_s=max(connect_timeout, 30.0))
+                sessions += 1
         status = "ok"
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
         from bnsl_cli.errors import interruption
@@ -186,6 +211,44 @@ def command(
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")
+
+
+#: plan fields a bootstrap's sessions may differ in (serve --bootstrap): the replicate and its rows'
+#: stream, and the per-round records kept
+_SESSION_FIELDS = ("replicate", "resample_entropy", "trace")
+
+
+def _next_session(first: dict, replicate):
+    """``expect(body)`` for the session after a bootstrap replicate: the plan must be ``first``'s
+    (the first session's) with ``replicate`` (``None``: the run itself, on the rows as they are) and
+    the same rows' stream; anything else is refused before this site's rows are touched."""
+    from bnsl_cli.errors import GuardRefusedError
+
+    same = {k: v for k, v in first.items() if k not in _SESSION_FIELDS}
+
+    def expect(body) -> None:
+        plan = body.get("plan") if isinstance(body, dict) else None
+        if not isinstance(plan, dict):
+            raise GuardRefusedError("the coordinator's plan is malformed")
+        if plan.get("replicate") != replicate or (
+            replicate is not None and plan.get("resample_entropy") != first.get("resample_entropy")
+        ):
+            want = "the run itself" if replicate is None else f"bootstrap replicate {replicate + 1}"
+            raise GuardRefusedError(f"the coordinator sent a plan out of the bootstrap's order ({want} was due)")
+        if {k: v for k, v in plan.items() if k not in _SESSION_FIELDS} != same:
+            raise GuardRefusedError("the coordinator changed the plan between the bootstrap's sessions")
+
+    return expect
+
+
+def _expecting(on_plan, expect):
+    """``on_plan`` behind ``expect`` (:func:`_next_session`)."""
+
+    def wrapped(body):
+        expect(body)
+        return on_plan(body)
+
+    return wrapped
 
 
 def _columns_of(table, names, X):

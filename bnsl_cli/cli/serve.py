@@ -184,64 +184,102 @@ def _serve(
     from bnsl_cli.net.fleet import NetworkFleet
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
-    try:
-        fleet = NetworkFleet(listen, participants, creds, timeout=timeout, log=log,
-                             handshake_timeout=handshake_timeout, allow_sites=allowed,
-                             secure_sum=secure_sum, scale_bits=secure_sum_bits)
-    except BaseException:
-        if od is not None:
-            od.abort()
-        raise
-    ok = False
-    try:
-        if port_file is not None:
-            port_file.write_text(f"{fleet.port}\n")
-        log(
-            f"listening on {host}:{fleet.port} ({'mutual TLS' if creds else 'plaintext, loopback'}); "
-            f"waiting for {participants} site(s)"
-        )
-        hellos = fleet.gather(join_timeout)
-        plan, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits, select)
-        if split_noise:
-            from bnsl_cli.privacy.split_noise import split_noise_plan
+    # serve --bootstrap B without --dp: B sessions first, each on the sites' rows resampled at the sites
+    # (a replicate plan), then the run itself; the sites rejoin for each (bnsl join does so on its own)
+    boot = int(cfg.bootstrap) if cfg.dp is None else 0
+    plan = entropy = replicates = result = None
+    graphs: list = []
+    address = listen
+    for session in range(boot + 1):
+        last = session == boot
+        try:
+            fleet = NetworkFleet(address, participants, creds, timeout=timeout, log=log,
+                                 handshake_timeout=handshake_timeout, allow_sites=allowed,
+                                 secure_sum=secure_sum, scale_bits=secure_sum_bits)
+        except BaseException:
+            if od is not None:
+                od.abort()
+            raise
+        address = f"{listen.rsplit(':', 1)[0]}:{fleet.port}"  # port 0: the later sessions keep the port
+        ok = False
+        try:
+            if session == 0:
+                if port_file is not None:
+                    port_file.write_text(f"{fleet.port}\n")
+                log(
+                    f"listening on {host}:{fleet.port} ({'mutual TLS' if creds else 'plaintext, loopback'}); "
+                    f"waiting for {participants} site(s)"
+                )
+            hellos = fleet.gather(join_timeout)
+            this, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits, select)
+            if split_noise:
+                from bnsl_cli.privacy.split_noise import split_noise_plan
 
-            plan = split_noise_plan(plan)
-        check_consent(plan, hellos)
-        body = plan.to_dict()
-        fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
-        log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
-        from bnsl_cli.report import NetworkRecord
-        from bnsl_cli.run import run
+                this = split_noise_plan(this)
+            if plan is None:
+                check_consent(this, hellos)
+                plan = this
+                entropy = _resample_entropy(plan)
+            elif this != plan:
+                from bnsl_cli.net.common import FederationError
 
-        network = NetworkRecord(
-            listen=f"{host}:{fleet.port}",
-            mutual_tls=bool(creds),
-            secure_sum_bits=secure_sum_bits if spec is not None else None,
-            coordinator_certificate_sha256=getattr(getattr(fleet, "identity", None), "sha256", None),
-            allow_sites=sorted(allowed) if allowed is not None else None,
-            sites=tuple(_site_record(s) for s in fleet.sites),
-        )
-        with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
-            result = run(plan, fleet, None if quiet else _progress, network=network)
-        if od is not None:
-            output.write_learn_outputs(od, result, plan.method)
-        output.write_single_outputs(singles, result)
-        ok = True
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
-        from bnsl_cli.errors import interruption
+                raise FederationError(
+                    f"the sites that rejoined for bootstrap session {session + 1} are not those of the first session "
+                    "(names, rows or columns differ)"
+                )
+            if not last:
+                from dataclasses import replace
 
-        fleet.abort(f"the coordinator was {interruption(exc)[0]}")
-        raise
-    except BnslError as exc:
-        fleet.abort(f"the coordinator stopped: {exc}")  # sites a fault already stopped are not told twice
-        raise
-    except Exception as exc:
-        fleet.abort(f"the coordinator stopped on an internal error ({type(exc).__name__})")
-        raise
-    finally:
-        if od is not None and not ok:
-            od.abort()
-        fleet.close(ok=ok)
+                this = replace(plan, replicate=session, resample_entropy=entropy, trace=False)
+            body = this.to_dict()
+            fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
+            from bnsl_cli.run import run
+
+            if not last:
+                import warnings
+
+                with warnings.catch_warnings():  # a replicate's own warnings: the run's are reported once
+                    warnings.simplefilter("ignore")
+                    graphs.append(run(this, fleet).W)
+                log(f"bootstrap replicate {session + 1}/{boot}: {int((graphs[-1] != 0).sum())} edges")
+                ok = True
+                continue
+            log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
+            from bnsl_cli.report import NetworkRecord
+
+            if boot:
+                from bnsl_cli.confidence import EdgeCounts, Replicates
+
+                replicates = Replicates(EdgeCounts.of(graphs), boot, (), NETWORK_BOOTSTRAP_SOURCE)
+            network = NetworkRecord(
+                listen=f"{host}:{fleet.port}",
+                mutual_tls=bool(creds),
+                secure_sum_bits=secure_sum_bits if spec is not None else None,
+                coordinator_certificate_sha256=getattr(getattr(fleet, "identity", None), "sha256", None),
+                allow_sites=sorted(allowed) if allowed is not None else None,
+                sites=tuple(_site_record(s) for s in fleet.sites),
+            )
+            with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
+                result = run(plan, fleet, None if quiet else _progress, network=network, replicates=replicates)
+            if od is not None:
+                output.write_learn_outputs(od, result, plan.method)
+            output.write_single_outputs(singles, result)
+            ok = True
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+            from bnsl_cli.errors import interruption
+
+            fleet.abort(f"the coordinator was {interruption(exc)[0]}")
+            raise
+        except BnslError as exc:
+            fleet.abort(f"the coordinator stopped: {exc}")  # sites a fault already stopped are not told twice
+            raise
+        except Exception as exc:
+            fleet.abort(f"the coordinator stopped on an internal error ({type(exc).__name__})")
+            raise
+        finally:
+            if od is not None and not ok:
+                od.abort()
+            fleet.close(ok=ok)
     output.print_run_summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
@@ -249,6 +287,21 @@ def _serve(
         from bnsl_cli.io.graphs import edges_csv_text
 
         sys.stdout.write(edges_csv_text(result.W, result.names))
+
+
+#: the report's ``confidence.source`` of ``serve --bootstrap`` without --dp
+NETWORK_BOOTSTRAP_SOURCE = (
+    "each site resampled its own rows (with replacement, as many as it has) for every replicate, one session of "
+    "the protocol per replicate before the run itself"
+)
+
+
+def _resample_entropy(plan) -> int:
+    """The resampling streams' entropy of ``serve --bootstrap``: ``--seed`` when given (then the
+    replicates are those of ``bnsl learn --bootstrap`` with the same seed), else fresh."""
+    import numpy as np
+
+    return int(plan.seed) if plan.seed is not None else int(np.random.SeedSequence().entropy)
 
 
 def resolve_secure_sum(cfg, spec, participants: int, secure_sum: Optional[bool]) -> tuple:
@@ -360,12 +413,6 @@ def _config(opts: dict, ctx=None):
     kw["knowledge"] = KnowledgeSource.from_options(*(opts.get(k) for k in KNOWLEDGE_OPTIONS))
     cfg = LearnConfig(**kw, dp=dp, workers=1)
     cfg.check()
-    if cfg.bootstrap and dp is None:
-        raise common.fail(
-            "serve --bootstrap needs --dp (the released statistics are resampled here, as post-processing); "
-            "without --dp every site would resample its rows and rerun the protocol B times, which serve does not "
-            "do yet: run bnsl learn --bootstrap where the rows are", 2,
-        )
     return cfg
 
 

@@ -34,6 +34,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from bnsl_cli.confidence import resample_rows
 from bnsl_cli.errors import (
     BnslError,
     GuardRefusedError,
@@ -240,6 +241,15 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
     # C order, as bnsl learn holds a reordered shard (a column-major slice changes the last digits)
     X = np.ascontiguousarray(table.X[:, idx]) if idx != list(range(table.d)) else table.X
     secure = bool(body.get("secure_sum"))
+    if plan.replicate is not None:  # serve --bootstrap: this session runs on this site's rows resampled
+        if plan.private:
+            raise RefusedError(
+                "the plan resamples this site's rows (a bootstrap replicate) in a private run: every replicate would "
+                "release them again; refused"
+            )
+        if not (isinstance(plan.resample_entropy, int) and 0 <= plan.replicate < max(plan.bootstrap, 1)):
+            raise FederationError("the coordinator's bootstrap replicate is malformed (index or stream)")
+        X = resample_rows(X, plan.resample_entropy, plan.replicate, index)
     if limits.methods is not None and plan.method not in limits.methods:
         raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits.methods)}")
     if limits.max_rounds is not None and admm_rounds(plan) > limits.max_rounds:

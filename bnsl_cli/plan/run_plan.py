@@ -105,6 +105,11 @@ class RunPlan:
     bootstrap: int = 0
     min_strength: Optional[float] = None
     min_strength_auto: bool = False
+    #: a networked bootstrap replicate (``bnsl serve --bootstrap``, non-private): every site runs it on
+    #: its rows resampled from the stream ``(resample_entropy, replicate, its index)``
+    #: (:func:`bnsl_cli.confidence.resample_rows`); ``None``: the rows as they are
+    replicate: Optional[int] = None
+    resample_entropy: Optional[int] = None
 
     def forbidden_mask(self):
         """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
@@ -220,6 +225,8 @@ class RunPlan:
         if not self.bootstrap:  # a plan without edge confidence reads as before
             for key in ("bootstrap", "min_strength", "min_strength_auto"):
                 del d[key]
+        if self.replicate is None:
+            del d["replicate"], d["resample_entropy"]
         return d
 
     @classmethod

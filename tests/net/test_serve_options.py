@@ -231,9 +231,14 @@ def test_each_confidence_option_reaches_the_plan(loopback, name):
     assert changed != base and changed["privacy"] == base["privacy"], f"serve ignored --{name}"
 
 
-def test_non_private_bootstrap_is_refused_over_the_network(loopback):
-    res = _serve("-q", "--bootstrap", "5")
-    assert res.exit_code == 2 and "needs --dp" in res.output and not loopback.plans
+def test_non_private_bootstrap_starts_with_a_replicate_session(loopback):
+    # without --dp the sites resample their own rows: the first session is replicate 1 of 5, with --seed's stream
+    _serve("-q", "--bootstrap", "5", "--seed", "9")
+    first = loopback.plans[-1]
+    assert first["replicate"] == 0 and first["resample_entropy"] == 9 and first["bootstrap"] == 5
+    # a private run resamples its releases at the coordinator: one session, the plan as it is
+    private = _plan_with(loopback, *PRIVATE, "--method", "fed-suffstats", "--bootstrap", "5")
+    assert "replicate" not in private
 
 
 def _splits(plan: dict) -> set:

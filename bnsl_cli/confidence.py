@@ -24,7 +24,8 @@ import numpy as np
 
 from bnsl_cli.dag import find_cycle_edges
 
-__all__ = ["RESAMPLE_KEY", "EdgeCounts", "Replicates", "resampling_rng", "resample_rows", "estimated_threshold", "averaged_network", "pair_strengths"]
+__all__ = ["RESAMPLE_KEY", "EdgeCounts", "Replicates", "resampling_rng", "resample_rows",
+           "wishart_moments", "symmetric_normal", "estimated_threshold", "averaged_network", "pair_strengths"]
 
 
 #: the first spawn key of every resampling stream (no other stream of a run uses it): the rows of
@@ -44,6 +45,24 @@ def resample_rows(X: np.ndarray, entropy: Optional[int], replicate: int, partici
     participant)`` (``bnsl learn --bootstrap`` and a site of ``bnsl serve --bootstrap`` alike)."""
     rng = resampling_rng(entropy, replicate, participant)
     return X[rng.integers(0, X.shape[0], size=X.shape[0])]
+
+
+def wishart_moments(C: np.ndarray, n: float, rng: np.random.Generator) -> np.ndarray:
+    """The second moments ``Σ x xᵀ / n`` of ``n`` rows of ``N(0, C)`` (``C`` positive definite), by
+    Bartlett's decomposition: a parametric bootstrap draw of released moments (post-processing)."""
+    d = C.shape[0]
+    L = np.linalg.cholesky(C)
+    A = np.tril(rng.standard_normal((d, d)), -1)
+    A[np.diag_indices(d)] = np.sqrt(rng.chisquare(n - np.arange(d)))
+    LA = L @ A
+    return (LA @ LA.T) / n
+
+
+def symmetric_normal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A symmetric d × d matrix with off-diagonal entries ``N(0, 1)`` and diagonal ``N(0, 2)`` (the
+    shape of an isometric release's noise, redrawn to resample a release: post-processing)."""
+    Z = rng.standard_normal((d, d))
+    return (Z + Z.T) / np.sqrt(2.0)
 
 
 @dataclass(frozen=True)

@@ -75,3 +75,19 @@ def test_averaged_network_respects_knowledge():
     forbidden[1, 2] = True
     A = averaged_network(c, 0.5, forbidden=forbidden)
     assert A[1, 2] == 0 and A[2, 1] == 0 and A[0, 1] == 1.0
+
+
+def test_wishart_moments_have_the_sampling_mean_and_variance():
+    from bnsl_cli.confidence import symmetric_normal, wishart_moments
+
+    rng = np.random.default_rng(1)
+    C = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]])
+    n, reps = 200, 4000
+    draws = np.array([wishart_moments(C, n, rng) for _ in range(reps)])
+    assert np.allclose(draws.mean(axis=0), C, atol=4 * np.sqrt((C**2 + np.outer(np.diag(C), np.diag(C))) / n / reps).max())
+    var = (C**2 + np.outer(np.diag(C), np.diag(C))) / n  # the variance of a sample second moment
+    assert np.allclose(draws.var(axis=0), var, rtol=0.12)
+    N = np.array([symmetric_normal(4, rng) for _ in range(reps)])
+    assert np.allclose(N, np.transpose(N, (0, 2, 1)))
+    v = N.var(axis=0)
+    assert np.allclose(v[~np.eye(4, dtype=bool)], 1.0, rtol=0.1) and np.allclose(np.diag(v), 2.0, rtol=0.1)

@@ -13,6 +13,10 @@ The replicate moments (parametric bootstrap around the release):
   (divided by ``sd_a sd_b`` for standardised moments): the variance of every entry is the one
   :func:`~bnsl_cli.federated.methods.suffstats.driver.entry_noise_std` gives.
 
+The draws (:func:`bnsl_cli.confidence.wishart_moments`, :func:`~bnsl_cli.confidence.symmetric_normal`)
+are the coordinator's post-processing, not DP noise: they live outside ``privacy/`` and ``federated/``,
+whose every noise draw goes through :func:`bnsl_cli.privacy.mechanisms.sample_noise`.
+
 Each replicate's graph is the noise-aware search and the finished-graph choice of the run itself
 (``final_graph``), weights in original units.
 """
@@ -23,25 +27,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.confidence import EdgeCounts, Replicates, resampling_rng
+from bnsl_cli.confidence import EdgeCounts, Replicates, resampling_rng, symmetric_normal, wishart_moments
 from bnsl_cli.errors import BnslError
 from bnsl_cli.solvers.moment_search import learn_from_moments
 
-__all__ = ["SOURCE", "wishart_moments", "resample_release"]
+__all__ = ["SOURCE", "resample_release"]
 
 SOURCE = ("the released moments resampled with their sampling noise (a Wishart draw at the pooled rows) and "
           "their known release noise, the graph learned again on each (post-processing: no further release)")
-
-
-def wishart_moments(C: np.ndarray, n: float, rng: np.random.Generator) -> np.ndarray:
-    """The second moments ``Σ x xᵀ / n`` of ``n`` rows of ``N(0, C)`` (``C`` positive definite), by
-    Bartlett's decomposition."""
-    d = C.shape[0]
-    L = np.linalg.cholesky(C)
-    A = np.tril(rng.standard_normal((d, d)), -1)
-    A[np.diag_indices(d)] = np.sqrt(rng.chisquare(n - np.arange(d)))
-    LA = L @ A
-    return (LA @ LA.T) / n
 
 
 def _psd(G: np.ndarray) -> np.ndarray:
@@ -67,8 +60,7 @@ def resample_release(plan, G: np.ndarray, n: float, tau: float, basis: Optional[
     for b in range(int(plan.bootstrap)):
         Gb = wishart_moments(C, n, rng)
         if tau and basis is not None:
-            Z = rng.standard_normal((d, d))
-            E = tau * (basis @ ((Z + Z.T) / np.sqrt(2.0)) @ basis.T)
+            E = tau * (basis @ symmetric_normal(d, rng) @ basis.T)
             Gb = Gb + (E if sd is None else E / np.outer(sd, sd))
         try:
             res = learn_from_moments(Gb, n, tau, H=Hs if sd is not None else H, knowledge=plan.knowledge)

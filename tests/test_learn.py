@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
+from bnsl_cli.errors import ConvergenceWarning, ReproducibleNoiseWarning
 from bnsl_cli.io.table import Table
 from bnsl_cli.learn import LearnConfig, learn
 from bnsl_cli.metrics import structure_metrics
@@ -82,7 +83,8 @@ def test_snap_keeps_small_consensus_entries_out_of_every_broadcast(data, monkeyp
 def test_uplink_carries_at_most_t_entries_per_round(data):
     _, tables = data
     steps = 5
-    rep = learn(tables, LearnConfig(method="fed-sparse", steps=steps, rounds=10)).report
+    with pytest.warns(ConvergenceWarning, match="did not converge in 10 rounds"):  # 10 rounds on purpose
+        rep = learn(tables, LearnConfig(method="fed-sparse", steps=steps, rounds=10)).report
     P = len(tables)
     rounds = [row for row in rep["communication"]["per_round"] if isinstance(row["round"], int)]
     assert len(rounds) == rep["rounds"]
@@ -107,8 +109,9 @@ def test_non_convergence_warns_with_the_option_to_change(data):
 
 def test_personal_matrices_and_same_seed_same_result(data):
     _, tables = data
-    a = learn(tables, LearnConfig(personal=True, rounds=20))
-    b = learn(tables, LearnConfig(personal=True, rounds=20))
+    with pytest.warns(ConvergenceWarning, match="did not converge in 20 rounds"):  # short on purpose
+        a = learn(tables, LearnConfig(personal=True, rounds=20))
+        b = learn(tables, LearnConfig(personal=True, rounds=20))
     assert len(a.personal) == len(tables)
     assert np.array_equal(a.W_raw, b.W_raw)
 
@@ -174,7 +177,7 @@ def test_coordinator_solver_issues_and_unconverged_dp_runs_warn(monkeypatch):
 
     monkeypatch.setattr(Coordinator, "step", step)
     _, tables = simulated_tables(4, 2, 300, seed=0)
-    with pytest.warns(ConvergenceWarning) as rec:
+    with pytest.warns(ReproducibleNoiseWarning), pytest.warns(ConvergenceWarning) as rec:
         rep = learn(tables, LearnConfig(method="fed-sparse", rounds=2, seed=1, dp=DPConfig(epsilon=5.0))).report
     texts = [str(w.message) for w in rec]
     # the unconverged private run, with advice that fits a fixed budget (not "raise --rounds")

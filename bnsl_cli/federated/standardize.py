@@ -154,7 +154,9 @@ class StatsSite:
                 centre, v_hat, events, notes = pre
                 notes = dict(notes)
                 notes["centring"] = str(notes.get("centring", "")) + "; standardised with the pooled statistics"
-                pre = ((np.asarray(centre) - msg.mean) / msg.sd, np.asarray(v_hat) / msg.sd**2, events, notes)
+                with np.errstate(over="ignore"):  # a huge public σ: σ² = inf and v̂/σ² = 0
+                    v_std = np.asarray(v_hat) / msg.sd**2
+                pre = ((np.asarray(centre) - msg.mean) / msg.sd, v_std, events, notes)
             self._X = None
             self._make(X, pre)
             return None

@@ -117,7 +117,8 @@ class ClippedGradients:
         for s in range(0, d, k):
             e = min(s + k, d)
             b = self._buf[: e - s]
-            np.multiply(X[s:e], r, out=b)
+            with np.errstate(over="ignore"):  # a product beyond the range is ±inf, clipped to ±C_i next
+                np.multiply(X[s:e], r, out=b)
             np.clip(b, lo[s:e], hi[s:e], out=b)
             np.einsum("ij->i", b, dtype=np.float64, out=out[s:e])  # float64 accumulation (faster than sum)
         return out

@@ -3,11 +3,14 @@ builds satisfies its Protocol, and sets up all of its attributes in its construc
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from bnsl_cli.federated.contracts import Fleet, Participant
 from bnsl_cli.federated.fleet import LocalFleet, ProcessFleet
 from bnsl_cli.federated.methods.registry import make_participant
+from bnsl_cli.errors import ConvergenceWarning, NoisyReleaseWarning, ReproducibleNoiseWarning
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import Shapes
@@ -40,7 +43,15 @@ def test_fleets_and_participants_keep_their_constructor_attributes(tables, name)
     fleet = LocalFleet(parts)
     assert isinstance(fleet, Fleet) and all(isinstance(p, Participant) for p in parts)
     before = [set(vars(p)) for p in parts], set(vars(fleet))
-    result = run(plan, fleet)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        result = run(plan, fleet)
+    # the warnings these runs may give (the short runs' ConvergenceWarning aside): a private run drawn
+    # from --seed says so, and one whose noise left no edge says that
+    expected = {ReproducibleNoiseWarning} if plan.private and plan.seed is not None else set()
+    if plan.private and not result.W.any():
+        expected.add(NoisyReleaseWarning)
+    assert {w.category for w in rec} - {ConvergenceWarning} == expected
     assert ([set(vars(p)) for p in parts], set(vars(fleet))) == before
     # the plan's personal flag reached the participants through their constructors
     assert (result.personal is not None) == plan.personal

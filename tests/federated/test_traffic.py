@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import warnings
+
 import pytest
 
 from bnsl_cli.federated.fleet import LocalFleet, make_fleet
@@ -17,6 +19,7 @@ from bnsl_cli.federated.messages import MomentRequest
 from bnsl_cli.federated.methods.registry import make_participant, method_spec
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
+from bnsl_cli.errors import ConvergenceWarning, NoisyReleaseWarning, ReproducibleNoiseWarning
 from bnsl_cli.plan.options import DPConfig, LearnConfig
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import Shapes
@@ -103,9 +106,17 @@ def _learn(name, tables, workers):
     plan = RunPlan.resolve(CONFIGS[name], Shapes.of_tables(tables))
     fleet = _fleet(plan, tables, workers)
     try:
-        result = run(plan, fleet)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            result = run(plan, fleet)
     finally:
         fleet.close()
+    # the warnings these runs may give (the short runs' ConvergenceWarning aside): a private run drawn
+    # from --seed says so, and one whose noise left no edge says that
+    expected = {ReproducibleNoiseWarning} if plan.private and plan.seed is not None else set()
+    if plan.private and not result.W.any():
+        expected.add(NoisyReleaseWarning)
+    assert {w.category for w in rec} - {ConvergenceWarning} == expected
     return plan, fleet, result
 
 

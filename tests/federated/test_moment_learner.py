@@ -83,3 +83,38 @@ def test_a_private_run_where_no_edge_stands_out_gives_the_empty_graph_not_an_err
     assert not np.any(res.W)
     assert any(t.startswith("no edge stood out of the release noise") for t in texts)
     assert any(t.startswith("no edge stood out") for t in res.report["warnings"])
+
+
+def test_indefinite_released_moments_are_projected_not_diverged():
+    """ε = 1, d = 50: noisy moments with negative eigenvalues made the learner's objective unbounded below
+    (a holder's objective of 4e105, exit 6 "participant 1 sent a value …")."""
+    from bnsl_cli.federated.methods.admm.on_moments import PSD_FLOOR, psd_moments
+
+    sim = simulate(12, 12, participants=2, samples=500, seed=4)
+    X = np.vstack(sim.shards)
+    S = np.cov(X, rowvar=False, bias=True)
+    assert psd_moments(S) is not None and np.array_equal(psd_moments(S), S)  # exact moments: untouched
+    rng = np.random.default_rng(0)
+    E = rng.normal(scale=1.5, size=S.shape)
+    noisy = S + (E + E.T) / 2
+    assert np.linalg.eigvalsh(noisy).min() < 0
+    P = psd_moments(noisy)
+    w = np.linalg.eigvalsh(P)
+    assert w.min() >= PSD_FLOOR * w.max() * (1 - 1e-6) and np.allclose(P, P.T)
+    plan = RunPlan.resolve(LearnConfig(), Shapes(sim.names, Shapes.of_tables(
+        [Table(x, sim.names, f"p{k}") for k, x in enumerate(sim.shards)]).participants))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = learn_on_moments(noisy, plan, n=1000.0, noise_std=np.full(S.shape, 1.5))
+    assert np.all(np.isfinite(fit.W)) and np.all(np.isfinite(fit.W_raw))
+
+
+def test_a_private_run_whose_moments_are_indefinite_finishes():
+    """The case that exited 6 ("participant 1 sent a value of magnitude 4e+105 in its objective"): the
+    default learner, a candidate of the finished graph, run on indefinite released moments."""
+    sim = simulate(50, 100, participants=5, samples=1000, seed=3)
+    tables = [Table(x, sim.names, f"p{k}") for k, x in enumerate(sim.shards)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = learn(tables, LearnConfig(dp=DPConfig(epsilon=1.0), seed=3))
+    assert np.all(np.isfinite(res.W))

@@ -40,7 +40,7 @@ from bnsl_cli.federated.methods.admm.protocol import run_admm
 from bnsl_cli.federated.polish import PolishStage
 from bnsl_cli.solvers.pgcd import local_objective
 
-__all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments"]
+__all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments", "psd_moments"]
 
 
 def effective_rows(n: float, noise_std: Optional[np.ndarray], S: np.ndarray) -> float:
@@ -117,6 +117,26 @@ class _Copy:
         return {**self.first.summary(), "participant": self.pid + 1}
 
 
+#: The smallest eigenvalue :func:`psd_moments` leaves, relative to the largest.
+PSD_FLOOR = 1e-9
+
+
+def psd_moments(S: np.ndarray) -> np.ndarray:
+    """``S`` itself when its eigenvalues are all at least :data:`PSD_FLOOR` × the largest (exact
+    moments of more rows than columns), else its projection with the eigenvalues floored there:
+    released moments with noise need not be positive definite, and on such a matrix the least-squares
+    loss is unbounded below (the ADMM's objective diverged on one at ε = 1, d = 50)."""
+    S = 0.5 * (S + S.T)
+    w, V = np.linalg.eigh(S)
+    floor = PSD_FLOOR * max(float(w.max()), 0.0)
+    if w.min() >= floor and w.max() > 0:
+        return S
+    if not w.max() > 0:
+        return np.eye(S.shape[0]) * max(float(np.abs(np.diag(S)).max()), 1.0)
+    P = (V * np.maximum(w, floor)) @ V.T
+    return 0.5 * (P + P.T)
+
+
 @dataclass(frozen=True)
 class MomentsFit:
     """The learner's result: the consensus ``W_raw``, the finished (polished) DAG ``W``, the edges the
@@ -135,7 +155,7 @@ def learn_on_moments(S: np.ndarray, plan, *, n: Optional[float] = None,
     divided by the rows), with the plan's λ, rounds, steps, penalty schedule, acyclicity function,
     threshold and prior knowledge. ``n``: the rows behind ``S`` (default ``plan.n_total``);
     ``noise_std``: the release noise std of each entry of ``S`` (``None``: exact moments)."""
-    S = np.asarray(S, dtype=float)
+    S = psd_moments(np.asarray(S, dtype=float))
     d, P = S.shape[0], plan.P
     n = float(plan.n_total if n is None else n)
     pen = plan.penalty

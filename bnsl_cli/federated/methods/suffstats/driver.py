@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import NoisyReleaseWarning, PrivacyBudgetError, warn
+from bnsl_cli.errors import BnslError, NoisyReleaseWarning, PrivacyBudgetError, warn
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments
 from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
@@ -91,7 +91,11 @@ def final_graph(plan, spec, res, S, noise, n):
     if n_eff < DEFAULT_LEARNER_ROWS * n and int((A != 0).sum()) <= n_eff:
         return res.W, A, removed_a, (f"n_eff {n_eff:.0f} of {n:.0f} rows: the noise-aware search's graph (the default "
                                      f"learner is tried from n_eff ≥ {DEFAULT_LEARNER_ROWS:g} n)")
-    fit = learn_on_moments(S, plan, n=n, noise_std=noise)
+    try:
+        fit = learn_on_moments(S, plan, n=n, noise_std=noise)
+    except BnslError as exc:  # the other candidate is optional: its failure on noisy moments leaves the search's
+        return res.W, A, removed_a, (f"n_eff {n_eff:.0f}; the default learner failed on the released moments ({exc}); "
+                                     "the noise-aware search's graph is kept")
     pen = ebic_penalty(n_eff, d)
     B = fit.W
     if plan.threshold_given:

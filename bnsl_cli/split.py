@@ -190,9 +190,12 @@ def split_table_file(
     seed: int | None = None,
     sep: str | None = None,
     encoding: str = "utf-8",
+    decimal: str = ".",
 ) -> SplitResult:
     """Read and validate ``path`` (see :func:`bnsl_cli.io.data.read_table`) and split its rows.
     ``encoding``: the text encoding of ``path``; the shards are always written as UTF-8.
+    ``sep``: its field separator (default: detected); ``decimal``: the decimal mark of its numbers
+    (the shards are comma-separated with ``.``: a decimal comma is written as a point).
 
     Values are written with their original text (a row's cells are copied, only surrounding
     spaces removed), so every value reads back exactly; the header names are kept, and in
@@ -208,9 +211,9 @@ def split_table_file(
         stored = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError:
         stored = None  # the reader names the problem
-    opts = ReadOptions(encoding=encoding).check()
+    opts = ReadOptions(encoding=encoding, decimal=decimal).check()
     table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored, options=opts)
-    delim = resolve_sep(path, sep)
+    delim = table.sep or resolve_sep(path, sep)
     n = table.n
     groups = None
     if by:
@@ -228,6 +231,9 @@ def split_table_file(
     text = stored.decode("utf-8-sig" if opts.encoding == "utf-8" else opts.encoding)
     raw = _raw_rows(text, delim)
     header = [h.strip() for h in raw[0]]
+    if table.decimal != ".":  # the shards' numbers use "." (the group column's text is left as it is)
+        raw = [raw[0]] + [[c if header[k:k + 1] == [by] else c.replace(table.decimal, ".") for k, c in enumerate(r)]
+                          for r in raw[1:]]
     body = raw[1:]
     keep_cols = [k for k, h in enumerate(header) if h != by]
     out_header = [header[k] for k in keep_cols]

@@ -1,10 +1,12 @@
 """Options shared by every command that reads data files: which columns and rows are used and how
-the text is read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``),
-the separator and ``--files-from``; and the help-panel names the commands group their options by.
+the text is read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``,
+``--decimal``), the separator and ``--files-from``; and the help-panel names the commands group their
+options by.
 
 Each ``*_option()`` returns a fresh ``typer.Option`` for a command's signature;
-:func:`with_read_options` gives a command the six reading options at once; :func:`read_options`
-turns the values into the library's :class:`~bnsl_cli.io.data.ReadOptions`.
+:func:`with_read_options` gives a command the seven reading options at once; :func:`read_options`
+turns the values into the library's :class:`~bnsl_cli.io.table.ReadOptions`; :func:`given_options`
+and :func:`reuse_read_options` let a command start from options recorded by an earlier run.
 """
 
 from __future__ import annotations
@@ -72,17 +74,27 @@ def encoding_option(panel: Optional[str] = INPUT):
     )
 
 
+def decimal_option(panel: str | None = INPUT):
+    return typer.Option(
+        ".", "--decimal", metavar="[.|,]", rich_help_panel=panel,
+        help="Decimal mark of the numbers: . (1.5) or , (1,5) — in every file not separated by ',' (a comma-separated "
+        "file keeps .), so ';' sites with 1,5 read beside ',' sites.",
+    )
+
+
 def sep_option(panel: Optional[str] = INPUT, what: str = "the data files", extra: str = ""):
     return typer.Option(
         None, "--sep", envvar="BNSL_SEP", show_default=False, rich_help_panel=panel,
-        help=f"Field separator of {what}: one character, or 'tab' \\[default: tab for .tsv, else ','].{extra}",
+        help=f"Field separator of {what}: one character, or 'tab' \\[default: each file's own, detected among "
+        f"',' ';' tab '|'].{extra}",
     )
 
 
 def with_read_options(after: str, panel: Optional[str] = INPUT):
-    """Decorator: the command's ``**read`` becomes the six options that say how the data files are
-    read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``), listed
-    in ``--help`` after the parameter ``after``. The command passes ``read`` to :func:`read_options`."""
+    """Decorator: the command's ``**read`` becomes the seven options that say how the data files are
+    read (``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``,
+    ``--decimal``), listed in ``--help`` after the parameter ``after``. The command passes ``read``
+    to :func:`read_options`."""
 
     def decorate(command):
         sig = inspect.signature(command)
@@ -98,6 +110,7 @@ def with_read_options(after: str, panel: Optional[str] = INPUT):
                 ("na", na_option, str),
                 ("header", header_option, str),
                 ("encoding", encoding_option, str),
+                ("decimal", decimal_option, str),
             )
         ]
         command.__signature__ = sig.replace(parameters=params[:at] + block + params[at:])
@@ -166,12 +179,62 @@ def read_options(
     na: str = "error",
     header: str = "auto",
     encoding: str = "utf-8",
+    decimal: str = ".",
+    sep: str | None = None,
 ):
-    """The :class:`~bnsl_cli.io.data.ReadOptions` of these option values, checked (an
+    """The :class:`~bnsl_cli.io.table.ReadOptions` of these option values, checked (an
     :class:`~bnsl_cli.errors.OptionError`, exit 2, when they contradict each other)."""
     from bnsl_cli.io.table import ReadOptions
 
     return ReadOptions(
         columns=split_names(columns), drop=split_names(drop) or (), index_col=index_col, na=na, header=header,
-        encoding=encoding,
+        encoding=encoding, decimal=decimal, sep=sep,
     ).check()
+
+
+#: The parameter names of the reading options (:func:`with_read_options`) and ``--sep``.
+READ_NAMES = ("columns", "drop", "index_col", "na", "header", "encoding", "decimal", "sep")
+
+
+def given_options(ctx, names=READ_NAMES) -> set:
+    """The options among ``names`` (parameter names) given on the command line or by a ``BNSL_*``
+    variable, rather than left at their defaults."""
+    out = set()
+    for name in names:
+        src = ctx.get_parameter_source(name)
+        if src is not None and getattr(src, "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP"):
+            out.add(name)
+    return out
+
+
+def reuse_read_options(recorded, values: dict):
+    """``recorded`` (the :class:`~bnsl_cli.io.table.ReadOptions` of an earlier run) with the option
+    values in ``values`` (parameter name → the command line's text, as :func:`read_options` takes
+    them) put in their place; its record of separators is not carried over. Checked."""
+    from dataclasses import replace
+
+    given = dict(values)
+    for name in ("columns", "drop"):
+        if name in given:
+            given[name] = split_names(given[name]) or (None if name == "columns" else ())
+    return replace(recorded, separators=(), **given).check()
+
+
+def recorded_flags(opts) -> str:
+    """``opts`` (:class:`~bnsl_cli.io.table.ReadOptions`) as the command-line flags that differ from the
+    defaults, e.g. ``--index-col id --decimal ,`` (empty when none do)."""
+    from bnsl_cli.io.table import ReadOptions
+
+    default = ReadOptions()
+    parts = []
+    for name, flag in (("columns", "--columns"), ("drop", "--drop"), ("index_col", "--index-col"), ("na", "--na"),
+                       ("header", "--header"), ("encoding", "--encoding"), ("decimal", "--decimal"),
+                       ("sep", "--sep")):
+        value = getattr(opts, name)
+        if value == getattr(default, name):
+            continue
+        if isinstance(value, tuple):
+            value = ",".join(value)
+        text = "tab" if value == "\t" else value
+        parts.append(f"{flag} {text if text and ' ' not in text and text not in '|;' else repr(text)}")
+    return " ".join(parts)

@@ -42,6 +42,7 @@ def command(
     na: str = dataopts.na_option(),
     header: str = dataopts.header_option(),
     encoding: str = dataopts.encoding_option(),
+    decimal: str = dataopts.decimal_option(),
     method: Optional[str] = typer.Option(
         None, "--method", "-m", envvar="BNSL_METHOD", metavar="METHOD", show_default=False,
         help=METHOD_HELP,
@@ -271,7 +272,7 @@ def command(
     )
     cfg.trace = trace  # keep every per-round record in report.json
     cfg.check()  # every option check lives in the run plan; these need no data
-    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding)
+    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding, decimal, sep=sep)
     local = method_spec(method).per_participant_graphs
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
@@ -285,16 +286,17 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts, check_constant=not dp)  # no data-dependent check under --dp
+    tables = read_shards(paths, progress=progress, options=read_opts, check_constant=not dp)  # no data-dependent check under --dp
     if progress is not None:
         progress.close()
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
         dataopts.exact_scale_warning(tables)
     chosen = None
-    if read_opts != type(read_opts)():  # the columns and rows used, when chosen (report.json: input)
+    used = read_opts.used(tables)  # with each shard's separator when one is not its extension's default
+    if used != type(used)():  # the columns and rows used and how, when chosen (report.json: input)
         from bnsl_cli.report import InputRecord
 
-        chosen = InputRecord(read_opts, tuple(int(t.dropped_rows) for t in tables))
+        chosen = InputRecord(used, tuple(int(t.dropped_rows) for t in tables))
     with dataopts.convergence_warnings(verbose):
         result = _run_with_progress(tables, cfg, quiet, chosen)
     if od is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
@@ -55,18 +56,45 @@ def _truth_paths(truth_dir: Path, shards: list[Path]) -> list[Path]:
     return out
 
 
+def _source_report(est_path: Path) -> dict | None:
+    """The run report ESTIMATE comes from (the report itself, or the ``report.json`` beside an
+    adjacency/edges file), when there is one."""
+    c = est_path if est_path.suffix.lower() == ".json" else est_path.parent / "report.json"
+    try:
+        rep = json.loads(c.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return rep if isinstance(rep, dict) else None
+
+
 def _private_source(est_path: Path) -> Optional[dict]:
-    """The ``privacy`` section of the run report ESTIMATE comes from (the report itself, or the
-    ``report.json`` beside an adjacency/edges file), when that run was private."""
-    candidates = [est_path] if est_path.suffix.lower() == ".json" else [est_path.parent / "report.json"]
-    for c in candidates:
-        try:
-            rep = json.loads(c.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(rep, dict) and isinstance(rep.get("privacy"), dict):
-            return rep["privacy"]
-    return None
+    """The ``privacy`` section of the run report ESTIMATE comes from, when that run was private."""
+    rep = _source_report(est_path)
+    return rep["privacy"] if rep is not None and isinstance(rep.get("privacy"), dict) else None
+
+
+def _recorded_read(est_path: Path):
+    """The input options the learn run of ESTIMATE read its shards with (its report's ``input``:
+    :class:`~bnsl_cli.io.table.ReadOptions`), or ``None`` when it records none (options left at
+    their defaults, or no report)."""
+    from bnsl_cli.io.table import ReadOptions
+
+    rep = _source_report(est_path)
+    entry = None if rep is None else rep.get("input")
+    return ReadOptions.from_dict(entry) if isinstance(entry, dict) else None
+
+
+def _read_options(ctx: typer.Context, est_path: Path, sep: str | None, read: dict):
+    """The options the shards are read with: those recorded by the learn run of ESTIMATE (so the
+    shards are read as learn read them), each replaced by the one given here; without a record, the
+    ones given here. Also the recorded options used, as command-line flags ("" when none)."""
+    values = {**read, "sep": sep}
+    recorded = _recorded_read(est_path)
+    if recorded is None:
+        return dataopts.read_options(**values), ""
+    given = dataopts.given_options(ctx)
+    opts = dataopts.reuse_read_options(recorded, {k: v for k, v in values.items() if k in given})
+    return opts, dataopts.recorded_flags(replace(recorded, **{k: getattr(type(recorded)(), k) for k in given}))
 
 
 def epsilon_text(eps) -> str:
@@ -92,6 +120,7 @@ def _render(rows: list[dict]) -> None:
 
 @dataopts.with_read_options(after="sep", panel=None)
 def command(
+    ctx: typer.Context,
     estimate: Path = typer.Argument(
         ...,
         metavar="ESTIMATE",
@@ -126,6 +155,10 @@ def command(
     participant's rows centred with its own column means. Nothing crosses participants: each fit uses
     one shard only. Writes DIR/participant-NN.csv (weighted adjacency, W\\[i, j] = weight of i -> j,
     rows are parents) and DIR/summary.json.
+
+    The shards are read as the learn run of ESTIMATE read them (its report.json's input: --index-col,
+    --drop, --columns, --na, --header, --encoding, --decimal, --sep); an option given here replaces
+    the recorded one.
     """
     import math
 
@@ -147,11 +180,11 @@ def command(
         )
     if not math.isfinite(ridge) or ridge < 0:
         raise common.fail(f"--ridge must be a finite number ≥ 0 (got {ridge:g})", 2)
-    read_opts = dataopts.read_options(**read)
     paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
     est_path = _estimate_path(estimate)
+    read_opts, reused = _read_options(ctx, est_path, sep, read)
     files = [_participant_file(k) for k in range(len(paths))]
     inputs = [*paths, est_path]
     truths_paths = _truth_paths(truth_dir, paths) if truth_dir is not None else None
@@ -164,9 +197,20 @@ def command(
 
     graph = read_graph(est_path)
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, sep=sep, progress=progress, options=read_opts)
+    try:
+        tables = read_shards(paths, progress=progress, options=read_opts)
+    except InputDataError as exc:  # say which options came from the learn run (still one line)
+        if not reused:
+            raise
+        raise type(exc)(f"{exc} (read with the options of the learn run: {reused}; give others here to "
+                        "change them)") from None
     if progress is not None:
         progress.close()
+    if reused and not quiet:
+        common.err_console.print(
+            f"read the shards as the learn run did ({reused}; recorded in its report.json's input)",
+            highlight=False, markup=False,
+        )
     names = tables[0].names
     structure = align_graph(graph, names, source=str(est_path))
     private = _private_source(est_path)
@@ -218,6 +262,7 @@ def command(
         "nodes": list(names),
         "edges": int(np.count_nonzero(structure)),
         "options": {"ridge": ridge, "truth_dir": None if truth_dir is None else str(truth_dir)},
+        "input": read_opts.used(tables).to_dict(),
         "locality": "each participant's weights are fitted on its own rows only (centred with its own "
         "column means); nothing is sent between participants or to a server",
         "privacy": "the refitted weights are not differentially private (exact least squares on each participant's "

@@ -41,7 +41,7 @@ OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "qu
 COLUMN_OPTIONS = frozenset({"columns", "drop"})
 #: learn parameters that make sense only where the rows are: the shard arguments, the CSV
 #: separator (bnsl join --sep), the worker processes that host participants (each site is one)
-NOT_HERE = frozenset({"shards", "files_from", "sep", "workers", "index_col", "na", "header", "encoding"})
+NOT_HERE = frozenset({"shards", "files_from", "sep", "workers", "index_col", "na", "header", "encoding", "decimal"})
 #: learn's click context: serve has its own (``ctx`` below), used the same way
 CONTEXT_PARAMETERS = frozenset({"ctx"})
 
@@ -108,6 +108,7 @@ def _serve(
     na: Optional[str] = typer.Option(None, "--na", hidden=True),
     header: Optional[str] = typer.Option(None, "--header", hidden=True),
     encoding: Optional[str] = typer.Option(None, "--encoding", hidden=True),
+    decimal: Optional[str] = typer.Option(None, "--decimal", hidden=True),
     **learn_options,
 ) -> None:
     """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
@@ -124,7 +125,8 @@ def _serve(
         (files_from, "--files-from", "each site names its own CSV: bnsl join HOST:PORT SITE.csv"),
         (workers, "--workers", "each site is one participant process"),
         *((v, o, f"each site reads its own CSV: bnsl join {o}") for v, o in (
-            (index_col, "--index-col"), (na, "--na"), (header, "--header"), (encoding, "--encoding"))),
+            (index_col, "--index-col"), (na, "--na"), (header, "--header"), (encoding, "--encoding"),
+            (decimal, "--decimal"))),
     ):
         if given is not None:
             raise common.fail(f"{option} belongs where the rows are, not on the coordinator ({where})", 2)

@@ -70,12 +70,17 @@ def command(
     json_out: bool = typer.Option(False, "--json", help="Print the shard table as JSON on stdout."),
     sep: Optional[str] = typer.Option(
         None, "--sep", envvar="BNSL_SEP", show_default=False,
-        help="Field separator of DATA: one character, or 'tab' \\[default: tab for .tsv, else ',']; the shards are comma-separated CSV.",
+        help="Field separator of DATA: one character, or 'tab' \\[default: detected among ',' ';' tab '|'; ',' for "
+        "standard input]; the shards are comma-separated CSV.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
     encoding: str = typer.Option(
         "utf-8", "--encoding", metavar="NAME",
         help="Text encoding of DATA (e.g. latin-1, cp1252, utf-16); the shards are written as UTF-8.",
+    ),
+    decimal: str = typer.Option(
+        ".", "--decimal", metavar="[.|,]",
+        help="Decimal mark of DATA's numbers (, for 1,5); the shards are written with '.'.",
     ),
 ) -> None:
     """Split the rows of DATA.csv into P participant shards DIR/participant-01.csv … (every row exactly once).
@@ -123,9 +128,14 @@ def command(
         raise fail(f"{out}: directory is not empty; choose another --out or add --force", 2)
 
     # --- read and split (nothing is written before this succeeded) ------------------------------
+    if sep is None:  # the file's own separator, detected as the reader detects it (the splitter copies its cells)
+        from bnsl_cli.io.csv_reader import file_separator
+        from bnsl_cli.io.table import ReadOptions
+
+        sep = file_separator(data, ReadOptions(encoding=encoding, decimal=decimal))
     try:
         result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep,
-                                  encoding=encoding)
+                                  encoding=encoding, decimal=decimal)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)

@@ -1,12 +1,14 @@
 """The columns of a data file: the header (:func:`check_columns`; whether the first line is one,
 :func:`first_line_is_header`), the columns used under ``--columns``/``--drop``/``--index-col`` and text
-columns (:func:`select_columns`), the rule for numeric cells and names (:func:`is_number`), and the
-column checks: too few left, other columns than another shard's, constant columns.
+columns (:func:`select_columns`), the rule for numeric cells and names (:func:`is_number`), the field
+separator of a file that names none (:func:`detect_separator`), and the column checks: too few left,
+other columns than another shard's, constant columns.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 from typing import Optional, Sequence
@@ -14,10 +16,13 @@ from typing import Optional, Sequence
 import numpy as np
 
 from bnsl_cli.errors import InputDataError, ShardMismatchError
-from bnsl_cli.io.table import ReadOptions, display_name, sep_name
+from bnsl_cli.io.table import ReadOptions, display_name, resolve_sep, sep_name
 
 __all__ = [
     "is_number",
+    "detect_separator",
+    "as_point",
+    "SEPARATORS",
     "check_columns",
     "first_line_is_header",
     "has_row_labels",
@@ -36,6 +41,91 @@ def is_number(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: The separators :func:`detect_separator` chooses among.
+SEPARATORS = (",", ";", "\t", "|")
+#: How much of a file's text after the header :func:`detect_separator` looks at: this many lines, within
+#: this many bytes (whole lines only).
+SAMPLE_BYTES = 1 << 20
+SAMPLE_LINES = 100
+
+
+def detect_separator(path: Path, line: str, rest: bytes, decimal: str = ".") -> str:
+    """The field separator of a file whose first line is ``line`` and whose text goes on with ``rest``
+    (the bytes read so far; up to :data:`SAMPLE_LINES` lines of its first :data:`SAMPLE_BYTES` are
+    looked at), among :data:`SEPARATORS`. ``decimal``: the decimal mark of the numbers of a file not
+    separated by ``,`` (a comma-separated file's numbers use ``.``).
+
+    Each separator splits the first line and every sampled line (quotes respected, as the reader
+    does). One that splits something and gives every line the first line's number of fields is
+    *consistent* (with no line after the first in the sample: the separators that split it into the
+    most fields). The rule: no separator splits anything (a one-column file) → the extension's
+    default (tab for ``.tsv``/``.tab``, else ``,``); one consistent separator → it; several → the
+    one whose cells read best as numbers, and undecided when they read equally well; none
+    consistent → the default when it splits the first line, else the only separator that does (so
+    the reader names the row that breaks the pattern), else undecided. Undecided is an
+    :class:`InputDataError` that names the file and the candidates and suggests ``--sep``.
+    """
+    default = resolve_sep(path)
+    cands = SEPARATORS
+    pieces = rest[:SAMPLE_BYTES].split(b"\n", SAMPLE_LINES)
+    if len(pieces) > 1 or len(rest) > SAMPLE_BYTES:
+        pieces = pieces[:-1]  # whole lines only (the last piece may be cut short)
+    lines = [t for t in (b.decode("utf-8", "replace") for b in pieces[:SAMPLE_LINES]) if t.strip()]
+    sample = line + "\n" + "\n".join(lines)
+    parsed = {}
+    for c in cands:
+        if c not in sample:
+            continue
+        try:
+            rows = [r for r in csv.reader(io.StringIO(sample), delimiter=c) if r and any(f.strip() for f in r)]
+        except csv.Error:
+            continue
+        if rows and (len(rows[0]) > 1 or any(len(r) > 1 for r in rows[1:])):
+            parsed[c] = rows
+    if not parsed:
+        return default  # one column, whatever the separator
+    consistent = [c for c, rows in parsed.items() if all(len(r) == len(rows[0]) for r in rows[1:])]
+    if not lines:  # the first line alone (a header with no row after it in the sample): most fields
+        most = max(len(parsed[c][0]) for c in consistent)
+        consistent = [c for c in consistent if len(parsed[c][0]) == most]
+    if len(consistent) == 1:
+        return consistent[0]
+    if consistent:
+        scores = {c: _numeric_share(parsed[c][1:], "." if c == "," else decimal) for c in consistent}
+        best = max(scores.values())
+        top = [c for c in consistent if scores[c] == best]
+        if len(top) == 1:
+            return top[0]
+        left = top
+    else:
+        splitting = [c for c, rows in parsed.items() if len(rows[0]) > 1]
+        if default in splitting or not splitting:
+            return default
+        if len(splitting) == 1:
+            return splitting[0]
+        left = splitting
+    names = " and ".join(sep_name(c) for c in left)
+    raise InputDataError(
+        f"{display_name(path)}: cannot tell the field separator: its first lines split as well on {names}; "
+        f"pass --sep (e.g. --sep {'tab' if left[0] == chr(9) else repr(left[0])})"
+    )
+
+
+def _numeric_share(rows: list, decimal: str) -> float:
+    cells = [f.strip() for r in rows for f in r if f.strip()]
+    if not cells:
+        return 0.0
+    return sum(is_number(as_point(f, decimal)) for f in cells) / len(cells)
+
+
+def as_point(cell: str, decimal: str) -> str:
+    """``cell`` with its decimal mark ``decimal`` written ``.`` (a cell that holds a ``.`` beside a decimal
+    comma is no number: it becomes one that :func:`is_number` rejects)."""
+    if decimal == ".":
+        return cell
+    return cell.replace(decimal, ".") if "." not in cell else cell + "?"
 
 
 def check_columns(
@@ -79,10 +169,12 @@ _INT = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)")
 
 
-def first_line_is_header(fields: list, rest: bytes, mode: str, path: Path, sep: str) -> bool:
+def first_line_is_header(fields: list, rest: bytes, mode: str, path: Path, sep: str, decimal: str = ".") -> bool:
     """Whether the first line is the header (see :class:`ReadOptions` ``header``)."""
     if mode != "auto":
         return mode == "yes"
+    if decimal != ".":
+        fields = [as_point(f, decimal) for f in fields]
     if not all(is_number(h) for h in fields if h):
         return True  # names that are words
     # only numbers: names when they are integers and every sampled row below holds a decimal
@@ -93,7 +185,7 @@ def first_line_is_header(fields: list, rest: bytes, mode: str, path: Path, sep: 
                 rows = list(csv.reader([ln.decode("utf-8", "replace").rstrip("\r") for ln in lines], delimiter=sep))
             except csv.Error:
                 rows = []
-            if rows and all(any(_DECIMAL.fullmatch(c.strip()) for c in r) for r in rows):
+            if rows and all(any(_DECIMAL.fullmatch(as_point(c.strip(), decimal)) for c in r) for r in rows):
                 return True
     check_columns(fields, path)  # only numbers: raises the "no header row" error
     return False  # pragma: no cover

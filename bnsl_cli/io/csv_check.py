@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from bnsl_cli.errors import InputDataError
-from bnsl_cli.io.columns import is_number
+from bnsl_cli.io.columns import as_point, is_number
 from bnsl_cli.io.table import MISSING, display_name
 
 __all__ = ["find_bad_cell", "csv_error"]
@@ -21,12 +21,13 @@ __all__ = ["find_bad_cell", "csv_error"]
 
 def find_bad_cell(
     path: Path, text: str, names: Sequence[str], skip: Sequence[str] = (), sep: str = ",",
-    has_header: bool = True, na: str = "error",
+    has_header: bool = True, na: str = "error", decimal: str = ".",
 ) -> InputDataError | None:
     """Find the first cell that is not a finite number and describe it (None if all are). With
-    ``na="drop-rows"`` a missing value (empty or one of :data:`~bnsl_cli.io.table.MISSING`) is no error."""
+    ``na="drop-rows"`` a missing value (empty or one of :data:`~bnsl_cli.io.table.MISSING`) is no error.
+    ``decimal``: the decimal mark (``,``: ``1,5`` is a number, ``1.5`` is not)."""
     try:
-        return _find_bad_cell_rows(path, text, names, skip, sep, has_header, na)
+        return _find_bad_cell_rows(path, text, names, skip, sep, has_header, na, decimal)
     except _CsvTrouble as exc:  # a field beyond the csv module's limit, or a lone carriage return
         return csv_error(path, exc.message, exc.line, text)
 
@@ -79,7 +80,7 @@ def csv_error(path: Path, message: str, line: Optional[int], text: str = "") -> 
 _NA_HINT = "; pass --na drop-rows to drop the rows that hold one"
 
 
-def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error") -> InputDataError | None:
+def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error", decimal=".") -> InputDataError | None:
     body = text.lstrip("\r\n")
     skipped = text[: len(text) - len(body)].count("\n")  # leading blank lines keep their numbers
     reader = _csv_rows(csv.reader(io.StringIO(body), delimiter=sep), 1 + skipped)
@@ -117,11 +118,13 @@ def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error
             try:
                 if "_" in c:  # Python's float() accepts 1_000, a CSV reader does not
                     raise ValueError(c)
-                v = float(c)
+                v = float(as_point(c, decimal))
             except ValueError:
                 hint = ""
-                if "," in c and is_number(c.replace(",", ".", 1)):
-                    hint = " (a decimal comma? bnsl reads '.' as the decimal mark)"
+                if decimal == "." and "," in c and is_number(c.replace(",", ".", 1)):
+                    hint = " (a decimal comma? pass --decimal ,)"
+                elif decimal != "." and "." in c:
+                    hint = f" (with --decimal {decimal} a '.' is no decimal mark; a thousands separator?)"
                 elif any(s in c for s in ";\t|") and len(names) == 1:
                     hint = " (another separator? pass --sep)"
                 elif any(ch.isalpha() for ch in c):

@@ -1,13 +1,23 @@
 """Reading one data file: :func:`read_table` validates a numeric CSV and returns its :class:`Table`
 (the format: :mod:`bnsl_cli.io.table`).
 
-How a file is read (one pass over its bytes, memory about one float64 copy of the data):
+How a file is read (memory: one float64 copy of the data, plus about two of one file's while it is
+parsed, and pandas maps that file into memory):
 
-- the bytes are read once, in blocks; the SHA-256 of the file's bytes (as stored, i.e. compressed
-  for ``.gz``) is computed from the same blocks, and a progress callback sees the bytes read;
-- the header line is parsed here (so duplicate names are never renamed by the parser), the rest is
-  parsed by pandas' C parser in chunks of rows straight into one preallocated ``n × d`` float64
-  array (its row count estimated from the file size, grown if needed, trimmed at the end);
+- the bytes are read in blocks; the SHA-256 of the file's bytes (as stored, i.e. compressed for
+  ``.gz``) is computed from them, and a progress callback sees the bytes read;
+- the field separator is the one given (``--sep``), else the file's own, detected from its first
+  line and up to 100 lines after it (:func:`~bnsl_cli.io.columns.detect_separator`: ``,`` ``;`` tab
+  ``|``, quotes respected; a file no separator splits has one column; one that two separators split
+  equally well is an error that asks for ``--sep``); ``--decimal ,`` reads decimal commas in every
+  file not separated by ``,``;
+- the header line is parsed here (so duplicate names are never renamed by the parser); the rest of a
+  file on disk (not compressed, UTF-8) is parsed by pandas' C parser from the file's path, in one
+  call (pandas reads a large file in parallel threads), each column copied out and let go of in
+  turn, then transposed into one ``n × d`` float64 array; meanwhile a thread reads its bytes once
+  more for the hash. Other inputs (standard input, ``.gz``, other encodings) are parsed in chunks of
+  rows straight into one preallocated ``n × d`` float64 array (its row count estimated from the file
+  size, grown if needed, trimmed at the end);
 - validation is vectorised per chunk (finite values; the parser rejects text cells, missing values
   and rows with extra fields); only a file that fails — or whose bytes hold a token the fast path
   cannot judge (``_``, ``true``/``false`` words) — is read again by the slow, strict checker, which
@@ -25,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -32,11 +43,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import DataWarning, InputDataError, MissingRowsWarning
+from bnsl_cli.errors import DataWarning, InputDataError, MissingRowsWarning, OptionError
 from bnsl_cli.io.columns import (
     check_columns,
     column_mismatch,
     constant_columns,
+    detect_separator,
     first_line_is_header,
     has_row_labels,
     select_columns,
@@ -44,9 +56,18 @@ from bnsl_cli.io.columns import (
 )
 from bnsl_cli.io.csv_check import csv_error, find_bad_cell
 from bnsl_cli.io.csv_source import Source, transcode
-from bnsl_cli.io.table import MISSING, ReadOptions, ReadProgress, Table, display_name, resolve_sep
+from bnsl_cli.io.table import (
+    MISSING,
+    STDIN,
+    ReadOptions,
+    ReadProgress,
+    Table,
+    display_name,
+    resolve_sep,
+)
 
-__all__ = ["read_table", "read_resolved", "parse_small", "SMALL_INPUT_BYTES", "CHUNK_BYTES"]
+__all__ = ["read_table", "read_resolved", "forced_sep", "file_separator", "parse_small", "SMALL_INPUT_BYTES",
+           "CHUNK_BYTES"]
 
 #: Inputs up to this size (all files of one call) are parsed by numpy (see the module docstring).
 SMALL_INPUT_BYTES = 32 << 20
@@ -105,7 +126,8 @@ def read_table(
 
     ``keep`` names columns that are read as text rather than numbers (returned in ``extra``
     as arrays of strings and left out of ``X`` and ``names``), e.g. a grouping column.
-    ``sep`` is the field separator (default: by extension, see :func:`resolve_sep`).
+    ``sep`` is the field separator (default: ``options.sep``, else detected in the file, see
+    :func:`~bnsl_cli.io.columns.detect_separator`; the table's ``sep`` is the one used).
     ``columns``, when given, is the order of the numeric columns in ``X`` (the file must hold
     exactly these names, in any order; a :class:`ShardMismatchError` otherwise).
     ``check_constant`` rejects a column with a single value. ``progress(bytes_read, total)``
@@ -115,15 +137,48 @@ def read_table(
     the fewest columns (after the selection) the caller can use.
     """
     path = Path(path)
-    try:
-        sep = resolve_sep(path, sep)
-    except ValueError as exc:
-        raise InputDataError(str(exc)) from None
     opts = (options or _DEFAULT).check()
+    sep = forced_sep(sep, opts)
     table = read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, data, None, opts, min_columns)
     if table.row_labels and row_labels_noted(opts):
         warnings.warn(row_labels_note(display_name(path)), DataWarning, stacklevel=2)
     return table
+
+
+def forced_sep(sep: str | None, opts: ReadOptions) -> str | None:
+    """The separator every file is read with: ``sep`` (``--sep`` as given to a reader), else ``opts.sep``;
+    ``None``: each file's own, detected. An :class:`InputDataError` for a character that cannot be one
+    (:func:`resolve_sep`), an :class:`OptionError` for the decimal mark."""
+    if sep is None:
+        sep = opts.sep
+    if sep is None:
+        return None
+    try:
+        sep = resolve_sep("", sep)
+    except ValueError as exc:
+        raise InputDataError(str(exc)) from None
+    if sep == opts.decimal:
+        raise OptionError(f"--sep {sep!r} and --decimal {opts.decimal} cannot be the same character; a file with "
+                          "decimal commas needs another separator, such as ;")
+    return sep
+
+
+def file_separator(path: str | Path, options: ReadOptions | None = None) -> str:
+    """The field separator :func:`read_table` reads the file ``path`` with under ``options``: their
+    ``sep``, else the one detected in its first lines (standard input: ``,``, it cannot be looked at
+    twice). For a caller that handles the file's text itself (``bnsl split`` copies its cells)."""
+    path = Path(path)
+    opts = (options or _DEFAULT).check()
+    sep = forced_sep(None, opts)
+    if sep is not None or str(path) == STDIN:
+        return sep or resolve_sep(path)
+    data = transcode(path, None, opts.encoding)[0] if opts.encoding != "utf-8" else None
+    src = Source(path, None, data, plain=data is not None)
+    try:
+        line, _, rest = src.header()
+    finally:
+        src.close()
+    return detect_separator(path, line, rest, opts.decimal) if line.strip() else resolve_sep(path)
 
 
 def row_labels_noted(opts: ReadOptions) -> bool:
@@ -142,7 +197,7 @@ def row_labels_note(where: str) -> str:
 
 def read_resolved(path, sep, keep, min_rows, check_constant, columns, progress, data, total,
                   opts: ReadOptions = _DEFAULT, min_columns: int = 1, absent_drop_ok: bool = False) -> Table:
-    """:func:`read_table` with ``sep`` resolved; ``total`` is the size of every input of the call
+    """:func:`read_table` with ``sep`` resolved (``None``: detected); ``total`` is the size of every input of the call
     (``None``: this file's), which decides whether numpy may parse it. ``absent_drop_ok``: a
     ``--drop`` name the file does not have is passed over and listed in the table's ``absent_drop``."""
     total_cb = None
@@ -193,12 +248,17 @@ def check_magnitudes(table: Table) -> None:
     )
 
 
-def parse_small(body: bytes, sep: str, d: int) -> Optional[np.ndarray]:
+def parse_small(body: bytes, sep: str, d: int, decimal: str = ".") -> np.ndarray | None:
     """The ``n × d`` float64 values of ``body`` (the text after the header) parsed by numpy, or
     ``None`` when numpy's parse cannot stand for the pandas path's: bytes outside ASCII, a row of
-    another length, a cell numpy rejects, a non-finite value, a line of spaces, no data rows."""
+    another length, a cell numpy rejects, a non-finite value, a line of spaces, no data rows.
+    ``decimal``: the decimal mark (``,``: only a text without ``.`` is parsed here, its commas read as points)."""
     if not body.isascii():
         return None
+    if decimal != ".":
+        if b"." in body or sep == decimal:
+            return None
+        body = body.replace(decimal.encode("ascii"), b".")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # e.g. "input contained no data"
@@ -219,11 +279,15 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     line, header_line, rest = src.header()
     if not line.strip():
         raise InputDataError(f"{shown}: file is empty")
+    if sep is None:
+        sep = detect_separator(path, line, rest, opts.decimal)
+    if sep == opts.decimal:  # a comma-separated file's numbers use "." (--decimal , is for the others)
+        opts = replace(opts, decimal=".")
     try:
         fields = [h.strip() for h in next(csv.reader([line], delimiter=sep))]
     except csv.Error as exc:
         raise csv_error(path, str(exc), header_line, line) from None
-    has_header = first_line_is_header(fields, rest, opts.header, path, sep)
+    has_header = first_line_is_header(fields, rest, opts.header, path, sep, opts.decimal)
     row_labels = has_header and has_row_labels(fields)
     if has_header:
         header = fields
@@ -262,7 +326,9 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
 
     def slow(default: str) -> InputDataError:
         text = src.all_text()
-        return find_bad_cell(path, text, header, skip, sep, has_header, opts.na) or InputDataError(f"{shown}: {default}")
+        return find_bad_cell(path, text, header, skip, sep, has_header, opts.na, opts.decimal) or InputDataError(
+            f"{shown}: {default}"
+        )
 
     # the first data line must have as many fields as the header (else pandas may shift names)
     first = _first_data_line(rest)
@@ -277,12 +343,12 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     def finish() -> Table:
         table = _finish(src, path, shown, rows, header, skip, sep, min_rows, mismatch, check_constant, out_names,
                         texts, has_header, opts, dropped[0])
-        return replace(table, row_labels=row_labels, absent_drop=absent) if (row_labels or absent) else table
+        return replace(table, row_labels=row_labels, absent_drop=absent, sep=sep, decimal=opts.decimal)
 
     feed = src
     if small and not ignored:
         body = src.read()  # the rest of the file: hashed and reported to progress as it is read
-        parsed = None if src.suspect else parse_small(body, sep, d_all)
+        parsed = None if src.suspect else parse_small(body, sep, d_all, opts.decimal)
         if parsed is not None:
             rows.X, rows.n = (parsed if identity else parsed[:, num_idx]), parsed.shape[0]
             if not rows.X.flags.owndata or not rows.X.flags.c_contiguous:
@@ -290,53 +356,99 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
             return finish()
         feed = io.BytesIO(body)  # the pandas way, on the same bytes
 
+    # a file on disk is parsed by pandas from its path; meanwhile a thread reads its bytes for the hash
+    # (and the tokens the fast path cannot judge): hashing releases the GIL, as pandas' parser does
+    by_path = feed is src and src.local
+    hashing = _Consume(src) if by_path else None
+
     import pandas as pd
 
+    def take(df) -> None:
+        """Validate a parsed block of rows and add it (its text columns too)."""
+        texts_of = {k: df[header.index(k)].to_numpy(dtype=str) for k in keep}
+        if by_path:  # the whole file: each column copied, then let go of, so the frame never doubles in memory
+            cols = np.empty((len(num_idx), len(df)), dtype=np.float64)
+            for k, j in enumerate(num_idx):
+                cols[k] = df.pop(j).to_numpy(dtype=np.float64)
+            del df
+            block = cols.T.copy(order="C")
+            del cols
+        elif identity:
+            block = df.to_numpy(dtype=np.float64)
+        else:
+            block = np.empty((len(df), len(num_idx)), dtype=np.float64)
+            for k, j in enumerate(num_idx):
+                block[:, k] = df[j].to_numpy(dtype=np.float64)
+        keep_rows = None
+        if not np.isfinite(block).all():
+            if not na_drop or np.isinf(block).any():
+                raise slow("could not parse the file as numeric CSV")
+            keep_rows = ~np.isnan(block).any(axis=1)
+            dropped[0] += int(block.shape[0] - keep_rows.sum())
+            block = block[keep_rows]
+        if by_path:  # the whole file in one block, an array of its own
+            rows.X, rows.n = block, block.shape[0]
+        else:
+            rows.add(block)
+        for k, col in texts_of.items():
+            texts[k].append(col if keep_rows is None else col[keep_rows])
+
+    if by_path:
+        rows = _Rows(0, len(num_names))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            reader = pd.read_csv(
-                feed,
-                sep=sep,
-                header=None,
-                names=list(range(d_all)),
-                index_col=False,
-                dtype=dtypes,
-                skip_blank_lines=True,
-                keep_default_na=False,
-                na_values=list(MISSING) + [""] if na_drop else [],
-                engine="c",
-                encoding="utf-8",
-                chunksize=chunk_rows,
-            )
-            with reader:
-                for df in reader:
-                    block = df.to_numpy(dtype=np.float64) if identity else df[num_idx].to_numpy(dtype=np.float64)
-                    keep_rows = None
-                    if not np.isfinite(block).all():
-                        if not na_drop or np.isinf(block).any():
-                            raise slow("could not parse the file as numeric CSV")
-                        keep_rows = ~np.isnan(block).any(axis=1)
-                        dropped[0] += int(block.shape[0] - keep_rows.sum())
-                        block = block[keep_rows]
-                    rows.add(block)
-                    for k in keep:
-                        col = df[header.index(k)].to_numpy(dtype=str)
-                        texts[k].append(col if keep_rows is None else col[keep_rows])
+            kwargs = {
+                "sep": sep, "header": None, "names": list(range(d_all)), "index_col": False, "dtype": dtypes,
+                "skip_blank_lines": True, "keep_default_na": False,
+                "na_values": list(MISSING) + [""] if na_drop else [], "engine": "c", "encoding": "utf-8",
+                "decimal": opts.decimal,
+            }
+            if by_path:
+                take(pd.read_csv(str(path), skiprows=header_line, **kwargs))
+            else:
+                with pd.read_csv(feed, chunksize=chunk_rows, **kwargs) as reader:
+                    for df in reader:
+                        take(df)
     except InputDataError:
         raise
     except UnicodeDecodeError:
         raise slow("not a text file (UTF-8 expected)") from None
     except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning, csv.Error):
         raise slow("could not parse the file as numeric CSV") from None
+    finally:
+        if hashing is not None:
+            hashing.join()  # raises what reading the bytes raised
     return finish()
+
+
+class _Consume(threading.Thread):
+    """:meth:`Source.consume` in a thread of its own; :meth:`join` re-raises its error."""
+
+    def __init__(self, src: Source):
+        super().__init__(name="bnsl-read-hash", daemon=True)
+        self.src = src
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.src.consume()
+        except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
+            self.error = exc
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
 
 def _finish(src, path, shown, rows, header, keep, sep, min_rows, mismatch, check_constant, out_names, texts,
             has_header=True, opts=_DEFAULT, dropped=0) -> Table:
     src.drain()
     if src.suspect:  # a token the fast path cannot judge: the strict checker decides
-        bad = find_bad_cell(path, src.all_text(), header, keep, sep, has_header, opts.na)
+        bad = find_bad_cell(path, src.all_text(), header, keep, sep, has_header, opts.na, opts.decimal)
         if bad is not None:
             raise bad
     X = rows.result()

@@ -1,8 +1,9 @@
 """The bytes of one data input, read once: a file, standard input or bytes in hand, gzip-compressed
 or not, in UTF-8 or another encoding (:func:`transcode`). :class:`Source` hashes the stored bytes
 (SHA-256), reports progress, reads the header line and notes whether the text holds a token the fast
-path cannot judge; the errors of unreadable input (not found, a directory, not gzip, not UTF-8 —
-:func:`encoding_error` names the encoding it looks like) are raised here.
+path cannot judge; for a file the parser reads by its path (:attr:`Source.local`) it reads the bytes
+for that alone (:meth:`Source.consume`). The errors of unreadable input (not found, a directory, not
+gzip, not UTF-8 — :func:`encoding_error` names the encoding it looks like) are raised here.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Source:
         self.suspect = False
         self._pending = b""
         self._buffered: Optional[bytes] = None  # stdin: kept for the slow checker
+        self.plain = plain
         if data is not None or str(path) == STDIN:
             if data is None:
                 data = sys.stdin.buffer.read()
@@ -154,6 +156,22 @@ class Source:
         the fast path cannot judge in it."""
         self._pending = text
         self.suspect = self.suspect or any(x in text for x in _SUSPECT)
+
+    @property
+    def local(self) -> bool:
+        """Whether the text is a file's own bytes on disk: not standard input nor bytes in hand, not
+        compressed, not transcoded (a reader may then parse the file by its path)."""
+        return (self._buffered is None and not self.gzipped and not self.plain
+                and isinstance(self._raw, io.BufferedReader))
+
+    def consume(self) -> None:
+        """Read the rest of the stored bytes (hashed, reported to progress, looked at for a token the
+        fast path cannot judge) without keeping them: for a caller that parses the file by its path."""
+        self._pending = b""
+        while True:
+            b = self._text_read(_BLOCK)
+            if not b:
+                return
 
     def drain(self) -> None:
         """Read the stored bytes to the end so the hash covers the whole file."""

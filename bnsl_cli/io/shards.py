@@ -23,8 +23,8 @@ from bnsl_cli.errors import (
     SmallSampleWarning,
 )
 from bnsl_cli.io.columns import constant_columns
-from bnsl_cli.io.csv_reader import read_resolved, row_labels_note, row_labels_noted
-from bnsl_cli.io.table import STDIN, ReadOptions, ReadProgress, Table, display_name, resolve_sep
+from bnsl_cli.io.csv_reader import forced_sep, read_resolved, row_labels_note, row_labels_noted
+from bnsl_cli.io.table import STDIN, ReadOptions, ReadProgress, Table, display_name
 
 __all__ = [
     "read_shards",
@@ -64,7 +64,9 @@ def read_shards(
 ) -> list[Table]:
     """Read every participant shard, check that all have the same column names (any order),
     and return them with columns in the order of the first shard (of ``options.columns`` when
-    given). ``options`` (:class:`ReadOptions`) apply to every shard alike.
+    given). ``options`` (:class:`ReadOptions`) apply to every shard alike; the field separator is
+    ``sep`` (else ``options.sep``) for every shard, or without one each shard's own, detected (a ``;``
+    site and ``,`` sites read together; each table's ``sep`` says which).
 
     Every file is validated before anything is computed. A column constant in some shards (a
     site where a variable does not vary) is legal — the learners centre each site and only use
@@ -78,6 +80,7 @@ def read_shards(
     if not paths:
         raise InputDataError("no data files given")
     opts = (options or _DEFAULT).check()
+    sep = forced_sep(sep, opts)
     paths = [Path(p) for p in paths]
     if sum(str(p) == STDIN for p in paths) > 1:
         raise InputDataError("'-' (standard input) can be given only once")
@@ -96,7 +99,7 @@ def read_shards(
             cb = (lambda b, _t, base=base: progress(base + b, total))  # noqa: E731
         ref = tables[0].names if tables else None
         try:
-            t = read_resolved(p, _sep_of(p, sep), None, min_rows, False, ref, cb, None, total, opts, min_columns,
+            t = read_resolved(p, sep, None, min_rows, False, ref, cb, None, total, opts, min_columns,
                               absent_drop_ok=several_drop)
         except ShardMismatchError as exc:
             raise ShardMismatchError(str(exc).replace("columns differ (", f"columns differ from {display_name(tables[0].path)} (", 1)) from None
@@ -220,13 +223,6 @@ def sample_warnings(tables: Sequence[Table], options: Optional[ReadOptions] = No
             SmallSampleWarning,
             stacklevel=3,
         )
-
-
-def _sep_of(path: Path, sep: Optional[str]) -> str:
-    try:
-        return resolve_sep(path, sep)
-    except ValueError as exc:
-        raise InputDataError(str(exc)) from None
 
 
 def _check_constant_columns(tables: Sequence[Table]) -> None:

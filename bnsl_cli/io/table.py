@@ -2,9 +2,10 @@
 of a file are used, how its text is read), the field separator (:func:`resolve_sep`), :class:`Table`
 (the numbers read from one file, with their column names) and the names the reader's modules share.
 
-A data file is a CSV (``,``), TSV (``.tsv``: tab) or either gzip-compressed (``.gz``) with one
-header row of column (variable) names and one row per sample; every cell is a finite number (``.``
-as the decimal mark). ``-`` is standard input. Every problem is reported as an
+A data file is a CSV with one header row of column (variable) names and one row per sample, its fields
+separated by ``,``, ``;``, a tab or ``|`` (each file's own, detected; ``--sep`` forces one), possibly
+gzip-compressed (``.gz``); every cell is a finite number (``.`` as the decimal mark, or ``,`` with
+``--decimal ,``). ``-`` is standard input. Every problem is reported as an
 :class:`~bnsl_cli.errors.InputDataError` whose message names the file, and where it applies the row
 (the 1-based line number in the file) and the column.
 
@@ -60,7 +61,13 @@ class ReadOptions:
     count); ``header``: ``"auto"`` (the first line is the header unless it holds only numbers;
     a first line of integers over rows with decimals is a header of numeric names, such as gene
     ids), ``"yes"`` (always; numeric names accepted) or ``"no"`` (the first line is data; columns
-    are named V1, V2, …); ``encoding``: the text encoding (UTF-8 by default)."""
+    are named V1, V2, …); ``encoding``: the text encoding (UTF-8 by default); ``decimal``: the decimal
+    mark of the numbers (``.`` or ``,``; with ``,`` a ``.`` in a number is an error; a file separated by
+    ``,`` keeps ``.``, so one ``--decimal ,`` reads a ``;`` site with ``1,5`` beside ``,`` sites);
+    ``sep``: the field separator of every file (``--sep``), or ``None``: each file's own, detected
+    (:func:`~bnsl_cli.io.columns.detect_separator`). ``separators`` is a record, not a choice: the
+    separator each file of a call was read with, when one is not its extension's default
+    (:meth:`used`), so a report says how its shards were read."""
 
     columns: Optional[tuple] = None
     drop: tuple = ()
@@ -68,9 +75,13 @@ class ReadOptions:
     na: str = "error"
     header: str = "auto"
     encoding: str = "utf-8"
+    decimal: str = "."
+    sep: str | None = None
+    separators: tuple = ()
 
     NA_CHOICES = ("error", "drop-rows")
     HEADER_CHOICES = ("auto", "yes", "no")
+    DECIMAL_CHOICES = (".", ",")
 
     def check(self) -> "ReadOptions":
         """Raise :class:`OptionError` for options that contradict each other; return self with
@@ -79,6 +90,16 @@ class ReadOptions:
             raise OptionError(f"--na must be one of {', '.join(self.NA_CHOICES)} (got {self.na!r})")
         if self.header not in self.HEADER_CHOICES:
             raise OptionError(f"--header must be one of {', '.join(self.HEADER_CHOICES)} (got {self.header!r})")
+        if self.decimal not in self.DECIMAL_CHOICES:
+            raise OptionError(f"--decimal must be . or , (got {self.decimal!r})")
+        sep = self.sep
+        if sep is not None:
+            try:
+                sep = resolve_sep("", sep)
+            except ValueError as exc:
+                raise OptionError(str(exc)) from None
+            if sep == self.decimal:
+                raise OptionError(f"--sep {sep_name(sep)} and --decimal {self.decimal} cannot be the same character")
         try:
             enc = codecs.lookup(self.encoding).name
         except LookupError:
@@ -98,11 +119,39 @@ class ReadOptions:
             if len(self.columns) < 2:
                 raise OptionError("--columns needs at least two columns (a graph needs two variables)")
         return replace(self, encoding="utf-8" if enc in ("utf-8", "utf-8-sig") else enc,
-                       columns=None if self.columns is None else tuple(self.columns), drop=tuple(self.drop))
+                       columns=None if self.columns is None else tuple(self.columns), drop=tuple(self.drop), sep=sep,
+                       separators=tuple(self.separators))
+
+    def used(self, tables) -> ReadOptions:
+        """These options with ``separators``: the separator each of ``tables`` (in order) was read with,
+        recorded only when some file's is not its extension's default (so options left at their
+        defaults on files read the default way stay equal to ``ReadOptions()``)."""
+        seps = tuple(getattr(t, "sep", None) or resolve_sep(t.path) for t in tables)
+        if self.sep is not None or all(s == resolve_sep(t.path) for s, t in zip(seps, tables)):
+            seps = ()
+        return replace(self, separators=seps)
 
     def to_dict(self) -> dict:
-        return {"columns": None if self.columns is None else list(self.columns), "drop": list(self.drop),
-                "index_col": self.index_col, "na": self.na, "header": self.header, "encoding": self.encoding}
+        out = {"columns": None if self.columns is None else list(self.columns), "drop": list(self.drop),
+               "index_col": self.index_col, "na": self.na, "header": self.header, "encoding": self.encoding}
+        if self.decimal != "." or self.sep is not None or self.separators:  # earlier reports stay as they were
+            out.update(decimal=self.decimal, sep=self.sep, separators=list(self.separators))
+        return out
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> ReadOptions:
+        """The options a report's ``input`` entry (:meth:`to_dict`, with other keys) records; keys it
+        lacks keep their defaults (reports written before they existed). Not checked."""
+        kw = {}
+        for f in ("index_col", "na", "header", "encoding", "decimal", "sep"):
+            if isinstance(entry.get(f), str):
+                kw[f] = entry[f]
+        if isinstance(entry.get("columns"), list):
+            kw["columns"] = tuple(str(c) for c in entry["columns"])
+        for f in ("drop", "separators"):
+            if isinstance(entry.get(f), list):
+                kw[f] = tuple(str(c) for c in entry[f])
+        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -123,6 +172,9 @@ class Table:
     row_labels: bool = field(default=False, compare=False)
     #: ``--drop`` names this file does not have (only when the reader was told to pass them over)
     absent_drop: tuple = field(default=(), compare=False)
+    #: the field separator the file was read with (given, or detected) and the decimal mark of its numbers
+    sep: str | None = field(default=None, compare=False)
+    decimal: str = field(default=".", compare=False)
 
     @property
     def n(self) -> int:

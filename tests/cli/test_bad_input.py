@@ -93,10 +93,34 @@ def test_header_with_fewer_names_than_fields_is_one_line_exit_3(tmp_path, shards
 
 
 def test_semicolon_file_is_named_with_the_option_to_use(tmp_path, shards):
+    # each shard's separator is detected: a ';' shard among ',' shards learns as the ',' ones would
+    ref = run("learn", shards, "-q", "--rounds", 10)
+    assert ref.exit_code == 0, ref.stderr
     p = sorted(shards.glob("*.csv"))[0]
     p.write_text(p.read_text().replace(",", ";"))
-    res = run("learn", shards, "--out", tmp_path / "run")
+    res = run("learn", shards, "-q", "--rounds", 10)
+    assert res.exit_code == 0 and res.stdout == ref.stdout, res.stderr
+    # --sep forces one separator on every shard: the ';' shard is then named, with the option to use
+    res = run("learn", shards, "--sep", ",", "--out", tmp_path / "run")
     one_line_error(res, 3, p.name, "line 1 (header)", "--sep ';'")
+    no_leftovers(tmp_path, "run")
+
+
+def test_a_shard_whose_separator_cannot_be_told_is_one_line_exit_3(tmp_path, shards):
+    p = sorted(shards.glob("*.csv"))[1]
+    lines = p.read_text().splitlines()
+    # "a,b;c": two fields on ',' and two on ';', one number among them either way
+    p.write_text("\n".join("{},{};{}".format(*ln.split(",")[:3]) for ln in lines) + "\n")
+    res = run("learn", shards, "--out", tmp_path / "run")
+    one_line_error(res, 3, p.name, "cannot tell the field separator", "',' and ';'", "--sep")
+    no_leftovers(tmp_path, "run")
+
+
+def test_sep_and_decimal_the_same_character_is_a_usage_error(tmp_path, shards):
+    est = tmp_path / "est.csv"
+    est.write_text("source,target,weight\n")
+    res = run("refit", est, shards, "--sep", ",", "--decimal", ",", "--out", tmp_path / "run")
+    one_line_error(res, 2, "--sep ',' and --decimal , cannot be the same character")
     no_leftovers(tmp_path, "run")
 
 

@@ -162,3 +162,93 @@ def test_refit_on_a_private_structure_says_its_weights_are_not_private(tmp_path,
     assert "not differentially private" in summary["privacy"] and summary["structure_privacy"]["epsilon"] <= 20
     res = run(hetero[3], shards, "--out", tmp_path / "plain", "-q")  # a structure from no private run
     assert "NOT differentially private" not in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# refit reads the shards as the learn run did (issue 29, item 5)
+
+
+def _site_files(shards: Path, dst: Path, decimal_comma: bool = False) -> list[Path]:
+    """The shards as sites export them: a row-id column ``id`` and a text column ``site`` around the
+    variables; site 2 writes ';' (and, with ``decimal_comma``, 1,5 for 1.5)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    out = []
+    for k, p in enumerate(sorted(shards.glob("*.csv"))):
+        lines = p.read_text().splitlines()
+        rows = [f"id,{lines[0]},site"] + [f"{i},{ln},Site {k + 1}" for i, ln in enumerate(lines[1:])]
+        if k == 1:
+            rows = [r.replace(",", ";") for r in rows]
+            if decimal_comma:
+                rows = [r.replace(".", ",") for r in rows]
+        q = dst / f"site{k + 1}.csv"
+        q.write_text("\n".join(rows) + "\n")
+        out.append(q)
+    return out
+
+
+def _weights(out: Path) -> list[str]:
+    return [(out / f"participant-{k:02d}.csv").read_text() for k in (1, 2, 3)]
+
+
+def test_refit_reuses_the_read_options_of_the_learn_run(tmp_path, hetero):
+    _, shards, _, _ = hetero
+    sites = _site_files(shards, tmp_path / "sites")
+    learned = tmp_path / "run"
+    res = runner.invoke(app, ["learn", *map(str, sites), "--index-col", "id", "--drop", "site", "--rounds", "20",
+                              "--seed", "1", "-q", "--out", str(learned)])
+    assert res.exit_code == 0, res.output
+    recorded = json.loads((learned / "report.json").read_text())["input"]
+    assert recorded["index_col"] == "id" and recorded["drop"] == ["site"]
+    # the same structure (without the report beside it) refitted on the plain shards: what refit must
+    # give on the sites' files
+    alone = tmp_path / "alone.csv"
+    alone.write_text((learned / "adjacency.csv").read_text())
+    ref = run(alone, *sorted(shards.glob("*.csv")), "--out", tmp_path / "ref", "-q")
+    assert ref.exit_code == 0, ref.output
+    res = run(learned, *sites, "--out", tmp_path / "again")
+    assert res.exit_code == 0, res.output
+    assert "read the shards as the learn run did (--drop site --index-col id;" in res.stderr
+    assert _weights(tmp_path / "again") == _weights(tmp_path / "ref")
+    summary = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert summary["input"]["index_col"] == "id" and summary["input"]["separators"] == [",", ";", ","]
+    # an option given to refit replaces the recorded one (the others still apply): dropping x6 too
+    # leaves a node of the structure without its column
+    res = run(learned, *sites, "--drop", "site,x6", "--out", tmp_path / "o", "-q")
+    assert res.exit_code == 3 and "node(s) 'x6' are not columns of the data" in res.stderr, res.output
+    assert not (tmp_path / "o").exists()
+    # without the report beside it, refit knows nothing of the learn run's options
+    res = run(alone, *sites, "--out", tmp_path / "o2", "-q")
+    assert res.exit_code == 3 and "'Site 1' is not a number" in res.stderr, res.output
+    res = run(alone, *sites, "--index-col", "id", "--drop", "site", "--out", tmp_path / "o3", "-q")
+    assert res.exit_code == 0 and _weights(tmp_path / "o3") == _weights(tmp_path / "ref"), res.output
+
+
+def test_refit_reuses_a_recorded_decimal_comma_and_sep(tmp_path, hetero):
+    _, shards, _, est = hetero
+    sites = _site_files(shards, tmp_path / "sites", decimal_comma=True)
+    ref = run(est, *sorted(shards.glob("*.csv")), "--out", tmp_path / "ref", "-q")
+    assert ref.exit_code == 0, ref.output
+    # a report recording --decimal , (as `bnsl learn --decimal ,` writes it) beside the structure
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "adjacency.csv").write_text(est.read_text())
+    entry = {"columns": None, "drop": ["site"], "index_col": "id", "na": "error", "header": "auto",
+             "encoding": "utf-8", "decimal": ",", "sep": None, "separators": [",", ";", ","], "dropped_rows": [0, 0, 0]}
+    (run_dir / "report.json").write_text(json.dumps({"input": entry}))
+    res = run(run_dir, *sites, "--out", tmp_path / "again")
+    assert res.exit_code == 0, res.output
+    assert "--decimal ," in res.stderr
+    assert _weights(tmp_path / "again") == _weights(tmp_path / "ref")
+    # without the recorded decimal mark the ';' site's numbers are named as decimal commas
+    res = run(run_dir, *sites, "--decimal", ".", "--out", tmp_path / "o")
+    assert res.exit_code == 3 and "Traceback" not in res.output, res.output
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]  # one line, saying which options were reused
+    assert line.startswith("error: ") and "site2.csv" in line and "pass --decimal ," in line, line
+    assert line.endswith("(read with the options of the learn run: --drop site --index-col id; give others here "
+                         "to change them)"), line
+    assert not (tmp_path / "o").exists()
+    # a recorded --sep is reused too: it forces ';' on every site, and the ',' sites are refused
+    entry.update(decimal=".", sep=";")
+    (run_dir / "report.json").write_text(json.dumps({"input": entry}))
+    res = run(run_dir, *sites, "--out", tmp_path / "o", "-q")
+    assert res.exit_code == 3 and "site1.csv" in res.stderr and "--sep ','" in res.stderr, res.output

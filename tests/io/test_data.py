@@ -12,6 +12,10 @@ from bnsl_cli.errors import InputDataError, ShardMismatchError, SmallSampleWarni
 from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.shards import read_shards
 
+#: these tests read files of a few rows on purpose: the small-sample warning they give is true, and is
+#: asserted where it is the subject (tests/io/test_columns.py)
+pytestmark = pytest.mark.filterwarnings("ignore::bnsl_cli.errors.SmallSampleWarning")
+
 
 def write(tmp_path, name, text):
     p = tmp_path / name

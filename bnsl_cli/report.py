@@ -132,6 +132,9 @@ class NetworkRecord:
     coordinator_certificate_sha256: Optional[str]
     allow_sites: Optional[list]
     sites: tuple
+    #: the transport and who vouches for the parties, when not bnsl's gRPC (the Flower app): ``(transport,
+    #: peer identity)``
+    carrier: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
@@ -410,10 +413,12 @@ def network_report(plan: RunPlan, net: NetworkRecord) -> dict:
     """The report's ``network`` (``bnsl serve``): the transport, the secure sum, who the parties were."""
     return {
         "listen": net.listen,
-        "transport": "gRPC, mutual TLS" if net.mutual_tls else "gRPC, plaintext on loopback (--insecure)",
+        "transport": net.carrier[0] if net.carrier else
+        "gRPC, mutual TLS" if net.mutual_tls else "gRPC, plaintext on loopback (--insecure)",
         "secure_sum": net.secure_sum_bits is not None,
         "secure_sum_bits": net.secure_sum_bits,
-        "peer_identity": "site certificates (mutual TLS): one certificate identity per participant"
+        "peer_identity": net.carrier[1] if net.carrier else
+        "site certificates (mutual TLS): one certificate identity per participant"
         if net.mutual_tls else "none: plaintext (--insecure), the sites are not authenticated",
         "coordinator_certificate_sha256": net.coordinator_certificate_sha256,
         "allow_sites": net.allow_sites,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
 from pathlib import Path
@@ -65,40 +64,17 @@ def print_json(obj) -> None:
 
 
 def finite_json(obj):
-    """``obj`` with every non-finite float (NaN, ±inf; numpy's too) replaced by ``None``, so that it
-    is strict JSON: a report states "no number" as ``null``, never as the non-JSON ``NaN``."""
-    import math
+    """Strict-JSON values: :func:`bnsl_cli.io.run_folder.finite_json`."""
+    from bnsl_cli.io.run_folder import finite_json as strict
 
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {k: finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite_json(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return finite_json(obj.tolist())
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    return obj
+    return strict(obj)
 
 
 def json_text(obj, indent: int = 2) -> str:
-    """``obj`` as strict JSON text (non-finite numbers as ``null``: :func:`finite_json`), newline-terminated."""
-    return json.dumps(finite_json(obj), indent=indent, allow_nan=False, default=_json_default) + "\n"
+    """``obj`` as strict JSON text: :func:`bnsl_cli.io.run_folder.json_text`."""
+    from bnsl_cli.io.run_folder import json_text as text
 
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return text(obj, indent)
 
 
 #: The data files a directory of shards contributes.

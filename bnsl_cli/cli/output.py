@@ -7,58 +7,19 @@ meaning standard output.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Optional
 
-
-#: Every file ``learn --out`` may write (stale ones of an earlier run are removed).
-LEARN_OWNED = (
-    "adjacency.csv",
-    "edges.csv",
-    "cpdag.csv",
-    "graph.dot",
-    "report.json",
-    "graph.svg",
-    "graph.png",
-    "report.html",
-    "strength.csv",
-    "participant-*/adjacency.csv",
-    "participant-*/edges.csv",
-    "participant-*/cpdag.csv",
-    "participant-*/graph.dot",
-    "participant-*/personal-adjacency.csv",
-)
-
-
-def is_bnsl_output(directory: Path) -> bool:
-    rep = directory / "report.json"
-    if not rep.is_file():
-        return False
-    try:
-        obj = json.loads(rep.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(obj, dict) and "schema_version" in obj
-
-
 def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_participant: bool, force: bool,
                       strength: bool = False):
-    """The pre-flight of ``learn --out`` (None without ``--out``): an :class:`OutputDir` ready to fill
-    (``strength``: the run writes strength.csv too)."""
+    """The pre-flight of ``learn --out`` (None without ``--out``): :func:`bnsl_cli.io.run_folder.prepare_run_folder`."""
     if out is None:
         return None
-    from bnsl_cli.io.outdir import OutputDir
+    from bnsl_cli.io.run_folder import prepare_run_folder
 
-    names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"] + (["strength.csv"] if strength else [])
-    if per_participant:
-        names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
-    return OutputDir(
-        out, names=names, owned=LEARN_OWNED, marker="report.json", inputs=inputs, force=force,
-        is_ours=is_bnsl_output,
-    ).prepare()
+    return prepare_run_folder(out, inputs, participants, per_participant, force, strength=strength)
 
 
 def prepare_single_outputs(targets: dict, inputs, local: bool = False, stdout_option: Optional[str] = None) -> dict:
@@ -134,40 +95,11 @@ def stdout_edges_text(result, tables) -> str:
 
 
 def write_learn_outputs(od, result, method: str) -> None:
-    """Write a run's output folder (``od``: a prepared :func:`prepare_learn_dir`): the graph files
-    (one set per participant for local-notears), the personal matrices, report.json (strict JSON:
-    :func:`~bnsl_cli.cli.common.json_text`), then commit it as one unit."""
-    from bnsl_cli.cli import common
-    from bnsl_cli.dag import is_dag
-    from bnsl_cli.io.dot import dot_text
-    from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, edges_csv_text, strength_csv_text
+    """Write a run's output folder (``od``: a prepared :func:`prepare_learn_dir`) and commit it as one
+    unit: :func:`bnsl_cli.io.run_folder.write_run_folder`, the one writer of a run's folder."""
+    from bnsl_cli.io.run_folder import write_run_folder
 
-    texts = {}
-    if result.local is not None:
-        for k, W in enumerate(result.local):
-            sub = f"participant-{k + 1:02d}"
-            texts[f"{sub}/adjacency.csv"] = adjacency_csv_text(W, result.names)
-            texts[f"{sub}/edges.csv"] = edges_csv_text(W, result.names)
-            texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
-            if is_dag(W):  # learned graphs are made acyclic; a CPDAG exists only for a DAG
-                texts[f"{sub}/cpdag.csv"] = cpdag_csv_text(W, result.names)
-    else:
-        texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
-        confidence = getattr(result, "confidence", None)
-        texts["edges.csv"] = edges_csv_text(result.W, result.names, confidence)
-        if confidence is not None:
-            texts["strength.csv"] = strength_csv_text(confidence, result.names)
-        texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}",
-                                      strength=None if confidence is None else confidence.strength)
-        if is_dag(result.W):
-            texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)
-    if result.personal is not None:
-        for k, B in enumerate(result.personal):
-            texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)
-    texts["report.json"] = common.json_text(result.report)
-    for name, text in texts.items():
-        od.write_text(name, text)
-    od.commit()
+    write_run_folder(od, result, method)
 
 
 def print_run_summary(result, out, quiet: bool) -> None:

@@ -181,7 +181,8 @@ def _serve(
         {k: learn_options.get(v) for k, v in (("--adjacency", "adjacency_out"), ("--edges", "edges_out"))},
         [], stdout_option="--json" if json_out else None,
     )
-    od = output.prepare_learn_dir(out, [], participants, cfg.personal, bool(learn_options.get("force")))
+    od = output.prepare_learn_dir(out, [], participants, cfg.personal, bool(learn_options.get("force")),
+                                  strength=bool(cfg.bootstrap))
 
     from bnsl_cli.net.fleet import NetworkFleet
 

@@ -326,6 +326,11 @@ class NetworkFleet:
             site.end(F.control(F.ABORT, {"reason": "the run is full"}))
         with self._lock:
             self._accepting = False
+        return self._ordered_hellos()
+
+    def _ordered_hellos(self) -> list[dict]:
+        """The joined sites numbered in the order of their names, checked to hold the same column
+        names (any order); their HELLO bodies in that order."""
         self.sites.sort(key=lambda s: s.name)
         for k, s in enumerate(self.sites):
             s.index = k

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# bnsl as a Flower app on this machine: one SuperLink and one SuperNode per shard, all on loopback.
+#
+#   examples/flower/run_local.sh SHARD_DIR OUT_DIR [bnsl learn options]
+#   examples/flower/run_local.sh examples/tiny/shards /tmp/run --dp --epsilon 5 --noise per-site --seed 1
+#
+# Every *.csv in SHARD_DIR is one site (its own SuperNode, its node config naming the CSV and its limits).
+# The run folder (adjacency.csv, edges.csv, graph.dot, report.json) is written to OUT_DIR; the sites'
+# transcripts, their state directories and every process's log go to OUT_DIR.flower/ beside it.
+# Everything started here is stopped on exit, on failure and on Ctrl-C.
+#
+# Loopback only: the SuperLink and SuperNodes run --insecure (plaintext). A real federation uses TLS and
+# SuperNode authentication (docs/federation.md, section "Flower").
+#
+# Environment: BNSL_FLOWER_BIN (folder holding flwr, flower-superlink, flower-supernode and the python
+# with bnsl; default: the folder of `flwr` on PATH), BNSL_SITE_MAX_EPSILON (each local site's max-epsilon,
+# default 10), BNSL_FLOWER_TIMEOUT (seconds for the whole run, default 900), BNSL_FLOWER_APP (another app
+# folder, default this one), BNSL_FLOWER_EXPECT (the file in OUT_DIR that marks success, default report.json).
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+    sed -n '2,8p' "$0" >&2
+    exit 2
+fi
+SHARD_DIR=$1
+OUT_DIR=$2
+shift 2
+APP_DIR=$(cd "${BNSL_FLOWER_APP:-$(dirname "$0")}" && pwd)
+EXPECT=${BNSL_FLOWER_EXPECT:-report.json}
+BIN=${BNSL_FLOWER_BIN:-$(dirname "$(command -v flwr || echo ./flwr)")}
+PY="$BIN/python"
+for exe in flwr flower-superlink flower-supernode python; do
+    [ -x "$BIN/$exe" ] || { echo "error: $BIN/$exe not found (pip install -e '.[net,flower]' && pip install --no-deps 'flwr>=1.42,<1.43'; or set BNSL_FLOWER_BIN)" >&2; exit 2; }
+done
+shopt -s nullglob
+SHARDS=("$SHARD_DIR"/*.csv)
+shopt -u nullglob
+[ ${#SHARDS[@]} -ge 1 ] || { echo "error: no *.csv in $SHARD_DIR" >&2; exit 2; }
+OUT_ABS=$("$PY" -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$OUT_DIR")
+WORK="$OUT_ABS.flower"
+rm -rf "$WORK"
+mkdir -p "$WORK/logs" "$WORK/flwr-home"
+
+PIDS=()
+RUN_PID=
+cleanup() {
+    local code=$?
+    trap - EXIT INT TERM
+    # each was started in its own process group (setsid): the group goes, with the SuperExec and
+    # ClientApp/ServerApp processes it started
+    if [ -n "$RUN_PID" ]; then kill -TERM "$RUN_PID" 2>/dev/null || true; fi
+    for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# free loopback ports: the SuperLink's (Flower 1.42 serves its Fleet, Control and Runtime APIs on one HTTP
+# port), then one runtime API per SuperNode
+read -r -a PORTS <<< "$("$PY" - "$(( 1 + ${#SHARDS[@]} ))" <<'PYEOF'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+PYEOF
+)"
+LINK=${PORTS[0]}
+
+export PATH="$BIN:$PATH"  # the SuperLink and SuperNodes start flower-superexec and flwr-*app from PATH
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 GRPC_VERBOSITY=ERROR
+export FLWR_HOME="$WORK/flwr-home"
+cat > "$FLWR_HOME/config.toml" <<TOML
+[superlink]
+default = "bnsl-local"
+
+[superlink.bnsl-local]
+address = "127.0.0.1:$LINK"
+insecure = true
+TOML
+
+setsid "$BIN/flower-superlink" --insecure --isolation subprocess --disable-runtime-dependency-installation \
+    --host 127.0.0.1 --port "$LINK" > "$WORK/logs/superlink.log" 2>&1 &
+PIDS+=($!)
+
+k=0
+for csv in "${SHARDS[@]}"; do
+    k=$((k + 1))
+    abs=$("$PY" -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$csv")
+    name=$(basename "$csv")
+    # the site's own limits: its node config (a real site writes its own; the coordinator cannot set them)
+    cfg=$("$PY" - "$abs" "$name" "$WORK/site-$k" "${BNSL_SITE_MAX_EPSILON:-10}" <<'PYEOF'
+import json, sys
+csv, name, work, eps = sys.argv[1:]
+items = {"csv": csv, "site-id": name, "state-dir": work + "/state", "transcript": work + "/transcript.jsonl",
+         "max-epsilon": float(eps), "allow-non-private": True, "accept-seeded-noise": True, "accept-split-noise": True}
+print(" ".join(f"{k}={json.dumps(v)}" for k, v in items.items()))
+PYEOF
+)
+    setsid "$BIN/flower-supernode" --insecure --superlink "127.0.0.1:$LINK" --isolation subprocess \
+        --host 127.0.0.1 --port "${PORTS[$k]}" --node-config "$cfg" \
+        > "$WORK/logs/supernode-$k.log" 2>&1 &
+    PIDS+=($!)
+done
+
+# wait until the SuperLink's control API and every SuperNode's runtime API answer
+"$PY" - "${PORTS[@]}" <<'PYEOF' || { echo "error: the SuperLink or a SuperNode did not start; see $WORK/logs" >&2; exit 6; }
+import socket, sys, time
+end = time.monotonic() + 60
+for port in map(int, sys.argv[1:]):
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > end:
+                sys.exit(1)
+            time.sleep(0.2)
+PYEOF
+
+RUN_CONFIG=$("$PY" - "$OUT_ABS" "${#SHARDS[@]}" "$@" <<'PYEOF'
+import json, shlex, sys
+out, n, *opts = sys.argv[1:]
+print(f"options={json.dumps(shlex.join(opts))} participants={int(n)} out={json.dumps(out)} force=true")
+PYEOF
+)
+echo "bnsl on Flower: ${#SHARDS[@]} SuperNode(s), SuperLink on 127.0.0.1:$LINK; logs in $WORK/logs" >&2
+start=$(date +%s)
+# in the background and waited for, so that Ctrl-C or SIGTERM reach the traps at once
+timeout "${BNSL_FLOWER_TIMEOUT:-900}" "$BIN/flwr" run "$APP_DIR" bnsl-local --run-config "$RUN_CONFIG" --stream \
+    > "$WORK/logs/flwr-run.log" 2>&1 &
+RUN_PID=$!
+code=0
+wait "$RUN_PID" || code=$?
+RUN_PID=
+grep -E "bnsl:|ERROR|Error|error" "$WORK/logs/flwr-run.log" >&2 || true
+if [ $code -ne 0 ] || [ ! -f "$OUT_ABS/$EXPECT" ]; then
+    echo "error: the Flower run failed (flwr run exit $code); see $WORK/logs" >&2
+    [ $code -ne 0 ] || code=6
+    exit "$code"
+fi
+echo "run folder: $OUT_ABS ($(( $(date +%s) - start )) s)" >&2

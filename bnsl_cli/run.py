@@ -152,8 +152,8 @@ def _confidence(plan: RunPlan, outcome, conf: Replicates):
     becomes the averaged network (:func:`bnsl_cli.confidence.averaged_network`)."""
     counts = conf.counts
     if counts is None:
-        why = conf.failures[0][1] if conf.failures else "none ran"
-        raise BnslError(f"--bootstrap: none of the {conf.asked} replicates finished (replicate 1: {why})")
+        first = f"replicate {conf.failures[0][0] + 1}: {conf.failures[0][1]}" if conf.failures else "none ran"
+        raise BnslError(f"--bootstrap: none of the {conf.asked} replicates finished ({first})")
     estimate = estimated_threshold(pair_strengths(counts))
     applied = plan.min_strength if not plan.min_strength_auto else estimate
     if applied is not None:

@@ -190,6 +190,10 @@ def command(
         sessions = 1
         first = res["plan"]["plan"]
         if first.get("replicate") is not None:  # serve --bootstrap: the other replicates, then the run
+            if first["replicate"] != 0:
+                from bnsl_cli.errors import GuardRefusedError
+
+                raise GuardRefusedError(f"the coordinator began a bootstrap at replicate {first['replicate'] + 1}, not 1")
             total = int(first.get("bootstrap", 0))
             log(f"{name}: bootstrap replicate 1/{total} done; rejoining for the next sessions")
             for nxt in [*range(1, total), None]:
@@ -207,7 +211,8 @@ def command(
     finally:
         tr.close(status)
     del res
-    msg = f"{name}: run finished; sent {tr.bytes_sent / 1e6:.3f} MB in all"
+    msg = f"{name}: run finished" + (f" ({sessions} sessions)" if sessions > 1 else "")
+    msg += f"; sent {tr.bytes_sent / 1e6:.3f} MB in all"
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")

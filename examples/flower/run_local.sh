@@ -55,6 +55,34 @@ cleanup() {
         kill -KILL -- "-$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
+    # a process a SuperNode started in a session of its own (a SuperExec, a ClientApp being spawned) is in
+    # none of those groups: every process of this run (its FLWR_HOME) but this script goes too
+    if [ -d /proc ] && [ -n "${FLWR_HOME:-}" ]; then
+        "$PY" - "$FLWR_HOME" "$$" <<'PYEOF' || true
+import os, signal, sys, time
+home, keep = ("FLWR_HOME=" + sys.argv[1]).encode(), {int(sys.argv[2]), os.getpid()}
+def ours():
+    found = []
+    for p in os.listdir("/proc"):
+        if p.isdigit() and int(p) not in keep:
+            try:
+                with open(f"/proc/{p}/environ", "rb") as fh:
+                    if home in fh.read().split(b"\0"):
+                        found.append(int(p))
+            except OSError:
+                pass
+    return found
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for pid in ours():
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    end = time.monotonic() + 3
+    while ours() and time.monotonic() < end:
+        time.sleep(0.1)
+PYEOF
+    fi
     exit "$code"
 }
 trap cleanup EXIT

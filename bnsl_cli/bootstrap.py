@@ -25,6 +25,7 @@ import numpy as np
 
 from bnsl_cli.confidence import EdgeCounts, Replicates, resample_rows
 from bnsl_cli.errors import BnslError
+from bnsl_cli.federated.fleet import default_workers
 from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.run import local_fleet, run
 
@@ -66,8 +67,8 @@ def run_replicates(tables, plan: RunPlan, progress: Optional[Callable[[int, int]
     B = int(plan.bootstrap)
     one = replace(plan, bootstrap=0, min_strength=None, workers=1, trace=False)
     entropy = plan.seed if plan.seed is not None else int(np.random.SeedSequence().entropy)
-    workers = plan.workers if plan.workers is not None else (mp.cpu_count() or 1)
-    workers = max(1, min(int(workers), B))
+    # as many processes as the participants' fleet would take, counted in replicates
+    workers = default_workers(B) if plan.workers is None else max(1, min(int(plan.workers), B))
     _JOB = (tables, one, entropy)
     graphs, failures = {}, []
     try:

@@ -182,3 +182,23 @@ def standardized(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     last bits, which NOTEARS' solver could otherwise amplify into a different graph."""
     sd = np.sqrt(np.maximum(np.diag(S), 0.0))
     return quantise(S / np.outer(sd, sd)), sd
+
+
+#: A relative eigenvalue floor for :func:`project_psd` that leaves a positive definite matrix (a
+#: Cholesky factor exists, a least-squares loss on it is bounded below).
+PSD_FLOOR = 1e-9
+
+
+def project_psd(S: np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """Nearest positive semi-definite matrix in Frobenius norm: ``V max(L, f) V^T`` for ``sym(S) = V L V^T``,
+    with ``f = floor × max(L, 0)`` (``floor`` > 0: every eigenvalue at least that share of the largest,
+    a positive definite result).
+
+    ``S`` is symmetrised first, ``(S + S^T) / 2``; the result is exactly symmetric."""
+    A = np.asarray(S, dtype=float)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"project_psd needs a square matrix, got shape {A.shape}")
+    A = 0.5 * (A + A.T)
+    w, V = np.linalg.eigh(A)
+    out = (V * np.maximum(w, floor * max(float(w.max()), 0.0) if floor else 0.0)) @ V.T
+    return 0.5 * (out + out.T)

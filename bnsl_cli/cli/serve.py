@@ -12,7 +12,6 @@ learn gains a parameter that is in none of them.
 from __future__ import annotations
 
 import inspect
-import math
 import os
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Optional
 import typer
 
 from bnsl_cli.cli import common, dataopts
+from bnsl_cli.net.layout import resolve_secure_sum  # the rule serve and the Flower app share
 
 #: learn options that go into the LearnConfig, hence the run plan the sites check (DPConfig fields
 #: under ``--dp``; ``dp`` and ``epsilon`` select it)
@@ -116,7 +116,6 @@ def _serve(
     Exit codes: 0 ok; 2 usage; 3 bad data (sites whose columns differ); 5 a site refused the plan;
     6 federation failure (a site disconnected, timed out or misbehaved); 130 Ctrl-C; 143 SIGTERM.
     """
-    from bnsl_cli.errors import BnslError
     from bnsl_cli.net.common import need_grpc
     from bnsl_cli.net.tls import split_hostport
 
@@ -268,16 +267,10 @@ def _serve(
                 output.write_learn_outputs(od, result, plan.method)
             output.write_single_outputs(singles, result)
             ok = True
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
-            from bnsl_cli.errors import interruption
+        except (KeyboardInterrupt, Exception) as exc:  # Ctrl-C, SIGTERM, a fault, a bug
+            from bnsl_cli.net.fleet import stopped_because
 
-            fleet.abort(f"the coordinator was {interruption(exc)[0]}")
-            raise
-        except BnslError as exc:
-            fleet.abort(f"the coordinator stopped: {exc}")  # sites a fault already stopped are not told twice
-            raise
-        except Exception as exc:
-            fleet.abort(f"the coordinator stopped on an internal error ({type(exc).__name__})")
+            fleet.abort(stopped_because(exc))  # sites a fault already stopped are not told twice
             raise
         finally:
             if od is not None and not ok:
@@ -305,42 +298,6 @@ def _resample_entropy(plan) -> int:
     import numpy as np
 
     return int(plan.seed) if plan.seed is not None else int(np.random.SeedSequence().entropy)
-
-
-def resolve_secure_sum(cfg, spec, participants: int, secure_sum: Optional[bool]) -> tuple:
-    """Whether the run uses the secure sum, and a warning line (``None``: none), from
-    ``--secure-sum/--no-secure-sum`` (``secure_sum``: ``None`` when neither was given).
-
-    The default is the layout ``bnsl learn`` uses for the same options: the secure sum is on when the
-    run is private, its method distributes the noise of its summed releases (the registry's
-    ``distributed_noise``), there are two or more sites and ``--noise`` is not ``per-site`` — the
-    sites then add distributed noise under the secure sum, and the outputs are ``bnsl learn``'s byte
-    for byte (learn masks the shares in process the same way). Everywhere else it is off, as in
-    learn, whose outputs are then the same bytes too. ``--no-secure-sum`` where the default would
-    distribute the noise plans per-site noise (``cfg.dp.noise`` set to ``per-site``) and returns the
-    warning that names its √P cost; with ``--noise distributed`` or ``--collusion-tolerance`` it is a
-    usage error (a site's share alone is not private)."""
-    dp = cfg.dp
-    distributes = dp is not None and spec.distributed_noise and participants >= 2 and dp.noise != "per-site"
-    if secure_sum is None:
-        return distributes, None
-    if secure_sum:
-        return True, None
-    if dp is not None and dp.noise == "distributed":
-        raise common.fail("--noise distributed needs the secure sum (a site's share alone is not private); "
-                          "drop --no-secure-sum", 2)
-    if dp is not None and dp.collusion_tolerance and spec.distributed_noise:
-        raise common.fail("--collusion-tolerance applies to distributed noise, which needs the secure sum; "
-                          "drop --no-secure-sum", 2)
-    if not distributes:
-        return False, None
-    dp.noise = "per-site"  # without a secure sum the coordinator would see every share
-    root = math.sqrt(participants)
-    return False, (
-        f"--no-secure-sum: per-site noise — every site adds all of the noise, so the pooled statistics carry "
-        f"√P = √{participants} ≈ {root:.2f} times the noise std of the default distributed noise (bnsl learn's "
-        f"layout); expect a worse graph at the same ε"
-    )
 
 
 def check_consent(plan, hellos) -> None:

@@ -31,6 +31,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from bnsl_cli.errors import BnslError, interruption
 from bnsl_cli.federated.messages import (
     is_stop,
     same_but_sender,
@@ -548,6 +549,17 @@ class NetworkFleet:
 
 def _summable(reply: Optional[bytes]) -> bool:
     return reply is not None and summable_span(reply) is not None
+
+
+def stopped_because(exc: BaseException) -> str:
+    """What the sites are told when the coordinator's run ends on ``exc`` (its ABORT's reason):
+    an interruption (Ctrl-C, SIGTERM), a :class:`~bnsl_cli.errors.BnslError` with its message, or an
+    internal error by its type alone."""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"the coordinator was {interruption(exc)[0]}"
+    if isinstance(exc, BnslError):
+        return f"the coordinator stopped: {exc}"
+    return f"the coordinator stopped on an internal error ({type(exc).__name__})"
 
 
 def unmask_replies(replies: list[bytes], scale_bits: int = 32) -> list[bytes]:

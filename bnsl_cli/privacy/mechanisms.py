@@ -33,6 +33,8 @@ from typing import Optional, Union
 
 import numpy as np
 
+from bnsl_cli.stats import project_psd  # noqa: F401 - post-processing of a released matrix, re-exported here
+
 __all__ = [
     "make_rng",
     "sample_noise",
@@ -202,17 +204,3 @@ def isometric_gaussian_matrix(d: int, std: float, rng: np.random.Generator) -> n
     off = ~np.eye(int(d), dtype=bool)
     out[off] *= math.sqrt(0.5)
     return out
-
-
-def project_psd(S: np.ndarray) -> np.ndarray:
-    """Nearest positive semi-definite matrix in Frobenius norm: ``V max(L, 0) V^T`` for ``sym(S) = V L V^T``.
-
-    ``S`` is symmetrised first, ``(S + S^T) / 2``; the result is exactly symmetric.
-    """
-    A = np.asarray(S, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"project_psd needs a square matrix, got shape {A.shape}")
-    A = 0.5 * (A + A.T)
-    w, V = np.linalg.eigh(A)
-    out = (V * np.maximum(w, 0.0)) @ V.T
-    return 0.5 * (out + out.T)

@@ -48,6 +48,7 @@ from bnsl_cli.solvers.gaussian_score import (
     least_squares_weights,
     residual_floor,
 )
+from bnsl_cli.stats import project_psd
 
 __all__ = [
     "MomentSearchResult", "noise_aware_search", "topdown_order", "ordered_parents", "learn_from_moments",
@@ -356,10 +357,7 @@ def learn_from_moments(G: np.ndarray, n: float, tau: float = 0.0, score: str = "
     if not np.all(np.isfinite(A)):
         raise ValueError("the second moments are not finite")
     d = A.shape[0]
-    A = 0.5 * (A + A.T)
-    w, V = np.linalg.eigh(A)
-    A = (V * np.maximum(w, 0.0)) @ V.T
-    A = 0.5 * (A + A.T)
+    A = project_psd(A)
     info: dict = {"tau": np.asarray(tau, dtype=float).tolist(), "kappa": ebic_penalty(n, d, units="statistic"),
                   "start": start}
     E0 = None

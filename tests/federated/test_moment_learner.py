@@ -88,7 +88,8 @@ def test_a_private_run_where_no_edge_stands_out_gives_the_empty_graph_not_an_err
 def test_indefinite_released_moments_are_projected_not_diverged():
     """ε = 1, d = 50: noisy moments with negative eigenvalues made the learner's objective unbounded below
     (a holder's objective of 4e105, exit 6 "participant 1 sent a value …")."""
-    from bnsl_cli.federated.methods.admm.on_moments import PSD_FLOOR, psd_moments
+    from bnsl_cli.federated.methods.admm.on_moments import psd_moments
+    from bnsl_cli.stats import PSD_FLOOR
 
     sim = simulate(12, 12, participants=2, samples=500, seed=4)
     X = np.vstack(sim.shards)

@@ -26,7 +26,6 @@ The sites check the plan against their own node configuration (:mod:`.site`).
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import typing
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from bnsl_cli.errors import BnslError, OptionError
 from bnsl_cli.federated.methods.registry import method_spec
+from bnsl_cli.net import layout
 
 __all__ = ["NOT_ON_FLOWER", "RUN_OPTION_FIELDS", "RunConfig", "coordinate", "learn_config"]
 
@@ -194,26 +194,11 @@ class RunConfig:
 
 def resolve_secure_sum(cfg, participants: int, choice: str) -> tuple:
     """Whether the run uses the secure sum and a warning (``None``: none): ``bnsl serve``'s rule
-    (:func:`bnsl_cli.cli.serve.resolve_secure_sum`; a test keeps them equal), ``choice`` being
-    ``auto`` (neither flag), ``on`` or ``off``."""
-    spec = method_spec(cfg.method)
-    dp = cfg.dp
-    distributes = dp is not None and spec.distributed_noise and participants >= 2 and dp.noise != "per-site"
-    if choice == "auto":
-        return distributes, None
-    if choice == "on":
-        return True, None
-    if dp is not None and dp.noise == "distributed":
-        raise OptionError("--noise distributed needs the secure sum (a site's share alone is not private); "
-                          "use secure-sum = auto or on")
-    if dp is not None and dp.collusion_tolerance and spec.distributed_noise:
-        raise OptionError("--collusion-tolerance applies to distributed noise, which needs the secure sum")
-    if not distributes:
-        return False, None
-    dp.noise = "per-site"  # without a secure sum the coordinator would see every share
-    return False, (f"secure-sum = off: per-site noise — every site adds all of the noise, so the pooled statistics "
-                   f"carry √P = √{participants} ≈ {math.sqrt(participants):.2f} times the noise std of the default "
-                   "distributed noise; expect a worse graph at the same ε")
+    (:func:`bnsl_cli.net.layout.resolve_secure_sum`), ``choice`` being ``auto`` (neither flag),
+    ``on`` or ``off``."""
+    return layout.resolve_secure_sum(cfg, method_spec(cfg.method), participants,
+                                     {"auto": None, "on": True, "off": False}[choice],
+                                     off="secure-sum = off", keep="use secure-sum = auto or on")
 
 
 def _check_layout(cfg, rc: RunConfig) -> None:
@@ -299,14 +284,10 @@ def coordinate(grid, run_config, *, log: Callable[[str], None] | None = None, fl
             write_run_folder(od, result, plan.method)
         ok = True
         return result
-    except KeyboardInterrupt:
-        fleet.abort("the coordinator was interrupted")
-        raise
-    except BnslError as exc:
-        fleet.abort(f"the coordinator stopped: {exc}")
-        raise
-    except Exception as exc:
-        fleet.abort(f"the coordinator stopped on an internal error ({type(exc).__name__})")
+    except (KeyboardInterrupt, Exception) as exc:
+        from bnsl_cli.net.fleet import stopped_because
+
+        fleet.abort(stopped_because(exc))
         raise
     finally:
         if od is not None and not ok:

@@ -39,6 +39,7 @@ from bnsl_cli.federated.methods.admm.coordinator import Coordinator, PenaltySche
 from bnsl_cli.federated.methods.admm.protocol import run_admm
 from bnsl_cli.federated.polish import PolishStage
 from bnsl_cli.solvers.pgcd import local_objective
+from bnsl_cli.stats import PSD_FLOOR, project_psd
 
 __all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments", "psd_moments"]
 
@@ -117,24 +118,18 @@ class _Copy:
         return {**self.first.summary(), "participant": self.pid + 1}
 
 
-#: The smallest eigenvalue :func:`psd_moments` leaves, relative to the largest.
-PSD_FLOOR = 1e-9
-
-
 def psd_moments(S: np.ndarray) -> np.ndarray:
     """``S`` itself when its eigenvalues are all at least :data:`PSD_FLOOR` × the largest (exact
     moments of more rows than columns), else its projection with the eigenvalues floored there:
     released moments with noise need not be positive definite, and on such a matrix the least-squares
     loss is unbounded below (the ADMM's objective diverged on one at ε = 1, d = 50)."""
     S = 0.5 * (S + S.T)
-    w, V = np.linalg.eigh(S)
-    floor = PSD_FLOOR * max(float(w.max()), 0.0)
-    if w.min() >= floor and w.max() > 0:
+    w = np.linalg.eigvalsh(S)
+    if w.max() > 0 and w.min() >= PSD_FLOOR * w.max():
         return S
-    if not w.max() > 0:
+    if not w.max() > 0:  # nothing left of the moments: unit variances, no covariance
         return np.eye(S.shape[0]) * max(float(np.abs(np.diag(S)).max()), 1.0)
-    P = (V * np.maximum(w, floor)) @ V.T
-    return 0.5 * (P + P.T)
+    return project_psd(S, PSD_FLOOR)
 
 
 @dataclass(frozen=True)

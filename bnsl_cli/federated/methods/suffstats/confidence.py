@@ -30,19 +30,12 @@ import numpy as np
 from bnsl_cli.confidence import EdgeCounts, Replicates, resampling_rng, symmetric_normal, wishart_moments
 from bnsl_cli.errors import BnslError
 from bnsl_cli.solvers.moment_search import learn_from_moments
+from bnsl_cli.stats import PSD_FLOOR, project_psd
 
 __all__ = ["SOURCE", "resample_release"]
 
 SOURCE = ("the released moments resampled with their sampling noise (a Wishart draw at the pooled rows) and "
           "their known release noise, the graph learned again on each (post-processing: no further release)")
-
-
-def _psd(G: np.ndarray) -> np.ndarray:
-    G = 0.5 * (G + G.T)
-    w, V = np.linalg.eigh(G)
-    floor = 1e-9 * max(float(w.max()), 1e-300)
-    C = (V * np.maximum(w, floor)) @ V.T
-    return 0.5 * (C + C.T)
 
 
 def resample_release(plan, G: np.ndarray, n: float, tau: float, basis: Optional[np.ndarray],
@@ -52,7 +45,7 @@ def resample_release(plan, G: np.ndarray, n: float, tau: float, basis: Optional[
     (``None``: raw units); ``learn(res, G_b)`` the finished graph's weights (original units) from the
     search's result on ``G_b``."""
     rng = resampling_rng(plan.seed)
-    C = _psd(np.asarray(G, dtype=float))
+    C = project_psd(G, PSD_FLOOR)
     d = C.shape[0]
     H = None if basis is None else basis @ basis.T
     Hs = None if H is None or sd is None else H / np.outer(sd, sd)

@@ -8,7 +8,7 @@ A site's ``bnsl join`` limits still apply, and a site that did not accept distri
 (``--accept-split-noise``) stops the run before any plan is sent.
 
 Real ``bnsl serve``/``bnsl join`` processes with mutual TLS on loopback (helpers: conftest.py), and the
-layout rule itself (:func:`bnsl_cli.cli.serve.resolve_secure_sum`) without a network.
+layout rule itself (:func:`bnsl_cli.net.layout.resolve_secure_sum`, which serve imports) without a network.
 """
 
 import json

@@ -70,12 +70,28 @@ def test_the_report_names_the_choice_and_each_stage_s_effective_rows():
     assert note.startswith("n_eff ") and ("is kept" in note or "the noise-aware search's graph" in note)
 
 
-def test_a_private_run_where_no_edge_stands_out_gives_the_empty_graph_not_an_error():
-    # ε = 1 at d = 50 with 5 × 1,000 rows: the released spreads are noise, and so is every edge; the
-    # run ends with the empty graph and says why (it used to stop with "the columns' spreads differ
-    # 1.8e10-fold ... rerun with --standardize", exit 4)
+def test_a_private_run_at_epsilon_1_finishes_below_the_empty_graph():
+    # ε = 1 at d = 50 with 5 × 1,000 rows, unequal noise: the released scales were noise for about a
+    # column in four (off by up to 10¹⁰) and the run ended with the empty graph ("no edge stood out");
+    # read jointly from both histograms, the scales are right and the graph is nearer the truth
     sim = simulate(50, 100, participants=5, samples=1000, seed=3, noise_scale=(0.5, 2.0))
     tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = learn(tables, LearnConfig(seed=3, dp=DPConfig(epsilon=1.0)))
+    assert res.report["suffstats"].get("scale_defaulted") is None
+    m = structure_metrics(res.W, sim.W)
+    assert m["shd"] < int((sim.W != 0).sum()) and m["skeleton_recall"] >= 0.5, m
+
+
+def test_a_private_run_where_no_edge_stands_out_gives_the_empty_graph_not_an_error():
+    # ε = 1, 5 × 1,000 rows of 10 independent columns in units two decades apart: every edge would be
+    # noise (the edge test's level, log n + 2 log d, passes a null pair about 3 times in 10,000); the
+    # run ends with the empty graph and says why
+    rng = np.random.default_rng(7)
+    sd = 10.0 ** rng.uniform(-1.0, 1.0, 10)
+    names = tuple(f"x{j:02d}" for j in range(1, 11))
+    tables = [Table(rng.normal(0.0, 1.0, (1000, 10)) * sd, names, f"p{k}") for k in range(5)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = learn(tables, LearnConfig(seed=3, dp=DPConfig(epsilon=1.0)))

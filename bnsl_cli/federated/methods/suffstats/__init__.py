@@ -11,9 +11,10 @@ the sensitivities):
    of the row values (signed, quarter-octave bins) and of the absolute differences of consecutive
    row pairs (half-octave bins; pairs by row position, so no centre is needed). Replace-one changes
    one count in two bins of each histogram per column: L2 sensitivity ``2√d``. The coordinator fits
-   Gaussian shapes (public counts, all bins, least squares): a scale ``s̃_j`` from the pairs and a
-   coarse interval for the centre from the values (:func:`coarse_bins`); columns that no fit reads
-   fall back to merged quartile bins and are named in the report.
+   Gaussian shapes (public counts, all bins, least squares): a scale ``s̃_j`` from the pairs and the
+   values together (their joint likelihood) and a coarse interval for the centre from the values
+   (:func:`coarse_bins`); columns whose fit stays within the noise are named in the report, and
+   where no scale explains anything, merged quartile bins give the interval.
 1b. ``centre-histogram`` — per column :data:`CENTRE_BINS` linear bins placed by step 1 (public:
    post-processing) over the coarse interval ± ``CENTRE_MARGIN·s̃``; replace-one moves one count per
    column: L2 sensitivity ``√(2d)``. A fitted normal shape gives the centre ``m̃_j`` to a fraction of a

@@ -1,5 +1,5 @@
 """fed-suffstats' fits of the summed noisy histograms (post-processing): the scale from the pair
-differences, a coarse interval for the centre from the values, the centre histograms' bins, and the
+differences and the values together, a coarse interval for the centre from the values, the centre histograms' bins, and the
 centre and scale refined from the centre histograms."""
 
 from __future__ import annotations
@@ -68,25 +68,48 @@ AMPLITUDE_MIN = 0.75
 _FIT_STEP = 1.0 / 16.0
 
 
-def fit_pair_scale(hp: np.ndarray, noise_std: float, n_pairs: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(s̃, ok)``: per column the scale whose expected pair-difference histogram (Gaussian shape,
-    ``n_pairs`` pairs: public) is nearest the noisy one in least squares, over a grid of 1/16 octave.
-    Every bin counts (no threshold): the noise is spread over all of them and the fit adds up the
-    signal of all. ``ok``: the fit explains more than ``HIST_Z² σ²`` of the histogram's square sum and
-    the histogram's amplitude along the shape is at least ``AMPLITUDE_MIN`` of ``n_pairs`` (a column
-    failing that has the best fit all the same, to be checked against the values)."""
+def pair_gains(hp: np.ndarray, n_pairs: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(grid, gain)``: ``log₂ s̃`` on a grid of 1/16 octave over the histograms' range, and per column
+    and grid point how much the expected pair-difference histogram of a Gaussian column with that
+    scale (``n_pairs`` pairs: public) lowers the noisy histogram's square sum (``Σh² − SSE``: under
+    Gaussian noise of std σ, ``2σ²`` times the log-likelihood ratio against no rows at all). Every bin
+    counts (no threshold): the noise is spread over all of them and the fit adds up the signal of all."""
     grid = np.arange(-RANGE, RANGE + _FIT_STEP / 2, _FIT_STEP)
     E = float(n_pairs) * pair_fractions(grid)  # (grid, bins)
-    H = np.asarray(hp, float)
     EE = np.einsum("gb,gb->g", E, E)[None, :]
-    HE = H @ E.T
-    gain = 2.0 * HE - EE  # Σh² − SSE, per column and grid point
-    best = np.argmax(gain, axis=1)
-    rows = np.arange(H.shape[0])
-    # the shape must be there at about its public size: h's amplitude along it at least AMPLITUDE_MIN of
-    # n_pairs (noise that happens to look like a far-off shape explains little of that shape's own energy)
-    ok = (gain[rows, best] > (HIST_Z * float(noise_std)) ** 2) & (HE[rows, best] >= AMPLITUDE_MIN * EE[0, best])
-    return 2.0 ** grid[best], ok
+    return grid, 2.0 * (np.asarray(hp, float) @ E.T) - EE
+
+
+#: The joint fit of a column's two scale histograms tries the pairs' best scales: this many local
+#: maxima (at least half an octave apart) of the pairs' gain, highest first.
+_JOINT_CANDIDATES = 6
+
+
+def joint_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values, n_pairs: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(s̃, gain)``: per column the scale that explains the value and the pair-difference histograms
+    together best (post-processing): the largest sum of the pairs' gain (:func:`pair_gains`) and the
+    values' gain at their best centre (:func:`coarse_interval`'s normal shape) over the pairs'
+    :data:`_JOINT_CANDIDATES` best local maxima. Both histograms carry the same noise, so the sum is the
+    joint likelihood; read alone, the pairs' best of 1,281 scales is a false one about one column in
+    four at ε = 1, d = 50 over 5 × 1,000 rows (benchmarks/RESULTS.md, issue 27). ``gain``: how much
+    of the two histograms' square sums the joint fit explains. ``n_values``: one public count, or one
+    per column."""
+    from scipy.ndimage import maximum_filter1d
+
+    d = hv.shape[0]
+    nv = np.broadcast_to(np.asarray(n_values, dtype=float), (d,))
+    grid, gain = pair_gains(hp, max(float(n_pairs), 1.0))
+    peaks = gain >= maximum_filter1d(gain, size=int(round(1.0 / _FIT_STEP)) + 1, axis=1, mode="nearest")
+    s = np.ones(d)
+    best = np.zeros(d)
+    for j in range(d):
+        loc = np.flatnonzero(peaks[j])
+        cand = loc[np.argsort(gain[j, loc], kind="stable")[::-1][:_JOINT_CANDIDATES]]
+        total = [gain[j, c] + _value_gain(hv[j], 2.0 ** grid[c], float(nv[j]))[0] for c in cand]
+        k = int(np.argmax(total))
+        s[j], best[j] = 2.0 ** grid[cand[k]], total[k]
+    return s, best
 
 
 def _quantile_interval(hv: np.ndarray, noise_std: float, n_values: float) -> Optional[tuple[float, float]]:
@@ -109,37 +132,48 @@ def _quantile_interval(hv: np.ndarray, noise_std: float, n_values: float) -> Opt
 _FIT_TOP_BINS = 40
 
 
-def coarse_interval(hv: np.ndarray, scales, noise_std: float, n_values: float
-                    ) -> Optional[tuple[float, float, float]]:
-    """``(a, b, s)``: an interval of values that holds one column's centre, read from its noisy value
-    histogram (post-processing), and the scale it was read with. The normal shape ``N(m, s²)``
-    (``n_values`` rows: public; ``s`` one of ``scales``) nearest the histogram in least squares over
-    all bins (no threshold; ``m`` tried at the bins where the smoothed counts are largest and on a grid
-    of ``s/2`` around 0); the interval is the value bin holding that ``m`` (the bins' resolution)
-    joined with ``m ± CENTRE_MARGIN·s``, never outside the bins the data fill. ``None`` when no fit
-    explains more than ``HIST_Z² σ²`` of the histogram."""
+def _value_gain(hv: np.ndarray, scale: float, n_values: float, amplitude: bool = False) -> tuple[float, float]:
+    """``(gain, m)``: the normal shape ``N(m, scale²)`` with ``n_values`` rows (public) nearest one
+    column's noisy value histogram in least squares over all bins, and how much it lowers the square
+    sum (``Σh² − SSE``); ``m`` tried at the bins where the smoothed counts are largest and on a grid of
+    ``scale/2`` around 0. ``amplitude``: only shapes along which the histogram's amplitude is at least
+    :data:`AMPLITUDE_MIN` of their own count (``−inf`` when none is)."""
     from scipy.special import ndtr
 
     h = np.asarray(hv, float)
     edges = value_edges()
-    nb = value_bins()
     smooth = np.convolve(h, np.ones(5), mode="same")
     top = np.argsort(smooth)[::-1][:_FIT_TOP_BINS]
     lo_e, hi_e = edges[top], edges[top + 1]
     in_bins = (lo_e[:, None] + (hi_e - lo_e)[:, None] * (np.arange(4)[None, :] + 0.5) / 4.0).ravel()
-    inner = edges[1:-1]
+    m = np.unique(np.concatenate([in_bins, scale * np.arange(-64, 65) / 2.0]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        cdf = ndtr((edges[1:-1][None, :] - m[:, None]) / scale)
+    z = np.zeros((m.size, 1))
+    E = float(n_values) * np.diff(np.concatenate([z, cdf, z + 1.0], axis=1), axis=1)
+    HE, EE = E @ h, np.einsum("mb,mb->m", E, E)
+    gain = 2.0 * HE - EE
+    if amplitude:
+        gain = np.where(HE >= AMPLITUDE_MIN * EE, gain, -np.inf)
+    k = int(np.argmax(gain))
+    return float(gain[k]), float(m[k])
+
+
+def coarse_interval(hv: np.ndarray, scales, noise_std: float, n_values: float
+                    ) -> Optional[tuple[float, float, float]]:
+    """``(a, b, s)``: an interval of values that holds one column's centre, read from its noisy value
+    histogram (post-processing), and the scale it was read with. The normal shape ``N(m, s²)``
+    (``n_values`` rows: public; ``s`` one of ``scales``) nearest the histogram (:func:`_value_gain`,
+    with the amplitude check); the interval is the value bin holding that ``m`` (the bins'
+    resolution) joined with ``m ± CENTRE_MARGIN·s``, never outside the bins the data fill. ``None``
+    when no fit explains more than ``HIST_Z² σ²`` of the histogram."""
+    edges = value_edges()
+    nb = value_bins()
     best = None
     for scale in scales:
-        m = np.unique(np.concatenate([in_bins, scale * np.arange(-64, 65) / 2.0]))
-        with np.errstate(over="ignore", invalid="ignore"):
-            cdf = ndtr((inner[None, :] - m[:, None]) / scale)
-        z = np.zeros((m.size, 1))
-        E = float(n_values) * np.diff(np.concatenate([z, cdf, z + 1.0], axis=1), axis=1)
-        HE, EE = E @ h, np.einsum("mb,mb->m", E, E)
-        gain = np.where(HE >= AMPLITUDE_MIN * EE, 2.0 * HE - EE, -np.inf)
-        k = int(np.argmax(gain))
-        if best is None or gain[k] > best[0]:
-            best = (float(gain[k]), float(m[k]), float(scale))
+        g, mk = _value_gain(hv, scale, n_values, amplitude=True)
+        if best is None or g > best[0]:
+            best = (g, mk, float(scale))
     if best is None or not best[0] > (HIST_Z * float(noise_std)) ** 2:  # (−inf: no shape of the public size)
         return None
     _, mk, scale = best
@@ -189,7 +223,7 @@ def fit_centre(h: np.ndarray, noise_std: float, n_values: float) -> Optional[tup
 def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values: Optional[float] = None,
                      n_pairs: Optional[float] = None) -> tuple[np.ndarray, np.ndarray, list]:
     """The coarse centre and scale of every column from the summed noisy scale histograms
-    (post-processing): the scale by :func:`fit_pair_scale`, the centre the middle of
+    (post-processing): the scale by :func:`joint_scale`, the centre the middle of
     :func:`coarse_interval` (``n_values``, ``n_pairs``: the public counts; by default the noisy
     totals). Returns ``(m̃, s̃, defaulted)``: columns without a usable histogram keep the public
     defaults ``m̃ = 0`` / ``s̃ = 1`` for what could not be read, and are listed. The private run refines
@@ -205,15 +239,16 @@ def centre_and_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values:
 def _coarse_intervals(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values, n_pairs: float
                       ) -> tuple[list, np.ndarray, list]:
     """Per column the coarse interval ``(a, b)`` of its centre (``None``: unreadable) and its scale
-    (:func:`_interval` at the pairs' fitted scale; the pairs' scale where no interval), with the
+    (:func:`_interval` at the joint fit's scale, :func:`joint_scale`), with the
     columns whose scale or interval could not be read. ``n_values``: one public count, or one per column."""
     d = hv.shape[0]
     nv = np.broadcast_to(np.asarray(n_values, dtype=float), (d,))
-    s, ok = fit_pair_scale(hp, noise_std, max(float(n_pairs), 1.0))
+    s, gain = joint_scale(hv, hp, noise_std, nv, n_pairs)
     intervals, defaulted = [], []
     for j in range(d):
-        iv = _interval(hv[j], float(s[j]), bool(ok[j]), noise_std, float(nv[j]))
-        if iv is None or iv[2] != s[j]:
+        iv = _interval(hv[j], float(s[j]), bool(gain[j] > 0.0), noise_std, float(nv[j]))
+        # listed: a joint fit within the noise (HIST_Z² σ²), or a scale other than the joint fit's
+        if iv is None or iv[2] != s[j] or not gain[j] > (HIST_Z * float(noise_std)) ** 2:
             defaulted.append(j)
         if iv is not None:
             s[j] = iv[2]
@@ -223,22 +258,25 @@ def _coarse_intervals(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values
 
 def _interval(hv: np.ndarray, s: float, ok: bool, noise_std: float, n_values: float
               ) -> Optional[tuple[float, float, float]]:
-    """``(a, b, s)``: the coarse interval of one column and its scale: the values' fit
-    :func:`coarse_interval` at the pairs' best scale ``s`` (also when the pair fit failed its own
-    checks, ``ok`` false: the values passing theirs at that scale confirm it). When the values do not
-    fit it: the quartiles' bins (:func:`_quantile_interval`, read with merged bins) and a scale of
-    their width / 1.35 (the interquartile range of a normal; merged bins make it larger, never smaller:
-    the safe side), at least ``s`` when the pair fit passed."""
+    """``(a, b, s)``: the coarse interval of one column and its scale. When the joint fit explains
+    any of the histograms (``ok``: the likeliest scale beats no rows at all): the values' best centre at the joint scale ``s`` (:func:`_value_gain`; it counted in the
+    joint likelihood, so it is read even where the column's values are not normal). Otherwise the
+    values' own fit at ``s`` (:func:`coarse_interval`, with its checks), and when that fails too the
+    quartiles' bins (:func:`_quantile_interval`, read with merged bins) and a scale of their width /
+    1.35 (the interquartile range of a normal; merged bins make it larger, never smaller: the safe
+    side). ``None``: nothing readable."""
+    if ok:
+        _, mk = _value_gain(hv, s, n_values)
+        edges = value_edges()
+        b = int(np.clip(np.searchsorted(edges, mk, side="right") - 1, 0, value_bins() - 1))
+        return min(float(edges[b]), mk - CENTRE_MARGIN * s), max(float(edges[b + 1]), mk + CENTRE_MARGIN * s), s
     iv = coarse_interval(hv, [s], noise_std, n_values)
     if iv is not None:
-        # (a pair fit that failed its own checks passes when the values fit its scale: both agree)
         return iv
-    # the values do not fit the pairs' scale: that scale is not trusted either
     iv = _quantile_interval(hv, noise_std, n_values)
     if iv is None:
         return None
-    # never below the pairs' scale when their fit passed (too small a scale is the harmful side)
-    return iv[0], iv[1], max((iv[1] - iv[0]) / 1.35, s if ok else 0.0, 2.0**-RANGE)
+    return iv[0], iv[1], max((iv[1] - iv[0]) / 1.35, 2.0**-RANGE)
 
 
 def coarse_bins(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values: float, n_pairs: float

@@ -20,7 +20,7 @@ from bnsl_cli.privacy.releases import GAUSSIAN, PlannedRelease, ReleaseKind
 #: Share of the zCDP budget ρ* spent on the scale histograms (issue 19); the rest goes to the
 #: whitened-moment stages in :data:`STAGE_SHARES` (benchmarks/RESULTS.md "Private learners": 4 stages
 #: with shares ∝ 1, 2, 3, 4 beat 2, 3, 5 and 6 stages on the simulated d = 50 networks, 3 seeds).
-HIST_SHARE = 0.05
+HIST_SHARE = 0.10
 #: Share of ρ* spent on the centre histograms (linear bins in units of the coarse scale, read after
 #: the scale histograms). The two histogram releases together keep the 0.1 the scale histograms had
 #: alone; the stages' budget is unchanged.

@@ -376,7 +376,7 @@ def test_self_loop_in_estimate_counts_like_count_accuracy():
 
 from itertools import product  # noqa: E402
 
-from bnsl_cli.metrics import cpdag, cpdag_shd  # noqa: E402
+from bnsl_cli.metrics import cpdag  # noqa: E402
 
 
 def _mat(d, edges):

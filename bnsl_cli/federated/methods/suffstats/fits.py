@@ -1,6 +1,6 @@
 """fed-suffstats' fits of the summed noisy histograms (post-processing): the scale from the pair
-differences and the values together, a coarse interval for the centre from the values, the centre histograms' bins, and the
-centre and scale refined from the centre histograms."""
+differences and the values together, a coarse interval for the centre from the values, the centre
+histograms' bins, and the centre and scale refined from the centre histograms."""
 
 from __future__ import annotations
 
@@ -86,11 +86,11 @@ _JOINT_CANDIDATES = 6
 
 
 def joint_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values, n_pairs: float
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """``(s̃, gain)``: per column the scale that explains the value and the pair-difference histograms
-    together best (post-processing): the largest sum of the pairs' gain (:func:`pair_gains`) and the
-    values' gain at their best centre (:func:`coarse_interval`'s normal shape) over the pairs'
-    :data:`_JOINT_CANDIDATES` best local maxima. Both histograms carry the same noise, so the sum is the
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(s̃, gain, m)``: per column the scale that explains the value and the pair-difference
+    histograms together best (post-processing): the largest sum of the pairs' gain
+    (:func:`pair_gains`) and the values' gain at their best centre ``m`` (:func:`_value_gain`) over
+    the pairs' :data:`_JOINT_CANDIDATES` best local maxima. Both histograms carry the same noise, so the sum is the
     joint likelihood; read alone, the pairs' best of 1,281 scales is a false one about one column in
     four at ε = 1, d = 50 over 5 × 1,000 rows (benchmarks/RESULTS.md, issue 27). ``gain``: how much
     of the two histograms' square sums the joint fit explains. ``n_values``: one public count, or one
@@ -101,15 +101,15 @@ def joint_scale(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values, n_pa
     nv = np.broadcast_to(np.asarray(n_values, dtype=float), (d,))
     grid, gain = pair_gains(hp, max(float(n_pairs), 1.0))
     peaks = gain >= maximum_filter1d(gain, size=int(round(1.0 / _FIT_STEP)) + 1, axis=1, mode="nearest")
-    s = np.ones(d)
-    best = np.zeros(d)
+    s, best, centre = np.ones(d), np.zeros(d), np.zeros(d)
     for j in range(d):
         loc = np.flatnonzero(peaks[j])
         cand = loc[np.argsort(gain[j, loc], kind="stable")[::-1][:_JOINT_CANDIDATES]]
-        total = [gain[j, c] + _value_gain(hv[j], 2.0 ** grid[c], float(nv[j]))[0] for c in cand]
+        fits = [_value_gain(hv[j], 2.0 ** grid[c], float(nv[j])) for c in cand]
+        total = [gain[j, c] + g for c, (g, _) in zip(cand, fits)]
         k = int(np.argmax(total))
-        s[j], best[j] = 2.0 ** grid[cand[k]], total[k]
-    return s, best
+        s[j], best[j], centre[j] = 2.0 ** grid[cand[k]], total[k], fits[k][1]
+    return s, best, centre
 
 
 def _quantile_interval(hv: np.ndarray, noise_std: float, n_values: float) -> Optional[tuple[float, float]]:
@@ -243,10 +243,10 @@ def _coarse_intervals(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values
     columns whose scale or interval could not be read. ``n_values``: one public count, or one per column."""
     d = hv.shape[0]
     nv = np.broadcast_to(np.asarray(n_values, dtype=float), (d,))
-    s, gain = joint_scale(hv, hp, noise_std, nv, n_pairs)
+    s, gain, centre = joint_scale(hv, hp, noise_std, nv, n_pairs)
     intervals, defaulted = [], []
     for j in range(d):
-        iv = _interval(hv[j], float(s[j]), bool(gain[j] > 0.0), noise_std, float(nv[j]))
+        iv = _interval(hv[j], float(s[j]), float(centre[j]) if gain[j] > 0.0 else None, noise_std, float(nv[j]))
         # listed: a joint fit within the noise (HIST_Z² σ²), or a scale other than the joint fit's
         if iv is None or iv[2] != s[j] or not gain[j] > (HIST_Z * float(noise_std)) ** 2:
             defaulted.append(j)
@@ -256,17 +256,17 @@ def _coarse_intervals(hv: np.ndarray, hp: np.ndarray, noise_std: float, n_values
     return intervals, s, defaulted
 
 
-def _interval(hv: np.ndarray, s: float, ok: bool, noise_std: float, n_values: float
+def _interval(hv: np.ndarray, s: float, mk: Optional[float], noise_std: float, n_values: float
               ) -> Optional[tuple[float, float, float]]:
     """``(a, b, s)``: the coarse interval of one column and its scale. When the joint fit explains
-    any of the histograms (``ok``: the likeliest scale beats no rows at all): the values' best centre at the joint scale ``s`` (:func:`_value_gain`; it counted in the
-    joint likelihood, so it is read even where the column's values are not normal). Otherwise the
-    values' own fit at ``s`` (:func:`coarse_interval`, with its checks), and when that fails too the
-    quartiles' bins (:func:`_quantile_interval`, read with merged bins) and a scale of their width /
-    1.35 (the interquartile range of a normal; merged bins make it larger, never smaller: the safe
-    side). ``None``: nothing readable."""
-    if ok:
-        _, mk = _value_gain(hv, s, n_values)
+    any of the histograms (the likeliest scale beats no rows at all), ``mk`` is the values' best
+    centre at the joint scale ``s`` (:func:`_value_gain`; it counted in the joint likelihood, so it
+    is read even where the column's values are not normal). Otherwise (``mk`` None) the values' own
+    fit at ``s`` (:func:`coarse_interval`, with its checks), and when that fails too the quartiles'
+    bins (:func:`_quantile_interval`, read with merged bins) and a scale of their width / 1.35 (the
+    interquartile range of a normal; merged bins make it larger, never smaller: the safe side).
+    ``None``: nothing readable."""
+    if mk is not None:
         edges = value_edges()
         b = int(np.clip(np.searchsorted(edges, mk, side="right") - 1, 0, value_bins() - 1))
         return min(float(edges[b]), mk - CENTRE_MARGIN * s), max(float(edges[b + 1]), mk + CENTRE_MARGIN * s), s

@@ -52,7 +52,7 @@ from bnsl_cli.stats import project_psd
 
 __all__ = [
     "MomentSearchResult", "noise_aware_search", "topdown_order", "ordered_parents", "learn_from_moments",
-    "family_statistics",
+    "family_statistics", "backward_parents",
 ]
 
 
@@ -322,15 +322,27 @@ def ordered_parents(G: np.ndarray, order, n: float, tau: float = 0.0, u: Optiona
                 break
             S.append(k)
             pre[k] = False
-        while S:
-            Sa = np.asarray(sorted(S), dtype=int)
-            tp = family_statistics(G, j, Sa, n, tau2, H)[3]
-            k = int(np.argmin(tp))
-            if tp[k] > kap:
-                break
-            S.remove(int(Sa[k]))
-        E[S, j] = True
+        E[backward_parents(G, j, S, n, tau2, H, kap), j] = True
     return E
+
+
+def backward_parents(G: np.ndarray, j: int, parents, n: float, tau2, H: np.ndarray, kappa: float,
+                     keep: Optional[np.ndarray] = None) -> list:
+    """Backward elimination of node ``j``'s parents: while a parent's statistic of being kept given
+    the others (:func:`family_statistics`) is ``kappa`` or below, the weakest such parent leaves;
+    parents in ``keep`` (a bool vector over the nodes: required edges) never do. Returns the parents
+    that stay."""
+    S = list(parents)
+    while S:
+        Sa = np.asarray(sorted(S), dtype=int)
+        tp = family_statistics(G, j, Sa, n, tau2, H)[3]
+        if keep is not None:
+            tp = np.where(keep[Sa], np.inf, tp)
+        k = int(np.argmin(tp))
+        if tp[k] > kappa:
+            break
+        S.remove(int(Sa[k]))
+    return S
 
 
 @dataclass

@@ -33,7 +33,7 @@ from bnsl_cli.federated.outcome import (
 from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, SuffstatsStage
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty, least_squares_weights
-from bnsl_cli.solvers.moment_search import family_statistics, learn_from_moments
+from bnsl_cli.solvers.moment_search import backward_parents, learn_from_moments
 from bnsl_cli.solvers.score_search import polish_graph
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, to_original_units
 
@@ -173,30 +173,22 @@ def _order_search(plan, spec, S, n, n_eff, chosen, ebic, margin, metric):
 
 
 def _prune_within_noise(S, E, n, metric, knowledge) -> tuple[np.ndarray, int]:
-    """The DAG ``E`` without the edges the noise-aware search would remove: per child, while a
-    parent's statistic of being kept given the others is at most ``κ = log n + 2 log d``
-    (:func:`~bnsl_cli.solvers.moment_search.family_statistics` with the release noise
-    ``metric = (τ, H)``), the weakest such parent leaves (a required edge never does). Returns the
-    pruned DAG and how many edges left."""
+    """The DAG ``E`` without the edges the noise-aware search would remove: per child, the backward
+    elimination of :func:`~bnsl_cli.solvers.moment_search.backward_parents` with the release noise
+    ``metric = (τ, H)`` at ``κ = log n + 2 log d`` (a required edge never leaves). Returns the pruned
+    DAG and how many edges left."""
     tau, H = metric
     d = S.shape[0]
     kappa = ebic_penalty(n, d, units="statistic")
-    R = np.zeros((d, d), bool) if knowledge is None else knowledge.required_mask()
-    E = np.array(E, dtype=bool)
-    dropped = 0
+    R = None if knowledge is None else knowledge.required_mask()
+    H = np.eye(d) if H is None else H
+    out = np.zeros((d, d), bool)
     for j in range(d):
-        while True:
-            pa = np.flatnonzero(E[:, j])
-            if not pa.size:
-                break
-            t2 = family_statistics(S, j, pa, n, float(tau) ** 2, H)[3]
-            t2 = np.where(R[pa, j], np.inf, t2)
-            k = int(np.argmin(t2))
-            if t2[k] > kappa:
-                break
-            E[pa[k], j] = False
-            dropped += 1
-    return E, dropped
+        pa = np.flatnonzero(E[:, j])
+        if pa.size:
+            out[backward_parents(S, j, pa.tolist(), n, float(tau) ** 2, H, kappa,
+                                 None if R is None else R[:, j]), j] = True
+    return out, int(np.asarray(E, bool).sum() - out.sum())
 
 
 def _sum(raw) -> np.ndarray:

@@ -58,12 +58,7 @@ class LoopbackGrid(Grid):
     def push_messages(self, messages):
         """Deliver each message at once (tampered with first, if so set); its reply waits to be pulled."""
         ids = []
-        for msg in messages:
-            nid = int(msg.metadata.dst_node_id)
-            if self.tamper is not None:
-                msg = self.tamper(nid, msg)
-                if msg is None:
-                    continue
+        for msg in self._tampered(messages):
             reply = self.deliver(msg)
             ids.append(msg.metadata.message_id)
             if reply is not None:
@@ -92,12 +87,13 @@ class LoopbackGrid(Grid):
                        run_config=dict(self.run_config))
 
     def send_and_receive(self, messages, *, timeout=None):
-        out = []
+        return [self.deliver(msg) for msg in self._tampered(messages)]
+
+    def _tampered(self, messages):
+        """The messages as the tamper hook leaves them (``None`` from it drops one)."""
         for msg in messages:
-            nid = int(msg.metadata.dst_node_id)
             if self.tamper is not None:
-                msg = self.tamper(nid, msg)
+                msg = self.tamper(int(msg.metadata.dst_node_id), msg)
                 if msg is None:
                     continue
-            out.append(self.deliver(msg))
-        return out
+            yield msg

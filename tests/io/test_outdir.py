@@ -113,7 +113,7 @@ def test_a_killed_runs_staging_folder_is_removed_by_the_next_prepare(tmp_path, e
     stale = home / f"{prefix}0123abcd"
     (stale / "sub").mkdir(parents=True)
     (stale / "sub" / "half.csv").write_text("half")
-    kept = [home / f"{prefix}not-hex", home / f".other.bnsl-tmp-0123abcd"]
+    kept = [home / f"{prefix}not-hex", home / ".other.bnsl-tmp-0123abcd"]
     for k in kept:
         k.mkdir()
     od = OutputDir(out, names=["report.json"], marker="report.json").prepare()

@@ -68,9 +68,9 @@ def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray
     return out if sd is None else out / np.outer(sd, sd)
 
 
-#: The default learner (which assumes exact moments) is a candidate only when the release noise is at
-#: most the rows' own sampling error: ``n_eff ≥ DEFAULT_LEARNER_ROWS · n``.
-DEFAULT_LEARNER_ROWS = 0.5
+#: The order search (which scores the moments as if exact) is a candidate only when the release noise is
+#: at most the rows' own sampling error: ``n_eff ≥ ORDER_SEARCH_ROWS · n``.
+ORDER_SEARCH_ROWS = 0.5
 
 
 def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
@@ -81,13 +81,13 @@ def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
 
     1. the noise-aware search (``res``);
     2. the default learner on the moments
-       (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds and the
-       polish, with the entries' noise), tried only when the noise is at most the rows' sampling
-       error (:data:`DEFAULT_LEARNER_ROWS`: it assumes exact moments) or when the search's graph has
-       more edges than ``n_eff``; a candidate with more edges than ``n_eff`` is kept only when the
-       other has more too (more weights than the moments are worth rows);
-    3. in the same regime (noise at most the sampling error), the order search from the better of
-       the two (:func:`_order_search`), without the edges the noise-aware search's test removes
+       (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds with an
+       ℓ₁ weight grown with the moments' error, and the polish, which prunes within the entries'
+       noise); a candidate with more edges than ``n_eff`` is kept only when the other has more too
+       (more weights than the moments are worth rows);
+    3. where the noise is at most the rows' sampling error (:data:`ORDER_SEARCH_ROWS`), the order
+       search from the better of the two (:func:`_order_search`), without the edges the noise-aware
+       search's test removes
        (``metric = (τ, H)``: the noise per entry of the moments and its metric, as the search was
        given them), kept when it is lower by more than one edge's penalty.
 
@@ -96,10 +96,7 @@ def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
     n_eff = effective_rows(n, noise, S)
     thr = plan.threshold if plan.threshold_given else 0.0
     A, removed_a = finish_graph(res.W, thr, spec.name, plan.names, plan.knowledge)
-    exact_enough = n_eff >= DEFAULT_LEARNER_ROWS * n
-    if not exact_enough and int((A != 0).sum()) <= n_eff:
-        return res.W, A, removed_a, (f"n_eff {n_eff:.0f} of {n:.0f} rows: the noise-aware search's graph (the default "
-                                     f"learner is tried from n_eff ≥ {DEFAULT_LEARNER_ROWS:g} n)")
+    exact_enough = n_eff >= ORDER_SEARCH_ROWS * n
     pen = ebic_penalty(n_eff, d)
 
     def ebic(E):

@@ -198,3 +198,16 @@ def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch)
         monkeypatch.setattr(om, "moment_lambda", lambda lam, n, n_eff: lam)
         plain = int((learn_on_moments(noisy, plan, n=5000.0, noise_std=noise).W_raw != 0).sum())
     assert scaled <= 0.8 * plain, (scaled, plain)
+
+
+def test_unequal_noise_at_epsilon_5_keeps_the_bases_that_resolve_small_residuals():
+    # ER2, d = 100, noise sds 0.5–2, 5 × 1,000 rows, ε = 5: each stage's basis floored every residual
+    # variance at τ, so nodes with small residual variances got directions up to 1,000× too wide in
+    # the last stage and the graph had SHD 122 (empty graph 206); floored at each variance's own noise,
+    # 55 (the non-private default: 11)
+    sim = simulate(100, 200, participants=5, samples=1000, seed=1, noise_scale=(0.5, 2.0))
+    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = learn(tables, LearnConfig(seed=1, dp=DPConfig(epsilon=5.0)))
+    assert structure_metrics(res.W, sim.W)["shd"] <= 80

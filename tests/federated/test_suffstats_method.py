@@ -223,6 +223,27 @@ def test_model_whitening_reproduces_the_model_covariance():
     assert np.allclose(np.linalg.solve(L, np.linalg.solve(L, S).T), np.eye(d), atol=1e-8)
 
 
+def test_model_whitening_floors_each_residual_variance_at_its_own_noise():
+    # a stage's moments carry the noise τ·L N Lᵀ of their basis L: residual variance R_j has noise std
+    # √2·τ·‖Lᵀ m_j‖². In a basis that already fits the model that is far below τ, and a residual variance
+    # of 10⁻⁴ is kept (a floor of τ made it 0.05: a direction 500× too wide, which the next stage's noise
+    # swamps); in the identity basis the same R_j is within its noise and is floored there
+    from bnsl_cli.federated.methods.suffstats import model_whitening
+
+    W = np.zeros((3, 3))
+    W[0, 1], W[1, 2] = 1.5, -0.8
+    R = np.array([1.0, 1e-4, 0.5])
+    Minv = np.linalg.inv(np.eye(3) - W)
+    S = Minv.T @ np.diag(R) @ Minv
+    tau = 0.05
+    L = model_whitening(S, W, tau, np.linalg.cholesky(S))
+    assert np.allclose(L @ L.T, S, rtol=1e-6, atol=1e-12)
+    M = np.eye(3) - W
+    floor = np.sqrt(2.0) * tau * np.sum(M * M, axis=0)
+    L0 = model_whitening(S, W, tau)
+    assert np.allclose(np.diag(M.T @ (L0 @ L0.T) @ M), np.maximum(R, floor))
+
+
 def _two_histograms(X, seed):
     from bnsl_cli.federated.methods.suffstats import CENTRE_BINS, centre_histograms, coarse_bins, refine_centre
 

@@ -42,12 +42,17 @@ from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_
 # ----------------------------------------------------------------------------------------------
 
 
-def model_whitening(G: np.ndarray, W: np.ndarray, floor: float) -> np.ndarray:
+def model_whitening(G: np.ndarray, W: np.ndarray, tau: float, L: Optional[np.ndarray] = None) -> np.ndarray:
     """The lower Cholesky factor of the model covariance ``(I − B)⁻ᵀ diag(R) (I − B)⁻¹`` of the DAG
-    weights ``W`` (``B = W``, in the units of ``G``) with residual variances ``R`` read from ``G``,
-    floored at ``floor`` (a direction the release could not resolve is not amplified)."""
+    weights ``W`` (``B = W``, in the units of ``G``) with residual variances ``R`` read from ``G``, each
+    floored at its own release noise std (a direction the release could not resolve is not amplified):
+    ``G`` carries the stage's noise ``τ·L N Lᵀ`` (``L`` the stage's basis, ``N`` isometric), so
+    ``R_j = m_jᵀ G m_j`` (``m_j`` column ``j`` of ``I − B``) has noise std ``√2·τ·‖Lᵀm_j‖²``. ``L``
+    ``None``: the identity."""
     d = G.shape[0]
     M = np.eye(d) - W
+    U = M if L is None else L.T @ M
+    floor = np.sqrt(2.0) * tau * np.sum(U * U, axis=0)
     R = np.maximum(np.diag(M.T @ G @ M), floor)
     Minv = np.linalg.inv(M)
     S = Minv.T @ (R[:, None] * Minv)
@@ -55,7 +60,7 @@ def model_whitening(G: np.ndarray, W: np.ndarray, floor: float) -> np.ndarray:
     try:
         return np.linalg.cholesky(S)
     except np.linalg.LinAlgError:
-        return np.linalg.cholesky(S + floor * np.eye(d))
+        return np.linalg.cholesky(S + float(floor.min()) * np.eye(d))
 
 def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray]) -> Optional[np.ndarray]:
     """The release noise std of each entry of the learner's moments: a stage's noise is ``τ`` per
@@ -281,7 +286,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             # of the model covariance (both post-processing of the releases)
             Gz = L @ Cy @ L.T  # the moments in units of s̃
             Wz = W * scale[:, None] / scale[None, :]
-            L_next = model_whitening(0.5 * (Gz + Gz.T), Wz, tau)
+            L_next = model_whitening(0.5 * (Gz + Gz.T), Wz, tau, L)
             # a basis the sites would refuse (basis_problem: public bounds, far outside honest bases) is
             # not sent: the next stage uses this one again
             why = basis_problem(BasisBroadcast(k + 1, d, mean, scale, L_next), d, plan.private)

@@ -200,6 +200,22 @@ def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch)
     assert scaled <= 0.8 * plain, (scaled, plain)
 
 
+def test_unequal_noise_at_epsilon_5_d_100_is_within_twice_the_default_plus_10():
+    # issue 27's target on ER2, d = 100, noise sds 0.5–2, 5 × 1,000 rows, ε = 5, seeds 1–3: mean SHD at
+    # most 2 × the non-private default's + 10. Measured 27.0 against the default's 11.7 (before: 72.3; with
+    # the floored bases only, 44.3: the default learner's polish then pruned at 3 stds of each raw entry)
+    private, default = [], []
+    for seed in (1, 2, 3):
+        sim = simulate(100, 200, participants=5, samples=1000, seed=seed, noise_scale=(0.5, 2.0))
+        tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            private.append(structure_metrics(learn(tables, LearnConfig(seed=seed, dp=DPConfig(epsilon=5.0))).W,
+                                             sim.W)["shd"])
+            default.append(structure_metrics(learn(tables, LearnConfig()).W, sim.W)["shd"])
+    assert np.mean(private) <= 2 * np.mean(default) + 10, (private, default)
+
+
 def test_unequal_noise_at_epsilon_5_keeps_the_bases_that_resolve_small_residuals():
     # ER2, d = 100, noise sds 0.5–2, 5 × 1,000 rows, ε = 5: each stage's basis floored every residual
     # variance at τ, so nodes with small residual variances got directions up to 1,000× too wide in

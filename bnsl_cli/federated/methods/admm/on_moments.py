@@ -11,9 +11,13 @@ is the default learner's (measured: the same graph on 9 of 9 simulated ER2/SF2 c
 5 sites). The holders answer encoded messages through an in-process fleet, exactly as sites would;
 as their shares are equal, holder 0 computes each reply and the others send it under their own number.
 
-With noisy moments the ℓ₁ weight grows with the moments' error (:func:`moment_lambda`) and the polish knows each entry's noise std (``noise_std``): it prunes the edges
-whose evidence is within the noise, and its extended-BIC penalty uses the effective row count
-``n_eff`` of the noisy moments instead of the rows (:func:`effective_rows`).
+With noisy moments (``noise_std``: each entry's release noise std) the ℓ₁ weight grows with the
+moments' error (:func:`moment_lambda`) and the polish scores the moments as if exact at their
+effective row count ``n_eff`` (:func:`effective_rows`). The caller removes the edges within the
+noise with its own test (fed-suffstats: the noise-aware search's, which knows the noise's metric);
+the polish's per-entry gate (3 noise stds of the raw entry, on top of the penalty at ``n_eff``) removed
+true edges with it: at ε = 5 its graphs' extended BIC was far above the truth's (benchmarks/RESULTS.md,
+issue 27).
 """
 
 from __future__ import annotations
@@ -172,7 +176,7 @@ def learn_on_moments(S: np.ndarray, plan, *, n: Optional[float] = None,
                         snap=plan.snap, ftol=plan.server_ftol, acyclicity=plan.acyclicity)
     coord.forbidden, coord.required = forbidden, required
     # the polish's row count: at least 2 (moments worth less than two rows still get a finite score)
-    stage = PolishStage(plan.threshold, max(2, int(round(n_eff))), noise_std=noise_std,
+    stage = PolishStage(plan.threshold, max(2, int(round(n_eff))),
                         threshold_given=plan.threshold_given, knowledge=plan.knowledge)
     fleet = LocalFleet(holders)
     try:

@@ -68,8 +68,8 @@ def moment_lambda(lam: float, n: float, n_eff: float) -> float:
     resolved for exact moments of ``n`` rows; an entry's error then grows by ``√(n / n_eff)`` (the
     release noise), and so does the gradient a coordinate that the data do not support shows at zero —
     the weight keeps its ratio to that error, so the noise does not fill the support (at d = 400,
-    ε = 10, n_eff = 199 of 5,000 rows: the ADMM took 1,089 s with λ, 75 s with the scaled weight, and
-    the graph's SHD fell from 167 to 150; benchmarks/RESULTS.md, issue 27). Exact moments: ``λ``."""
+    ε = 10, n_eff = 200 of 5,000 rows: the ADMM took 1,089 s with λ and 147 s with the scaled weight;
+    benchmarks/RESULTS.md, issue 27). Exact moments: ``λ``."""
     return float(lam) * (float(n) / float(n_eff)) ** 0.5 if n_eff < n else float(lam)
 
 

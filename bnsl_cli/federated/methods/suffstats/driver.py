@@ -91,8 +91,9 @@ def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
     2. the default learner on the moments
        (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds with an
        ℓ₁ weight grown with the moments' error, and the polish at ``n_eff`` rows), without the edges
-       the noise-aware search's test removes (:func:`_prune_within_noise`); a candidate with more edges than ``n_eff`` is kept only when the other has more too
-       (more weights than the moments are worth rows);
+       the noise-aware search's test removes (:func:`_prune_within_noise`); a candidate with more
+       edges than ``n_eff`` is kept only when the other has more too (more weights than the moments
+       are worth rows);
     3. where the noise is at most twice the rows' sampling error (:data:`ORDER_SEARCH_ROWS`), the order
        search from the better of the two (:func:`_order_search`), without the edges the noise-aware
        search's test removes
@@ -126,7 +127,8 @@ def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
         bic_a, bic_b = ebic(A), ebic(B)
         e_a, e_b = int((A != 0).sum()), int((B != 0).sum())
         note = (f"n_eff {n_eff:.0f}; extended BIC: noise-aware search {bic_a:.6g} ({e_a} edges), "
-                f"default learner {bic_b:.6g} ({e_b} edges" + (f", {weak_b} within the release noise removed)" if weak_b else ")"))
+                f"default learner {bic_b:.6g} ({e_b} edges"
+                + (f", {weak_b} within the release noise removed)" if weak_b else ")"))
         # a graph with more edge weights than the moments are worth rows cannot be told from noise fitted
         # by it: such a candidate competes only when both are
         fits_a, fits_b = e_a <= n_eff, e_b <= n_eff

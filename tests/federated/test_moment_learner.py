@@ -206,8 +206,7 @@ def test_unequal_noise_at_epsilon_5_d_100_is_within_twice_the_default_plus_10():
     # the floored bases only, 44.3: the default learner's polish then pruned at 3 stds of each raw entry)
     private, default = [], []
     for seed in (1, 2, 3):
-        sim = simulate(100, 200, participants=5, samples=1000, seed=seed, noise_scale=(0.5, 2.0))
-        tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+        sim, tables = _tables(100, seed, noise=(0.5, 2.0), sites=5, rows=1000)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             private.append(structure_metrics(learn(tables, LearnConfig(seed=seed, dp=DPConfig(epsilon=5.0))).W,
@@ -221,8 +220,7 @@ def test_unequal_noise_at_epsilon_5_keeps_the_bases_that_resolve_small_residuals
     # variance at τ, so nodes with small residual variances got directions up to 1,000× too wide in
     # the last stage and the graph had SHD 122 (empty graph 206); floored at each variance's own noise,
     # 55 (the non-private default: 11)
-    sim = simulate(100, 200, participants=5, samples=1000, seed=1, noise_scale=(0.5, 2.0))
-    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    sim, tables = _tables(100, 1, noise=(0.5, 2.0), sites=5, rows=1000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = learn(tables, LearnConfig(seed=1, dp=DPConfig(epsilon=5.0)))
@@ -232,8 +230,7 @@ def test_unequal_noise_at_epsilon_5_keeps_the_bases_that_resolve_small_residuals
 def test_the_order_search_runs_where_the_noise_is_at_most_twice_the_sampling_error():
     # SF2, d = 50, noise sds 0.5–2, 5 × 1,000 rows, ε = 5: the release is worth about 0.36 n rows; the order
     # search (tried from n_eff ≥ 0.2 n, was 0.5 n) is a candidate, and here it is kept: SHD 0 (without it, 9)
-    sim = simulate(50, 100, participants=5, samples=1000, seed=1, graph_type="sf", noise_scale=(0.5, 2.0))
-    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    sim, tables = _tables(50, 1, noise=(0.5, 2.0), sites=5, rows=1000, graph="sf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = learn(tables, LearnConfig(seed=1, dp=DPConfig(epsilon=5.0)))

@@ -170,16 +170,16 @@ def test_the_order_search_on_noisy_moments_loses_the_edges_fitted_to_the_noise()
 
 
 def test_the_l1_weight_on_noisy_moments_grows_with_their_error():
-    from bnsl_cli.federated.methods.admm.on_moments import moment_lambda
+    from bnsl_cli.federated.methods.admm.on_moments import moment_level
 
-    assert moment_lambda(0.1, 5000.0, 5000.0) == 0.1  # exact moments: the plan's λ
-    assert moment_lambda(0.1, 5000.0, 1250.0) == pytest.approx(0.2)  # error ×2: weight ×2
+    assert moment_level(0.1, 5000.0, 5000.0) == 0.1  # exact moments: the plan's λ
+    assert moment_level(0.1, 5000.0, 1250.0) == pytest.approx(0.2)  # error ×2: weight ×2
 
 
 def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch):
     # d = 40, 5 × 1,000 rows, noise worth about 250 rows on every standardised entry: with the plan's λ
     # (resolved for exact moments) the ADMM's consensus took 479 of 1,560 coordinates (69 true edges);
-    # with the weight grown by √(n / n_eff), 327
+    # with the weight grown by √(n / n_eff), 327; with the weight and the snap grown, 154
     import bnsl_cli.federated.methods.admm.on_moments as om
 
     sim = simulate(40, 80, participants=5, samples=1000, seed=1)
@@ -195,9 +195,38 @@ def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scaled = int((learn_on_moments(noisy, plan, n=5000.0, noise_std=noise).W_raw != 0).sum())
-        monkeypatch.setattr(om, "moment_lambda", lambda lam, n, n_eff: lam)
+        monkeypatch.setattr(om, "moment_level", lambda lam, n, n_eff: lam)
         plain = int((learn_on_moments(noisy, plan, n=5000.0, noise_std=noise).W_raw != 0).sum())
     assert scaled <= 0.8 * plain, (scaled, plain)
+
+
+def test_the_snap_on_noisy_moments_keeps_weights_within_the_noise_out_of_the_consensus(monkeypatch):
+    # the d = 40 case above: with the plan's snap (resolved for exact moments) and the grown ℓ₁ weight the
+    # consensus kept 327 coordinates, most of them weights of the noise's size; with the snap grown by
+    # √(n / n_eff) too, 154, and none below the grown snap
+    import bnsl_cli.federated.methods.admm.on_moments as om
+
+    sim = simulate(40, 80, participants=5, samples=1000, seed=1)
+    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
+    plan = RunPlan.resolve(LearnConfig(), Shapes.of_tables(tables))
+    X = np.vstack(sim.shards)
+    S = np.cov(X.T, bias=True)
+    rng = np.random.default_rng(1)
+    tau = 1.0 / np.sqrt(250.0)
+    E = rng.normal(size=S.shape) * tau
+    sd = np.sqrt(np.diag(S))
+    noisy, noise = S + (E + E.T) / np.sqrt(2.0) * np.outer(sd, sd), tau * np.outer(sd, sd)
+    n_eff = effective_rows(5000.0, noise, om.psd_moments(noisy))  # as the learner computes it
+    grown = om.moment_level(plan.snap, 5000.0, n_eff)
+    assert grown > 3 * plan.snap
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        W = learn_on_moments(noisy, plan, n=5000.0, noise_std=noise).W_raw
+        level = om.moment_level
+        monkeypatch.setattr(om, "moment_level", lambda v, n, m: level(v, n, m) if v == plan.lam else v)
+        exact_snap = int((learn_on_moments(noisy, plan, n=5000.0, noise_std=noise).W_raw != 0).sum())
+    assert np.abs(W[W != 0]).min() >= grown
+    assert (W != 0).sum() <= 0.6 * exact_snap, ((W != 0).sum(), exact_snap)
 
 
 def test_unequal_noise_at_epsilon_5_d_100_is_within_twice_the_default_plus_10():

@@ -11,8 +11,8 @@ is the default learner's (measured: the same graph on 9 of 9 simulated ER2/SF2 c
 5 sites). The holders answer encoded messages through an in-process fleet, exactly as sites would;
 as their shares are equal, holder 0 computes each reply and the others send it under their own number.
 
-With noisy moments (``noise_std``: each entry's release noise std) the ℓ₁ weight grows with the
-moments' error (:func:`moment_lambda`) and the polish scores the moments as if exact at their
+With noisy moments (``noise_std``: each entry's release noise std) the ℓ₁ weight and the snap grow
+with the moments' error (:func:`moment_level`) and the polish scores the moments as if exact at their
 effective row count ``n_eff`` (:func:`effective_rows`). The caller removes the edges within the
 noise with its own test (fed-suffstats: the noise-aware search's, which knows the noise's metric);
 the polish's per-entry gate (3 noise stds of the raw entry, on top of the penalty at ``n_eff``) removed
@@ -45,7 +45,7 @@ from bnsl_cli.federated.polish import PolishStage
 from bnsl_cli.solvers.pgcd import local_objective
 from bnsl_cli.stats import PSD_FLOOR, project_psd
 
-__all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments", "moment_lambda", "psd_moments"]
+__all__ = ["MomentHolder", "MomentsFit", "effective_rows", "learn_on_moments", "moment_level", "psd_moments"]
 
 
 def effective_rows(n: float, noise_std: Optional[np.ndarray], S: np.ndarray) -> float:
@@ -63,14 +63,24 @@ def effective_rows(n: float, noise_std: Optional[np.ndarray], S: np.ndarray) -> 
     return float(1.0 / (1.0 / float(n) + t * t))
 
 
-def moment_lambda(lam: float, n: float, n_eff: float) -> float:
-    """The ℓ₁ weight on moments worth ``n_eff`` of their ``n`` rows: ``λ·√(n / n_eff)``. The plan's λ is
-    resolved for exact moments of ``n`` rows; an entry's error then grows by ``√(n / n_eff)`` (the
-    release noise), and so does the gradient a coordinate that the data do not support shows at zero —
-    the weight keeps its ratio to that error, so the noise does not fill the support (at d = 400,
-    ε = 10, n_eff = 200 of 5,000 rows: the ADMM took 1,089 s with λ and 147 s with the scaled weight;
-    benchmarks/RESULTS.md, issue 27). Exact moments: ``λ``."""
-    return float(lam) * (float(n) / float(n_eff)) ** 0.5 if n_eff < n else float(lam)
+def moment_level(level: float, n: float, n_eff: float) -> float:
+    """A level of the ADMM set for exact moments of ``n`` rows, on moments worth ``n_eff`` of them:
+    ``level·√(n / n_eff)``. The plan's ℓ₁ weight λ and its snap are resolved for exact moments; on
+    noisy moments an entry's error grows by ``√(n / n_eff)`` (the release noise), and so do the
+    gradient that a coordinate the data do not support shows at zero and the error of a weight. Each
+    level keeps its ratio to that error:
+
+    - λ: so the noise does not fill the support (at d = 400, ε = 10, n_eff = 200 of 5,000 rows: the
+      ADMM took 1,089 s with λ and 147 s with the grown weight);
+    - the snap (and with it the W-step's screens, fractions of it): a weight within the noise is
+      zero in the consensus. With the exact snap (d = 400, ε = 10), the consensus kept about 2,500
+      weights of the noise's size, one 400-node cycle block, and in the last 24 rounds the W-step ran
+      L-BFGS to its iteration cap on it: 133 s. With the grown snap the consensus is a DAG of about
+      430 weights from round 32 on: 15 s, for the same graph (SHD 141 and 140; benchmarks/RESULTS.md,
+      issue 27).
+
+    Exact moments (``n_eff = n``): ``level``."""
+    return float(level) * (float(n) / float(n_eff)) ** 0.5 if n_eff < n else float(level)
 
 
 class MomentHolder:
@@ -170,10 +180,10 @@ def learn_on_moments(S: np.ndarray, plan, *, n: Optional[float] = None,
     pen = plan.penalty
     forbidden, required = plan.forbidden_mask(), plan.required_mask()
     n_eff = effective_rows(n, noise_std, S)
-    holder = MomentHolder(0, S / P, moment_lambda(plan.lam, n, n_eff), plan.steps, plan.tol, forbidden, required)
+    holder = MomentHolder(0, S / P, moment_level(plan.lam, n, n_eff), plan.steps, plan.tol, forbidden, required)
     holders = [holder] + [_Copy(holder, k) for k in range(1, P)]
     coord = Coordinator(d, P, PenaltySchedule(pen.rho1, pen.rho2, pen.growth1, pen.growth2, pen.cap),
-                        snap=plan.snap, ftol=plan.server_ftol, acyclicity=plan.acyclicity)
+                        snap=moment_level(plan.snap, n, n_eff), ftol=plan.server_ftol, acyclicity=plan.acyclicity)
     coord.forbidden, coord.required = forbidden, required
     # the polish's row count: at least 2 (moments worth less than two rows still get a finite score)
     stage = PolishStage(plan.threshold, max(2, int(round(n_eff))),

@@ -90,7 +90,7 @@ def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
     1. the noise-aware search (``res``);
     2. the default learner on the moments
        (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds with an
-       ℓ₁ weight grown with the moments' error, and the polish at ``n_eff`` rows), without the edges
+       ℓ₁ weight and a snap grown with the moments' error, and the polish at ``n_eff`` rows), without the edges
        the noise-aware search's test removes (:func:`_prune_within_noise`); a candidate with more
        edges than ``n_eff`` is kept only when the other has more too (more weights than the moments
        are worth rows);

@@ -59,6 +59,7 @@ __all__ = [
     "ReproducibleNoiseWarning",
     "PrivacyWarning",
     "NoisyReleaseWarning",
+    "ClippedRowsWarning",
     "Terminated",
     "interruption",
     "ScaleWarning",
@@ -196,6 +197,12 @@ class PrivacyWarning(UserWarning):
 class NoisyReleaseWarning(UserWarning):
     """A private run's released statistics carry more noise than its learner can see through: the
     graph is expected to be poor (the privacy guarantee is unaffected)."""
+
+
+class ClippedRowsWarning(UserWarning):
+    """A private run's clip kept much less of the rows' weight than it keeps of whitened Gaussian
+    rows: the released moments stand for the rows' bulk, a bias no ε removes (the privacy guarantee
+    is unaffected)."""
 
 
 class Terminated(KeyboardInterrupt):

@@ -369,6 +369,39 @@ def test_too_noisy_moments_warn_with_what_would_do():
         assert ("--noise distributed" in msg) == (noise == "per-site")
 
 
+def test_a_clip_that_takes_far_more_than_a_gaussians_share_warns():
+    """The last stage's clip keeping much less of the rows' weight than it keeps of whitened Gaussian
+    rows (more than twice their loss, beyond 3 stds of the released weight's noise) warns; the
+    Gaussian share itself, or a deficit within the weight's noise, does not."""
+    from bnsl_cli.federated.methods.suffstats import clipped_rows_warning, clipped_weight_fraction
+
+    d = 11
+    g = clipped_weight_fraction(d)
+    assert clipped_rows_warning(d, g, 0.001) is None
+    assert clipped_rows_warning(d, 1.0 - 1.9 * (1.0 - g), 0.0) is None
+    msg = clipped_rows_warning(d, 0.72, 0.004)  # raw Sachs at ε = 5
+    assert msg and "kept 72% of the rows' weight" in msg and f"keep {g:.0%}" in msg and "log" in msg
+    assert clipped_rows_warning(d, 0.72, 0.05) is None  # the same deficit within 3 noise stds
+
+
+def test_a_private_run_on_heavy_tailed_columns_warns_about_the_clip_and_a_gaussian_one_does_not():
+    # the same simulated network, its columns as drawn and exponentiated (log-normal: skewed, heavy
+    # right tails); 4 × 2,000 rows, ε = 5
+    from bnsl_cli.errors import ClippedRowsWarning
+    from bnsl_cli.io.table import Table
+
+    sim, tables = simulated_tables(10, 4, 2000, 3)
+    skewed = [Table(np.exp(t.X / t.X.std(axis=0)), t.names, t.path) for t in tables]
+    caught = {}
+    for name, tabs in (("gaussian", tables), ("skewed", skewed)):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            res = learn(tabs, LearnConfig(method="fed-suffstats", seed=1, dp=DPConfig(epsilon=5.0)))
+        caught[name] = [str(x.message) for x in w if issubclass(x.category, ClippedRowsWarning)]
+        assert caught[name] == [m for m in res.report["warnings"] if "the clip kept" in m]
+    assert caught["gaussian"] == [] and len(caught["skewed"]) == 1, caught
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_scale_release_at_epsilon_1_never_errs_by_orders_of_magnitude(seed):
     """The two histogram releases at the noise ε = 1 gives at d = 50 over 5 × 1,000 rows with

@@ -56,6 +56,7 @@ from bnsl_cli.federated.methods.suffstats.bins import (
     value_bins,
 )
 from bnsl_cli.federated.methods.suffstats.budget import (
+    clipped_rows_warning,
     clipped_weight_fraction,
     noise_scale,
     noisy_moments_warning,
@@ -82,6 +83,7 @@ __all__ = [
     "pair_bins",
     "scale_histograms",
     "value_bins",
+    "clipped_rows_warning",
     "clipped_weight_fraction",
     "noise_scale",
     "noisy_moments_warning",

@@ -155,6 +155,31 @@ def noisy_moments_warning(plan, d: int, tau: float) -> Optional[str]:
             f"about ε ≥ {eps:.3g} at these rows, or ≥ {rows} rows per site at this ε, brings it to 1{secure}")
 
 
+#: The clip warning's level: the last stage's rows lost more than this many times the share of their
+#: weight that whitened Gaussian rows lose to the clip (:func:`clipped_weight_fraction`), beyond 3 stds
+#: of the released weight's noise. Measured (benchmarks/RESULTS.md, issue 27): Gaussian grid runs at
+#: ε ≥ 5 lose at most 1.53 times it (one run at ε = 5 with a basis the noise kept from whitening: 5.3);
+#: Sachs, raw, 2.75 times (its graph 34 against the non-private default's 28); Sachs with its columns
+#: logged 2.0 (28.7).
+CLIP_LOSS_WARN = 2.0
+
+
+def clipped_rows_warning(d: int, weight: float, weight_std: float) -> Optional[str]:
+    """A one-line warning when the last stage's clip kept much less of the rows' weight (``weight``:
+    the released clipped weight over the rows, with noise std ``weight_std``) than whitened Gaussian
+    rows keep: heavy tails or skew (or a basis the noise kept from whitening) make the clipped moments
+    stand for the rows' bulk, a bias that no ε removes."""
+    g = clipped_weight_fraction(d)
+    lost = 1.0 - float(weight)
+    if not lost - 3.0 * float(weight_std) > CLIP_LOSS_WARN * (1.0 - g):
+        return None
+    return (f"fed-suffstats: the clip kept {weight:.0%} of the rows' weight in the last stage, where whitened "
+            f"Gaussian rows keep {g:.0%}: some columns have heavy tails or skew (or the noise kept the basis from "
+            "whitening them); the released moments stand for the rows' bulk, so the graph may differ from a "
+            "non-private run's by more than the noise explains, at any ε; transforming skewed columns before the "
+            "run (e.g. a log) may help")
+
+
 # ------------------------------------------------------------------------------------------------
 # before a run: the sites' row counts
 # ------------------------------------------------------------------------------------------------

@@ -10,13 +10,13 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import BnslError, NoisyReleaseWarning, PrivacyBudgetError, warn
+from bnsl_cli.errors import BnslError, ClippedRowsWarning, NoisyReleaseWarning, PrivacyBudgetError, warn
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments, psd_moments
 from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.confidence import resample_release
-from bnsl_cli.federated.methods.suffstats.budget import noisy_moments_warning, unusable_message
+from bnsl_cli.federated.methods.suffstats.budget import clipped_rows_warning, noisy_moments_warning, unusable_message
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
 from bnsl_cli.federated.methods.suffstats.releases import (
     offdiagonal_noise_std,
@@ -263,6 +263,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
                 L = L_ok
             continue
         L_ok = L
+        kept = (float(w0 / n), std_sum / n)  # the clip's kept weight and its noise std (last usable stage)
         ybar = M[0, 1:] / w0
         Cy = M[1:, 1:] / w0 - np.outer(ybar, ybar)
         SL = scale[:, None] * L
@@ -312,6 +313,9 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         w = noisy_moments_warning(plan, d, taus[-1])
         if w:
             warn([w], NoisyReleaseWarning, warns)
+        w = clipped_rows_warning(d, *kept)
+        if w:
+            warn([w], ClippedRowsWarning, warns)
     t0 = time.perf_counter()
     # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
     W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))

@@ -30,19 +30,39 @@ from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import distribute_noise
 
 
-@functools.lru_cache(maxsize=32)
-def clipped_weight_fraction(d: int) -> float:
+@functools.lru_cache(maxsize=256)
+def clipped_weight_fraction(d: int, spread: float = 1.0) -> float:
     """The expected share of a row's weight kept by the stages' clip when the basis whitens the data
     (``a = [1; z]``, ``z`` standard normal in ``d`` dimensions, ``‖a‖ ≤ CLIP·√(d + 1)``):
-    ``E min(1, C² / (1 + χ²_d))``. A stage is usable when its clipped weight clears 3 noise stds."""
+    ``E min(1, C² / (1 + χ²_d))``. A stage is usable when its clipped weight clears 3 noise stds.
+    ``spread``: the same for rows whose whitened part has ``spread`` times the variance
+    (``E min(1, C² / (1 + spread·χ²_d))``)."""
     from scipy import integrate
     from scipy.stats import chi2
 
     c2 = CLIP**2 * (d + 1)
-    t = c2 - 1.0
+    t = (c2 - 1.0) / spread
     below = chi2.cdf(t, d) if t > 0 else 0.0
-    above, _ = integrate.quad(lambda x: c2 / (1.0 + x) * chi2.pdf(x, d), max(t, 0.0), np.inf, limit=200)
+    above, _ = integrate.quad(lambda x: c2 / (1.0 + spread * x) * chi2.pdf(x, d), max(t, 0.0), np.inf, limit=200)
     return float(below + above)
+
+
+def gaussian_spread(d: int, kept: float) -> float:
+    """The variance factor ``s`` of whitened Gaussian rows whose clip keeps the share ``kept`` of their
+    weight (:func:`clipped_weight_fraction` with ``spread = s``; decreasing in ``s``): the spread at which
+    Gaussian rows lose to the clip what the released rows lost. Clamped to ``[2⁻¹⁰, 2¹⁰]``."""
+    lo, hi = -10.0, 10.0
+    if clipped_weight_fraction(d, 2.0**hi) >= kept:
+        return 2.0**hi
+    if clipped_weight_fraction(d, 2.0**lo) <= kept:
+        return 2.0**lo
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        if clipped_weight_fraction(d, round(2.0**mid, 6)) > kept:
+            lo = mid
+        else:
+            hi = mid
+    return float(2.0 ** (0.5 * (lo + hi)))
 
 
 #: The scale histograms are taken as readable when a Gaussian column's expected pair histogram stands
@@ -167,17 +187,19 @@ CLIP_LOSS_WARN = 2.0
 def clipped_rows_warning(d: int, weight: float, weight_std: float) -> Optional[str]:
     """A one-line warning when the last stage's clip kept much less of the rows' weight (``weight``:
     the released clipped weight over the rows, with noise std ``weight_std``) than whitened Gaussian
-    rows keep: heavy tails or skew (or a basis the noise kept from whitening) make the clipped moments
-    stand for the rows' bulk, a bias that no ε removes."""
+    rows keep: heavy tails or skew (or a basis the noise kept from whitening), where the noise left the
+    clip no room to widen (:func:`~bnsl_cli.federated.methods.suffstats.driver.next_clip_scale`), make
+    the clipped moments stand for the rows' bulk."""
     g = clipped_weight_fraction(d)
     lost = 1.0 - float(weight)
     if not lost - 3.0 * float(weight_std) > CLIP_LOSS_WARN * (1.0 - g):
         return None
     return (f"fed-suffstats: the clip kept {weight:.0%} of the rows' weight in the last stage, where whitened "
             f"Gaussian rows keep {g:.0%}: some columns have heavy tails or skew (or the noise kept the basis from "
-            "whitening them); the released moments stand for the rows' bulk, so the graph may differ from a "
-            "non-private run's by more than the noise explains, at any ε; transforming skewed columns before the "
-            "run (e.g. a log) may help")
+            "whitening them), and the noise left the clip no room to widen; the released moments stand for the "
+            "rows' bulk, so the graph may differ from a non-private run's by more than the noise explains; a "
+            "larger ε or more rows let the clip widen, and transforming skewed columns before the run (e.g. a log) "
+            "may help")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,7 +16,13 @@ from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_
 from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.confidence import resample_release
-from bnsl_cli.federated.methods.suffstats.budget import clipped_rows_warning, noisy_moments_warning, unusable_message
+from bnsl_cli.federated.methods.suffstats.budget import (
+    clipped_rows_warning,
+    clipped_weight_fraction,
+    gaussian_spread,
+    noisy_moments_warning,
+    unusable_message,
+)
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
 from bnsl_cli.federated.methods.suffstats.releases import (
     offdiagonal_noise_std,
@@ -61,6 +67,32 @@ def model_whitening(G: np.ndarray, W: np.ndarray, tau: float, L: Optional[np.nda
         return np.linalg.cholesky(S)
     except np.linalg.LinAlgError:
         return np.linalg.cholesky(S + float(floor.min()) * np.eye(d))
+
+def next_clip_scale(d, kept, kappa, k, n, noise, S, noise_ratio) -> float:
+    """The next stage's basis scale ``κ`` (the basis is ``κ`` times the model whitening, so the clip,
+    relative to the rows' whitened part, is ``κ`` times wider): the clip cuts the released rows at the
+    share whitened Gaussian rows lose (:func:`~.budget.clipped_weight_fraction`), as long as the next
+    stage's noise stays within the rows' sampling error.
+
+    ``kept = (weight, std)``: this stage's released clipped weight over the rows and its noise std;
+    ``kappa`` this stage's scale; ``k`` its number (stage 1's basis is not a whitening: its loss says
+    nothing of the rows' tails, and the scale stays). The spread ``s`` at which Gaussian rows lose what these
+    rows lost (:func:`~.budget.gaussian_spread`) gives ``κ' = κ·√s``, when the loss differs from the
+    Gaussian share by more than 3 noise stds; never below 1 (the designed clip). The noise std grows as
+    ``κ'²``: with ``τ_s`` this stage's standardised noise (:func:`effective_rows`) and ``noise_ratio``
+    the next stage's noise std over this one's at the same scale, ``κ'² ≤ κ²/(√n·τ_s·noise_ratio)``."""
+    weight, std = kept
+    if k < 2 or noise is None:
+        return kappa
+    g = clipped_weight_fraction(d)
+    if abs(weight - g) <= 3.0 * std:
+        return kappa
+    target = kappa * np.sqrt(gaussian_spread(d, weight))
+    n_eff = effective_rows(n, noise, S)
+    tau_s = np.sqrt(max(1.0 / n_eff - 1.0 / n, 0.0))
+    room = kappa * np.sqrt(1.0 / (np.sqrt(n) * tau_s * noise_ratio)) if tau_s > 0 else target
+    return float(max(1.0, min(target, room)))
+
 
 def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray]) -> Optional[np.ndarray]:
     """The release noise std of each entry of the learner's moments: a stage's noise is ``τ`` per
@@ -237,7 +269,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         centre, scale = first, np.ones(d)
         stages = [None]
     L = np.eye(d)
-    L_ok = None
+    L_ok, kappa_ok = None, 1.0
+    kappa = 1.0  # the scale of the stage's basis over the model whitening (1: the clip as designed)
     history = []
     W = np.zeros((d, d))
     for k, rel in enumerate(stages, start=1):
@@ -260,9 +293,9 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
                      + ("the previous basis is used next" if L_ok is not None else "the next stage tries again"),
             ))
             if L_ok is not None:
-                L = L_ok
+                L, kappa = L_ok, kappa_ok
             continue
-        L_ok = L
+        L_ok, kappa_ok = L, kappa
         kept = (float(w0 / n), std_sum / n)  # the clip's kept weight and its noise std (last usable stage)
         ybar = M[0, 1:] / w0
         Cy = M[1:, 1:] / w0 - np.outer(ybar, ybar)
@@ -290,18 +323,21 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         noise = entry_noise_std(tau, H, sd if plan.standardize else None)
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
                                       n_eff=round(effective_rows(n, noise, Gs)),
-                                      weight=float(w0 / n)))
+                                      weight=float(w0 / n), clip_scale=None if kappa == 1.0 else round(kappa, 4)))
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
             # of the model covariance (both post-processing of the releases)
             Gz = L @ Cy @ L.T  # the moments in units of s̃
             Wz = W * scale[:, None] / scale[None, :]
             L_next = model_whitening(0.5 * (Gz + Gz.T), Wz, tau, L)
+            k_next = kappa if rel is None else next_clip_scale(
+                d, kept, kappa, k, n, noise, Gs, pooled_noise_std(stages[k], d, plan.P) / std_sum)
+            L_next = k_next * L_next
             # a basis the sites would refuse (basis_problem: public bounds, far outside honest bases) is
             # not sent: the next stage uses this one again
             why = basis_problem(BasisBroadcast(k + 1, d, mean, scale, L_next), d, plan.private)
             if why is None:
-                centre, L = mean, L_next
+                centre, L, kappa = mean, L_next, k_next
             else:
                 history[-1] = replace(history[-1], note=f"the next basis would be refused by the sites ({why}); this one is used again")
         t_solve += time.perf_counter() - t0

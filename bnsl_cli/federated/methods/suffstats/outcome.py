@@ -25,8 +25,11 @@ class SuffstatsStage:
     #: the effective row count of the stage's moments (rows and release noise, see
     #: :func:`~bnsl_cli.federated.methods.admm.on_moments.effective_rows`)
     n_eff: Optional[int] = None
+    #: the stage's basis over the model whitening when the clip was widened (``κ > 1``, see
+    #: :func:`~bnsl_cli.federated.methods.suffstats.driver.next_clip_scale`); ``None``: the designed clip
+    clip_scale: Optional[float] = None
 
-    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note", "n_eff"})
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note", "n_eff", "clip_scale"})
 
 
 @dataclass(frozen=True)

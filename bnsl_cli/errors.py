@@ -201,8 +201,8 @@ class NoisyReleaseWarning(UserWarning):
 
 class ClippedRowsWarning(UserWarning):
     """A private run's clip kept much less of the rows' weight than it keeps of whitened Gaussian
-    rows: the released moments stand for the rows' bulk, a bias no ε removes (the privacy guarantee
-    is unaffected)."""
+    rows, and the noise left it no room to widen: the released moments stand for the rows' bulk (the
+    privacy guarantee is unaffected)."""
 
 
 class Terminated(KeyboardInterrupt):

@@ -177,10 +177,10 @@ def noisy_moments_warning(plan, d: int, tau: float) -> Optional[str]:
 
 #: The clip warning's level: the last stage's rows lost more than this many times the share of their
 #: weight that whitened Gaussian rows lose to the clip (:func:`clipped_weight_fraction`), beyond 3 stds
-#: of the released weight's noise. Measured (benchmarks/RESULTS.md, issue 27): Gaussian grid runs at
-#: ε ≥ 5 lose at most 1.53 times it (one run at ε = 5 with a basis the noise kept from whitening: 5.3);
-#: Sachs, raw, 2.75 times (its graph 34 against the non-private default's 28); Sachs with its columns
-#: logged 2.0 (28.7).
+#: of the released weight's noise. Measured with the designed clip, before it could widen
+#: (benchmarks/RESULTS.md, issue 27): Gaussian grid runs at ε ≥ 5 lose at most 1.53 times it (one run at
+#: ε = 5 with a basis the noise kept from whitening: 5.3); Sachs, raw, 2.75 times (its graph 34 against the
+#: non-private default's 28); Sachs with its columns logged 2.0 (28.7).
 CLIP_LOSS_WARN = 2.0
 
 

@@ -68,6 +68,7 @@ def model_whitening(G: np.ndarray, W: np.ndarray, tau: float, L: Optional[np.nda
     except np.linalg.LinAlgError:
         return np.linalg.cholesky(S + float(floor.min()) * np.eye(d))
 
+
 def next_clip_scale(d, kept, kappa, k, n, noise, S, noise_ratio) -> float:
     """The next stage's basis scale ``κ`` (the basis is ``κ`` times the model whitening, so the clip,
     relative to the rows' whitened part, is ``κ`` times wider): the clip cuts the released rows at the

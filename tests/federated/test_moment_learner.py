@@ -176,12 +176,9 @@ def test_the_l1_weight_on_noisy_moments_grows_with_their_error():
     assert moment_level(0.1, 5000.0, 1250.0) == pytest.approx(0.2)  # error ×2: weight ×2
 
 
-def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch):
-    # d = 40, 5 × 1,000 rows, noise worth about 250 rows on every standardised entry: with the plan's λ
-    # (resolved for exact moments) the ADMM's consensus took 479 of 1,560 coordinates (69 true edges);
-    # with the weight grown by √(n / n_eff), 327; with the weight and the snap grown, 154
-    import bnsl_cli.federated.methods.admm.on_moments as om
-
+def _noisy_moments_d40():
+    """``(plan, S, noise)``: d = 40, 5 × 1,000 rows, the pooled moments with symmetric noise worth about
+    250 rows on every standardised entry, and each entry's noise std."""
     sim = simulate(40, 80, participants=5, samples=1000, seed=1)
     tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
     plan = RunPlan.resolve(LearnConfig(), Shapes.of_tables(tables))
@@ -192,6 +189,16 @@ def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch)
     E = rng.normal(size=S.shape) * tau
     sd = np.sqrt(np.diag(S))
     noisy, noise = S + (E + E.T) / np.sqrt(2.0) * np.outer(sd, sd), tau * np.outer(sd, sd)
+    return plan, noisy, noise
+
+
+def test_noise_does_not_fill_the_consensus_support_on_noisy_moments(monkeypatch):
+    # d = 40, 5 × 1,000 rows, noise worth about 250 rows on every standardised entry: with the plan's λ
+    # (resolved for exact moments) the ADMM's consensus took 479 of 1,560 coordinates (69 true edges);
+    # with the weight grown by √(n / n_eff), 327; with the weight and the snap grown, 154
+    import bnsl_cli.federated.methods.admm.on_moments as om
+
+    plan, noisy, noise = _noisy_moments_d40()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scaled = int((learn_on_moments(noisy, plan, n=5000.0, noise_std=noise).W_raw != 0).sum())
@@ -206,16 +213,7 @@ def test_the_snap_on_noisy_moments_keeps_weights_within_the_noise_out_of_the_con
     # √(n / n_eff) too, 154, and none below the grown snap
     import bnsl_cli.federated.methods.admm.on_moments as om
 
-    sim = simulate(40, 80, participants=5, samples=1000, seed=1)
-    tables = [Table(X, tuple(sim.names), f"p{k}") for k, X in enumerate(sim.shards)]
-    plan = RunPlan.resolve(LearnConfig(), Shapes.of_tables(tables))
-    X = np.vstack(sim.shards)
-    S = np.cov(X.T, bias=True)
-    rng = np.random.default_rng(1)
-    tau = 1.0 / np.sqrt(250.0)
-    E = rng.normal(size=S.shape) * tau
-    sd = np.sqrt(np.diag(S))
-    noisy, noise = S + (E + E.T) / np.sqrt(2.0) * np.outer(sd, sd), tau * np.outer(sd, sd)
+    plan, noisy, noise = _noisy_moments_d40()
     n_eff = effective_rows(5000.0, noise, om.psd_moments(noisy))  # as the learner computes it
     grown = om.moment_level(plan.snap, 5000.0, n_eff)
     assert grown > 3 * plan.snap

@@ -417,19 +417,22 @@ def test_next_clip_scale_follows_the_released_loss_within_the_noise_s_room():
     from bnsl_cli.federated.methods.suffstats.driver import next_clip_scale
 
     d, n = 11, 7466.0
-    S = np.eye(d)
     g = clipped_weight_fraction(d)
-    quiet = np.full((d, d), 1e-4)  # noise far below the rows' sampling error (1/√n ≈ 0.0116)
-    assert next_clip_scale(d, (0.65, 0.001), 1.0, 1, n, quiet, S, 1.0) == 1.0  # stage 1's basis: no whitening
-    assert next_clip_scale(d, (g - 0.002, 0.001), 1.3, 2, n, quiet, S, 1.0) == 1.3  # within 3 stds: as it was
-    wide = next_clip_scale(d, (0.65, 0.001), 1.0, 2, n, quiet, S, 1.0)
+
+    def rows(t):  # the effective rows of moments whose standardised noise std is t
+        return 1.0 / (1.0 / n + t * t)
+
+    quiet = rows(1e-4)  # noise far below the rows' sampling error (1/√n ≈ 0.0116)
+    assert next_clip_scale(d, (0.65, 0.001), 1.0, 1, n, quiet, 1.0) == 1.0  # stage 1's basis: no whitening
+    assert next_clip_scale(d, (g - 0.002, 0.001), 1.3, 2, n, quiet, 1.0) == 1.3  # within 3 stds: as it was
+    wide = next_clip_scale(d, (0.65, 0.001), 1.0, 2, n, quiet, 1.0)
     assert 1.2 < wide < 1.5  # Sachs' stage 2: the loss of Gaussian rows with 1.77 times the variance
-    assert next_clip_scale(d, (0.98, 0.001), 1.0, 2, n, quiet, S, 1.0) == 1.0  # never below the designed clip
-    assert 1.0 < next_clip_scale(d, (0.95, 0.001), 1.3, 2, n, quiet, S, 1.0) < 1.3  # over-kept: back towards it
-    loud = np.full((d, d), 0.0116)  # noise as large as the sampling error: no room
-    assert next_clip_scale(d, (0.65, 0.001), 1.0, 2, n, loud, S, 1.0) == pytest.approx(1.0, abs=0.02)
-    half = np.full((d, d), 0.0116 / 1.5)  # room for a noise std 1.5 times larger: κ² ≤ 1.5
-    assert next_clip_scale(d, (0.5, 0.001), 1.0, 2, n, half, S, 1.0) == pytest.approx(1.5**0.5, rel=0.05)
+    assert next_clip_scale(d, (0.98, 0.001), 1.0, 2, n, quiet, 1.0) == 1.0  # never below the designed clip
+    assert 1.0 < next_clip_scale(d, (0.95, 0.001), 1.3, 2, n, quiet, 1.0) < 1.3  # over-kept: back towards it
+    # noise as large as the sampling error: no room
+    assert next_clip_scale(d, (0.65, 0.001), 1.0, 2, n, rows(0.0116), 1.0) == pytest.approx(1.0, abs=0.02)
+    # room for a noise std 1.5 times larger: κ² ≤ 1.5
+    assert next_clip_scale(d, (0.5, 0.001), 1.0, 2, n, rows(0.0116 / 1.5), 1.0) == pytest.approx(1.5**0.5, rel=0.05)
 
 
 def test_private_sachs_at_epsilon_5_is_at_most_the_non_private_default():

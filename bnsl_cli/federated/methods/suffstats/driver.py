@@ -69,7 +69,7 @@ def model_whitening(G: np.ndarray, W: np.ndarray, tau: float, L: Optional[np.nda
         return np.linalg.cholesky(S + float(floor.min()) * np.eye(d))
 
 
-def next_clip_scale(d, kept, kappa, k, n, noise, S, noise_ratio) -> float:
+def next_clip_scale(d, kept, kappa, k, n, n_eff, noise_ratio) -> float:
     """The next stage's basis scale ``κ`` (the basis is ``κ`` times the model whitening, so the clip,
     relative to the rows' whitened part, is ``κ`` times wider): the clip cuts the released rows at the
     share whitened Gaussian rows lose (:func:`~.budget.clipped_weight_fraction`), as long as the next
@@ -80,16 +80,16 @@ def next_clip_scale(d, kept, kappa, k, n, noise, S, noise_ratio) -> float:
     nothing of the rows' tails, and the scale stays). The spread ``s`` at which Gaussian rows lose what these
     rows lost (:func:`~.budget.gaussian_spread`) gives ``κ' = κ·√s``, when the loss differs from the
     Gaussian share by more than 3 noise stds; never below 1 (the designed clip). The noise std grows as
-    ``κ'²``: with ``τ_s`` this stage's standardised noise (:func:`effective_rows`) and ``noise_ratio``
-    the next stage's noise std over this one's at the same scale, ``κ'² ≤ κ²/(√n·τ_s·noise_ratio)``."""
+    ``κ'²``: with ``τ_s`` this stage's standardised noise (from its effective row count ``n_eff``,
+    :func:`effective_rows`: ``τ_s² = 1/n_eff − 1/n``) and ``noise_ratio`` the next stage's noise std over
+    this one's at the same scale, ``κ'² ≤ κ²/(√n·τ_s·noise_ratio)``."""
     weight, std = kept
-    if k < 2 or noise is None:
+    if k < 2:
         return kappa
     g = clipped_weight_fraction(d)
     if abs(weight - g) <= 3.0 * std:
         return kappa
     target = kappa * np.sqrt(gaussian_spread(d, weight))
-    n_eff = effective_rows(n, noise, S)
     tau_s = np.sqrt(max(1.0 / n_eff - 1.0 / n, 0.0))
     room = kappa * np.sqrt(1.0 / (np.sqrt(n) * tau_s * noise_ratio)) if tau_s > 0 else target
     return float(max(1.0, min(target, room)))
@@ -322,8 +322,9 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             W = res.W
         # the release noise of each entry of the searched moments (the last stage's feed the finished graph)
         noise = entry_noise_std(tau, H, sd if plan.standardize else None)
+        n_eff_k = effective_rows(n, noise, Gs)
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
-                                      n_eff=round(effective_rows(n, noise, Gs)),
+                                      n_eff=round(n_eff_k),
                                       weight=float(w0 / n), clip_scale=None if kappa == 1.0 else round(kappa, 4)))
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
@@ -332,7 +333,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             Wz = W * scale[:, None] / scale[None, :]
             L_next = model_whitening(0.5 * (Gz + Gz.T), Wz, tau, L)
             k_next = kappa if rel is None else next_clip_scale(
-                d, kept, kappa, k, n, noise, Gs, pooled_noise_std(stages[k], d, plan.P) / std_sum)
+                d, kept, kappa, k, n, n_eff_k, pooled_noise_std(stages[k], d, plan.P) / std_sum)
             L_next = k_next * L_next
             # a basis the sites would refuse (basis_problem: public bounds, far outside honest bases) is
             # not sent: the next stage uses this one again

@@ -498,3 +498,84 @@ def test_scale_release_at_epsilon_1_never_errs_by_orders_of_magnitude(seed):
     _, s, _ = refine_centre(hc, lo, w, s0, std, n)
     ratio = s / X.std(axis=0)
     assert np.all((ratio > 1 / 3) & (ratio < 3)), ratio[(ratio <= 1 / 3) | (ratio >= 3)]
+
+
+def test_noise_amplification_is_one_for_the_same_whitening_and_grows_where_the_basis_leaves_a_direction_small():
+    from bnsl_cli.federated.methods.suffstats.driver import noise_amplification
+
+    rng = np.random.default_rng(0)
+    d = 8
+    L = np.linalg.cholesky(np.cov(rng.normal(size=(50, d)).T) + np.eye(d))
+    assert noise_amplification(L, L) == pytest.approx(1.0)
+    assert noise_amplification(L, 3.0 * L) == pytest.approx(1.0)  # the scale is the clip's, not the basis's
+    # the same covariance, whitened by another square root (a rotation): the same noise
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    assert noise_amplification(L, L @ Q) == pytest.approx(1.0)
+    # the next whitening says one direction of L's coordinates has variance v: L's noise on it is amplified
+    amps = []
+    for v in (1.0, 0.5, 0.1, 0.01):
+        D = np.ones(d)
+        D[0] = np.sqrt(v)
+        amps.append(noise_amplification(L, L * D[None, :]))
+    assert amps[0] == pytest.approx(1.0) and all(a < b for a, b in zip(amps, amps[1:])), amps
+    # in closed form: T = diag(v, 1, …, 1) taken to trace d (c = (v + d − 1)/d), whitened noise variances summing
+    # to c²((1/v + d − 1)² + 1/v² + d − 1) against d(d + 1): 229 at v = 0.01
+    for v, a in zip((1.0, 0.5, 0.1, 0.01), amps):
+        c = (v + d - 1) / d
+        assert a == pytest.approx(c * c * ((1 / v + d - 1) ** 2 + 1 / v**2 + d - 1) / (d * (d + 1)))
+
+
+def test_repeat_basis_weighs_what_the_next_whitening_gains_against_pooling():
+    from bnsl_cli.federated.methods.suffstats.driver import noise_amplification, repeat_basis
+
+    rng = np.random.default_rng(1)
+    d = 6
+    L = np.linalg.cholesky(np.cov(rng.normal(size=(40, d)).T) + np.eye(d))
+    D = np.ones(d)
+    D[2] = 0.8
+    near = L * D[None, :]
+    amp = noise_amplification(L, near)
+    assert 1.0 < amp < 1.5
+    # the stages' shares 0.1, 0.2, 0.3, 0.4 as inverse variances: after stage 3 pooling gains 1.75, after stage 2 1.29
+    assert repeat_basis(L, near, 0.3, 0.4) == (True, amp, pytest.approx(1.75))
+    again, _, gain = repeat_basis(L, near, 0.2, 0.7)
+    assert gain == pytest.approx(0.9 / 0.7) and again == (amp < gain)
+    D[2] = 0.1
+    assert repeat_basis(L, L * D[None, :], 0.3, 0.4)[0] is False  # a basis that left a direction small moves on
+
+
+def test_stages_on_the_same_basis_pool_their_releases_with_the_noise_of_all_of_them(monkeypatch):
+    # a network whose model whitening settles after stage 2 (d = 15, 4 × 2,000 rows, ε = 5): stages 3 and 4
+    # are sent stage 2's broadcast again, and the last stage's moments average the three releases, with the
+    # noise of their summed inverse variances (τ over 1/√(0.2 + 0.3 + 0.4) of stage 4's share alone)
+    from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast
+    from bnsl_cli.federated.methods.suffstats.releases import OFFDIAGONAL, pooled_noise_std, stage_releases
+
+    sent = []
+    encode = BasisBroadcast.encode
+
+    def record(self):
+        sent.append(self)
+        return encode(self)
+
+    monkeypatch.setattr(BasisBroadcast, "encode", record)
+    sim, tables = simulated_tables(15, 4, 2000, 2)
+    last, res = _last_stage(tables, 5.0)
+    pooled = last["pooled"]
+    assert last["round"] == STAGES and len(pooled) >= 2 and pooled[-1] == STAGES, res.report["history"]
+    first = next(b for b in sent if b.round == pooled[0])
+    for b in sent:
+        if b.round in pooled:
+            assert np.array_equal(b.L, first.L) and np.array_equal(b.centre, first.centre)
+    plan = _plan(tables)
+    rels = stage_releases(plan.privacy)
+    info = sum(pooled_noise_std(rels[k - 1], 15, 4) ** -2 for k in pooled)
+    n = sum(t.n for t in tables)
+    assert last["tau"] == pytest.approx(OFFDIAGONAL / np.sqrt(info) / (last["weight"] * n), rel=1e-9)
+    alone = pooled_noise_std(rels[-1], 15, 4) * OFFDIAGONAL / (last["weight"] * n)
+    assert last["tau"] < 0.75 * alone
+    # the history says why the basis repeated, and the graph stays right
+    assert "repeats this basis" in res.report["history"][pooled[-2] - 1]["note"]
+    from bnsl_cli.metrics import structure_metrics
+
+    assert structure_metrics(res.W, sim.W)["shd"] <= 1

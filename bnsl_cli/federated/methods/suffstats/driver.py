@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from bnsl_cli.federated.methods.suffstats.budget import (
 )
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
 from bnsl_cli.federated.methods.suffstats.releases import (
-    offdiagonal_noise_std,
+    OFFDIAGONAL,
     pooled_noise_std,
     stage_releases,
 )
@@ -46,6 +46,17 @@ from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_
 
 # the coordinator side
 # ----------------------------------------------------------------------------------------------
+
+
+class _Pool(NamedTuple):
+    """The releases made on one broadcast: its centre and basis, their inverse-variance average ``M``
+    (summed, in the whitened basis), the summed inverse noise variance ``info`` and the stages."""
+
+    centre: np.ndarray
+    L: np.ndarray
+    M: np.ndarray
+    info: float
+    stages: tuple
 
 
 def model_whitening(G: np.ndarray, W: np.ndarray, tau: float, L: Optional[np.ndarray] = None) -> np.ndarray:
@@ -93,6 +104,34 @@ def next_clip_scale(d, kept, kappa, k, n, n_eff, noise_ratio) -> float:
     tau_s = np.sqrt(max(1.0 / n_eff - 1.0 / n, 0.0))
     room = kappa * np.sqrt(1.0 / (np.sqrt(n) * tau_s * noise_ratio)) if tau_s > 0 else target
     return float(max(1.0, min(target, room)))
+
+
+def noise_amplification(L: np.ndarray, L_next: np.ndarray) -> float:
+    """How much larger a stage's noise is, against the covariance, when it is released in the basis ``L``
+    instead of the whitening ``L_next`` (1: the same whitening up to scale and rotation). In the
+    coordinates of ``L`` the covariance is ``T = L⁻¹ L_next L_nextᵀ L⁻ᵀ``, taken to trace ``d`` (the clip
+    and the rows' weight set the scale, not the basis), and the noise ``τ·N`` (``N`` isometric); whitened,
+    the noise is ``τ·T^(-1/2) N T^(-1/2)``, whose entries' variances sum to ``(tr T⁻¹)² + tr T⁻²``, against
+    ``d² + d`` for ``T = I``. Directions in which ``L`` leaves the covariance small carry its noise
+    amplified: they are the ones a conditional-independence test divides by."""
+    d = L.shape[0]
+    A = np.linalg.solve(L, L_next)
+    T = A @ A.T
+    Ti = np.linalg.inv(T / (np.trace(T) / d))
+    return float((np.trace(Ti) ** 2 + np.sum(Ti * Ti)) / (d * (d + 1)))
+
+
+def repeat_basis(L, L_next, info_pooled: float, info_rest: float) -> tuple[bool, float, float]:
+    """Whether the next stages repeat the basis ``L`` (their releases then pool with the ones already
+    made in it) instead of moving to ``L_next``. ``info_pooled``: the inverse noise variance of the
+    releases made in ``L`` (summed); ``info_rest``: that of the stages still to come. Pooled in ``L``,
+    the moments' noise variance is :func:`noise_amplification` over ``info_pooled + info_rest``; in
+    ``L_next`` (at best a perfect whitening) it is at least ``1/info_rest``. The basis repeats when
+    the first is the smaller: when the amplification is below the pooling gain
+    ``(info_pooled + info_rest)/info_rest``. Returns the decision, the amplification and the gain."""
+    amp = noise_amplification(L, L_next)
+    gain = (info_pooled + info_rest) / info_rest
+    return amp < gain, amp, gain
 
 
 def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray]) -> Optional[np.ndarray]:
@@ -273,14 +312,25 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     L_ok, kappa_ok = None, 1.0
     kappa = 1.0  # the scale of the stage's basis over the model whitening (1: the clip as designed)
     history = []
+    pool = None  # the releases made on the current broadcast, averaged
     W = np.zeros((d, d))
     for k, rel in enumerate(stages, start=1):
         fleet.traffic.enter(f"stage {k}")
         raw = fleet.exchange(BasisBroadcast(k, d, centre, scale, L).encode())
         t0 = time.perf_counter()
         M = from_upper_triangle(_sum(raw), d + 1) * n
-        w0 = M[0, 0]
         std_sum = 0.0 if rel is None else pooled_noise_std(rel, d, plan.P)
+        if rel is not None:
+            # releases made on the same broadcast (centre, scale, basis) sum the same clipped rows: their
+            # inverse-variance average is the same statistic with the noise of all of them (post-processing)
+            info = 1.0 / std_sum**2
+            if pool is not None and np.array_equal(pool.centre, centre) and np.array_equal(pool.L, L):
+                M = (pool.M * pool.info + M * info) / (pool.info + info)
+                pool = _Pool(centre, L, M, pool.info + info, pool.stages + (k,))
+                std_sum = float(1.0 / np.sqrt(pool.info))
+            else:
+                pool = _Pool(centre, L, M, info, (k,))
+        w0 = M[0, 0]
         if not (np.all(np.isfinite(M)) and w0 > 3.0 * std_sum and w0 > 0):
             # the rows' weight after the clip is lost in the noise: this basis whitened too hard, or
             # the noise of this stage is too large for the rows (post-processing of released values
@@ -305,7 +355,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         if rel is None:
             tau, H = 0.0, None
         else:
-            tau = offdiagonal_noise_std(rel, d, plan.P) / w0
+            tau = std_sum * OFFDIAGONAL / w0  # (the pooled noise's off-diagonal std, over the rows' weight)
             H = SL @ SL.T
         sd = np.sqrt(np.maximum(np.diag(G), 0.0))
         mean = centre + scale * (L @ ybar)  # the released weighted mean, raw units
@@ -325,7 +375,8 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         n_eff_k = effective_rows(n, noise, Gs)
         history.append(SuffstatsStage(round=k, tau=tau, edges=int(res.E.sum()), score=res.info.get("score"),
                                       n_eff=round(n_eff_k),
-                                      weight=float(w0 / n), clip_scale=None if kappa == 1.0 else round(kappa, 4)))
+                                      weight=float(w0 / n), clip_scale=None if kappa == 1.0 else round(kappa, 4),
+                                      pooled=list(pool.stages) if pool is not None and len(pool.stages) > 1 else None))
         if k < len(stages):
             # the next stage's basis: the centre moved to the released weighted mean, the whitening
             # of the model covariance (both post-processing of the releases)
@@ -338,10 +389,21 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             # a basis the sites would refuse (basis_problem: public bounds, far outside honest bases) is
             # not sent: the next stage uses this one again
             why = basis_problem(BasisBroadcast(k + 1, d, mean, scale, L_next), d, plan.private)
-            if why is None:
-                centre, L, kappa = mean, L_next, k_next
-            else:
+            if why is not None:
                 history[-1] = replace(history[-1], note=f"the next basis would be refused by the sites ({why}); this one is used again")
+            elif k_next == kappa and rel is not None:
+                # a basis that whitens little better than this one is worth less than pooling the next
+                # stages' releases with this one's (:func:`repeat_basis`; a widened clip always moves)
+                info_rest = sum(pooled_noise_std(r, d, plan.P) ** -2 for r in stages[k:])
+                again, amp, gain = repeat_basis(L, L_next, pool.info, info_rest)
+                if again:
+                    history[-1] = replace(history[-1], note=(
+                        f"the next stage repeats this basis and pools its release with this one's: the model "
+                        f"whitening would divide the noise's variance by {amp:.3g}, pooling by {gain:.3g}"))
+                else:
+                    centre, L, kappa = mean, L_next, k_next
+            else:
+                centre, L, kappa = mean, L_next, k_next
         t_solve += time.perf_counter() - t0
         if progress is not None:
             progress({"round": k, "h": 0.0, "edges": int(res.E.sum())})

@@ -28,8 +28,11 @@ class SuffstatsStage:
     #: the stage's basis over the model whitening when the clip was widened (``κ > 1``, see
     #: :func:`~bnsl_cli.federated.methods.suffstats.driver.next_clip_scale`); ``None``: the designed clip
     clip_scale: Optional[float] = None
+    #: the stages whose releases, made on the same basis, this stage's moments average (inverse-variance
+    #: weights, see :func:`~bnsl_cli.federated.methods.suffstats.driver.repeat_basis`); ``None``: its own
+    pooled: Optional[list] = None
 
-    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note", "n_eff", "clip_scale"})
+    OMIT_IF_NONE: ClassVar[frozenset] = frozenset({"note", "n_eff", "clip_scale", "pooled"})
 
 
 @dataclass(frozen=True)

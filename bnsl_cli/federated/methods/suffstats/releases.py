@@ -100,11 +100,15 @@ def pooled_noise_std(rel, d: int, sites: int) -> float:
     return rel.multiplier * release_sensitivity(rel.kind, d) * math.sqrt(sites / rel.split)
 
 
+#: A whitened-moment stage's noise is isometric (:func:`~bnsl_cli.privacy.mechanisms.isometric_gaussian_matrix`):
+#: an off-diagonal entry's std is this times the diagonal's (:func:`pooled_noise_std`).
+OFFDIAGONAL = math.sqrt(0.5)
+
+
 def offdiagonal_noise_std(rel, d: int, sites: int) -> float:
-    """The noise std of an off-diagonal entry of a summed whitened-moment stage: the stage's noise is
-    isometric (:func:`~bnsl_cli.privacy.mechanisms.isometric_gaussian_matrix`), ``1/√2`` of
-    :func:`pooled_noise_std` off the diagonal. A stage's ``τ`` is this over the rows' weight."""
-    return pooled_noise_std(rel, d, sites) * math.sqrt(0.5)
+    """The noise std of an off-diagonal entry of a summed whitened-moment stage: :data:`OFFDIAGONAL`
+    times :func:`pooled_noise_std`. A stage's ``τ`` is this over the rows' weight."""
+    return pooled_noise_std(rel, d, sites) * OFFDIAGONAL
 
 
 def _symmetric_noise(d: int, std: float, rng) -> np.ndarray:

@@ -45,3 +45,21 @@ def test_distributed_and_per_site_noise_over_the_network(tables):
     for part in dist.report["privacy"]["participants"]:
         assert part["events"][0]["split"] == P
     assert np.all(np.isfinite(dist.W))
+
+
+def test_sites_release_again_on_a_repeated_basis_and_the_coordinator_pools_them():
+    # d = 12, 3 × 1,500 rows, ε = 5: the model whitening settles after stage 2, so stages 3 and 4 are sent stage
+    # 2's basis again; every site, behind its guard, releases each stage once at that stage's own ρ (the ledger),
+    # and the last stage pools the three releases
+    _, t = simulated_tables(12, P, 1500, 2)
+    tabs = [Table(x.X, x.names, f"site{k}") for k, x in enumerate(t)]
+    plan = _plan(tabs, "distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, _, errors = networked(plan, tabs)
+    assert not errors and not isinstance(res, Exception), (errors, res)
+    history = res.report["history"]
+    assert history[-1].get("pooled") == [2, 3, 4], history
+    for part in res.report["privacy"]["participants"]:
+        stages = [ev for ev in part["events"] if ev["release"] == "whitened-moments"]
+        assert sum(ev.get("count", 1) for ev in stages) == 4

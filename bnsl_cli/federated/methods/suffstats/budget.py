@@ -300,7 +300,8 @@ def _utility_rows(u: dict) -> list:
              for key, label, _ in labels]
     rows += [(f"n_eff, {label}", u[key]["n_eff"],
               f"learn's n_eff = 1/(1/n + τ²), n = {n}: the rows whose error 1/√n_eff of a standardised second moment is "
-              f"that of the rows and the noise together; the noise alone is worth 1/τ² = {u[key]['noise_rows']:.4g} rows")
+              f"that of the rows and the noise together; the noise alone is worth 1/τ² = {u[key]['noise_rows']:.4g} rows "
+              f"(the last stage alone: a run whose bases settle pools stages and can get more)")
              for key, label, _ in labels]
     for key, label, who in labels:
         v = u[key]

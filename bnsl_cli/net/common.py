@@ -77,7 +77,7 @@ def need_grpc():
         import grpc  # noqa: F401
     except ImportError:
         raise BnslError(
-            "networked runs need the optional extra: pip install 'bnsl-cli[net]' (grpcio, cryptography)"
+            "networked runs need the optional extra: pip install 'bnsl-cli[net]' (grpcio)"
         ) from None
     return grpc
 

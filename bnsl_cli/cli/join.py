@@ -64,6 +64,19 @@ def command(
         help="Refuse plans without secure aggregation (serve --secure-sum): the coordinator then learns only the "
         "sums of the summable replies, never this site's own.",
     ),
+    max_sessions: Optional[int] = typer.Option(
+        None, "--max-sessions",
+        help="Answer at most this many sessions in one join (default 21; serve --bootstrap B asks for B + 1: B replicates on "
+        "rows this site resamples, then the run). A site also refuses more sessions than its rows allow: "
+        "(sessions) × d(d+3)/2 must stay below rows × d (docs/federation.md, \"Edge confidence over the network\"). "
+        "Checked before the first session.",
+    ),
+    resample_seed: Optional[int] = typer.Option(
+        None, "--resample-seed",
+        help="Tests only: draw this site's bootstrap resamples from this seed (then they are those of bnsl learn "
+        "--bootstrap --seed N) instead of fresh entropy that never leaves the site. Anyone who knows the seed "
+        "knows the resampling weights.",
+    ),
     sep: Optional[str] = dataopts.sep_option(None, "SITE.csv", " As bnsl learn --sep."),
     site_id: Optional[str] = typer.Option(
         None, "--site-id",
@@ -109,6 +122,11 @@ def command(
         raise common.fail("--max-epsilon must be > 0", 2)
     if max_rounds is not None and max_rounds < 1:
         raise common.fail("--max-rounds must be at least 1", 2)
+    from bnsl_cli.net.site_sessions import DEFAULT_MAX_SESSIONS
+
+    max_sessions = DEFAULT_MAX_SESSIONS if max_sessions is None else max_sessions
+    if max_sessions < 1:
+        raise common.fail("--max-sessions must be at least 1", 2)
     host, _ = split_hostport(coordinator, "HOST:PORT")
     from bnsl_cli.cli.netopts import credentials
 
@@ -133,7 +151,9 @@ def command(
         accept_split_noise=accept_split_noise,
         refuse_standardize=refuse_standardize,
         require_secure_sum=require_secure_sum,
+        max_sessions=max_sessions,
     )
+    from bnsl_cli.net.site_sessions import BootstrapSessions, Resampling
     from bnsl_cli.net.transcript import Transcript
     from bnsl_cli.federated.secure_sum import generate_keypair
 
@@ -153,7 +173,11 @@ def command(
         if acc.plan.private and not acc.plan.standardize:  # this site's exact spreads (nothing is released)
             dataopts.exact_scale_warning([_columns_of(table, acc.plan.names, acc.X)])
         tr.write({"event": "plan", "decision": "accepted", **plan_record(acc.plan), "index": acc.index,
-                  "secure_sum": acc.secure_sum})
+                  "secure_sum": acc.secure_sum, **boot.record(acc.plan)})
+
+    # this site's sessions with the coordinator (serve --bootstrap): order and caps, and its own
+    # resampling stream, which never leaves this process
+    boot = BootstrapSessions(max_sessions, Resampling.of(resample_seed))
 
     status = "error"
     sessions = 0
@@ -161,10 +185,11 @@ def command(
         log(f"{name}: {table.n} rows, {table.d} columns; joining {coordinator}")
         from bnsl_cli.net.site import run_site
 
-        def session(expect=None, retry_s: float = 0.0):
-            """One run with the coordinator: a fresh guard and key; ``expect(plan_body)`` refuses a plan
-            that is not the next of a bootstrap's sessions. A session that ends before any plan arrived
-            (the coordinator still closing the last one) is tried again within ``retry_s``."""
+        def session(retry_s: float = 0.0):
+            """One run with the coordinator: a fresh guard and key; the guard admits the plan only if it
+            is the session due (:class:`~bnsl_cli.net.site_sessions.BootstrapSessions`). A session that
+            ends before any plan arrived (the coordinator still closing the last one) is tried again
+            within ``retry_s``."""
             import time
 
             from bnsl_cli.net.common import FederationError
@@ -174,11 +199,10 @@ def command(
                 sk, pk = generate_keypair()
                 hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
                          "x25519": pk.hex()}
-                guard = SiteGuard(table, limits, name, on_accept=accepted)
-                on_plan = guard.on_plan if expect is None else _expecting(guard.on_plan, expect)
+                guard = SiteGuard(table, limits, name, on_accept=accepted, sessions=boot)
                 try:
                     return run_site(
-                        coordinator, hello, _recording(on_plan, tr), secure_key=sk, credentials=creds,
+                        coordinator, hello, _recording(guard.on_plan, tr), secure_key=sk, credentials=creds,
                         timeout=timeout, connect_timeout=connect_timeout, transcript=tr, log=log,
                     )
                 except FederationError:
@@ -188,16 +212,10 @@ def command(
 
         res = session()
         sessions = 1
-        first = res["plan"]["plan"]
-        if first.get("replicate") is not None:  # serve --bootstrap: the other replicates, then the run
-            if first["replicate"] != 0:
-                from bnsl_cli.errors import GuardRefusedError
-
-                raise GuardRefusedError(f"the coordinator began a bootstrap at replicate {first['replicate'] + 1}, not 1")
-            total = int(first.get("bootstrap", 0))
-            log(f"{name}: bootstrap replicate 1/{total} done; rejoining for the next sessions")
-            for nxt in [*range(1, total), None]:
-                res = session(_next_session(first, nxt), retry_s=max(connect_timeout, 30.0))
+        if boot.more():  # serve --bootstrap: the other replicates, then the run
+            log(f"{name}: bootstrap replicate 1/{boot.total - 1} done; rejoining for the next sessions")
+            while boot.more():
+                res = session(retry_s=max(connect_timeout, 30.0))
                 sessions += 1
         status = "ok"
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
@@ -216,44 +234,6 @@ def command(
     if tr.rho_total:
         msg += f", zCDP ρ = {tr.rho_total:.4g}"
     log(msg + f"; transcript {tpath}")
-
-
-#: plan fields a bootstrap's sessions may differ in (serve --bootstrap): the replicate and its rows'
-#: stream, and the per-round records kept
-_SESSION_FIELDS = ("replicate", "resample_entropy", "trace")
-
-
-def _next_session(first: dict, replicate):
-    """``expect(body)`` for the session after a bootstrap replicate: the plan must be ``first``'s
-    (the first session's) with ``replicate`` (``None``: the run itself, on the rows as they are) and
-    the same rows' stream; anything else is refused before this site's rows are touched."""
-    from bnsl_cli.errors import GuardRefusedError
-
-    same = {k: v for k, v in first.items() if k not in _SESSION_FIELDS}
-
-    def expect(body) -> None:
-        plan = body.get("plan") if isinstance(body, dict) else None
-        if not isinstance(plan, dict):
-            raise GuardRefusedError("the coordinator's plan is malformed")
-        if plan.get("replicate") != replicate or (
-            replicate is not None and plan.get("resample_entropy") != first.get("resample_entropy")
-        ):
-            want = "the run itself" if replicate is None else f"bootstrap replicate {replicate + 1}"
-            raise GuardRefusedError(f"the coordinator sent a plan out of the bootstrap's order ({want} was due)")
-        if {k: v for k, v in plan.items() if k not in _SESSION_FIELDS} != same:
-            raise GuardRefusedError("the coordinator changed the plan between the bootstrap's sessions")
-
-    return expect
-
-
-def _expecting(on_plan, expect):
-    """``on_plan`` behind ``expect`` (:func:`_next_session`)."""
-
-    def wrapped(body):
-        expect(body)
-        return on_plan(body)
-
-    return wrapped
 
 
 def _columns_of(table, names, X):

@@ -189,7 +189,7 @@ def _serve(
     # serve --bootstrap B without --dp: B sessions first, each on the sites' rows resampled at the sites
     # (a replicate plan), then the run itself; the sites rejoin for each (bnsl join does so on its own)
     boot = int(cfg.bootstrap) if cfg.dp is None else 0
-    plan = entropy = replicates = result = None
+    plan = replicates = result = None
     graphs: list = []
     address = listen
     for session in range(boot + 1):
@@ -220,8 +220,10 @@ def _serve(
                 this = split_noise_plan(this)
             if plan is None:
                 check_consent(this, hellos)
+                from bnsl_cli.net.site_sessions import check_session_caps
+
+                check_session_caps(this, hellos)  # every site's session cap, before any session is answered
                 plan = this
-                entropy = _resample_entropy(plan)
             elif this != plan:
                 from bnsl_cli.net.common import FederationError
 
@@ -232,7 +234,7 @@ def _serve(
             if not last:
                 from dataclasses import replace
 
-                this = replace(plan, replicate=session, resample_entropy=entropy, trace=False)
+                this = replace(plan, replicate=session, trace=False)  # each site resamples from its own stream
             body = this.to_dict()
             fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
             from bnsl_cli.run import run
@@ -287,17 +289,9 @@ def _serve(
 
 #: the report's ``confidence.source`` of ``serve --bootstrap`` without --dp
 NETWORK_BOOTSTRAP_SOURCE = (
-    "each site resampled its own rows (with replacement, as many as it has) for every replicate, one session of "
-    "the protocol per replicate before the run itself"
+    "each site resampled its own rows (with replacement, as many as it has) for every replicate, from a stream "
+    "the coordinator never learns, one session of the protocol per replicate before the run itself"
 )
-
-
-def _resample_entropy(plan) -> int:
-    """The resampling streams' entropy of ``serve --bootstrap``: ``--seed`` when given (then the
-    replicates are those of ``bnsl learn --bootstrap`` with the same seed), else fresh."""
-    import numpy as np
-
-    return int(plan.seed) if plan.seed is not None else int(np.random.SeedSequence().entropy)
 
 
 def check_consent(plan, hellos) -> None:

@@ -34,7 +34,6 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.confidence import resample_rows
 from bnsl_cli.errors import (
     BnslError,
     GuardRefusedError,
@@ -46,6 +45,7 @@ from bnsl_cli.federated.messages import read_header
 from bnsl_cli.federated.methods.registry import Rounds, make_participant, method_spec
 from bnsl_cli.federated.site_sequence import SequenceState, steps_by_kind
 from bnsl_cli.net.common import FederationError
+from bnsl_cli.net.site_sessions import DEFAULT_MAX_SESSIONS, BootstrapSessions
 from bnsl_cli.plan.options import CLIP_LEVELS, DPConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
 from bnsl_cli.plan.run_plan import RunPlan
@@ -98,6 +98,9 @@ class SiteLimits:
     accept_split_noise: bool = False
     refuse_standardize: bool = False
     require_secure_sum: bool = False
+    #: sessions answered in one join (``serve --bootstrap B``: B replicates and the run); also bounded
+    #: by the site's rows (:mod:`bnsl_cli.net.site_sessions`)
+    max_sessions: int = DEFAULT_MAX_SESSIONS
 
     def __post_init__(self) -> None:
         if self.max_delta is None:
@@ -108,6 +111,8 @@ class SiteLimits:
             raise OptionError(f"max_delta must be > 0, got {self.max_delta!r}")
         if self.max_rounds is not None and not (isinstance(self.max_rounds, int) and self.max_rounds >= 1):
             raise OptionError(f"max_rounds must be at least 1, got {self.max_rounds!r}")
+        if not (isinstance(self.max_sessions, int) and self.max_sessions >= 1):
+            raise OptionError(f"max_sessions must be at least 1, got {self.max_sessions!r}")
         for name in ("methods", "releases"):
             v = getattr(self, name)
             if v is not None:
@@ -212,9 +217,13 @@ def _release_mismatch(got: PrivacyPlan, want: PrivacyPlan) -> Optional[str]:
     return None
 
 
-def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan:
+def check_plan(body: dict, table, limits: SiteLimits, name: str,
+               sessions: Optional[BootstrapSessions] = None) -> AcceptedPlan:
     """The plan in ``body`` (a PLAN frame's body: ``plan``, ``index``, ``secure_sum``) checked
-    against this site (``table``: its rows, ``name``: its declared name) and its ``limits``.
+    against this site (``table``: its rows, ``name``: its declared name) and its ``limits``;
+    ``sessions``: this site's bootstrap sessions with the coordinator so far (a fresh
+    :class:`~bnsl_cli.net.site_sessions.BootstrapSessions` when ``None``: a first session), which
+    admit the plan (order, caps) and resample the rows of a replicate from the site's own stream.
 
     Raises :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond the limits or
     its release list is not the one its public quantities give,
@@ -236,20 +245,17 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str) -> AcceptedPlan
         )
     if not set(plan.names) <= set(table.names) or len(set(plan.names)) != len(plan.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
+    # serve --bootstrap: the session must be the one due, within the caps, before the rows are touched
+    if sessions is None:
+        sessions = BootstrapSessions(limits.max_sessions)
+    sessions.admit(plan, table.n)
     # the coordinator may choose fewer columns (serve --columns/--drop): this site uses those
     idx = [table.names.index(n) for n in plan.names]
     # C order, as bnsl learn holds a reordered shard (a column-major slice changes the last digits)
     X = np.ascontiguousarray(table.X[:, idx]) if idx != list(range(table.d)) else table.X
+    # a replicate runs on this site's rows resampled from its own secret stream
+    X = sessions.rows(X, plan, index)
     secure = bool(body.get("secure_sum"))
-    if plan.replicate is not None:  # serve --bootstrap: this session runs on this site's rows resampled
-        if plan.private:
-            raise RefusedError(
-                "the plan resamples this site's rows (a bootstrap replicate) in a private run: every replicate would "
-                "release them again; refused"
-            )
-        if not (isinstance(plan.resample_entropy, int) and 0 <= plan.replicate < max(plan.bootstrap, 1)):
-            raise FederationError("the coordinator's bootstrap replicate is malformed (index or stream)")
-        X = resample_rows(X, plan.resample_entropy, plan.replicate, index)
     if limits.methods is not None and plan.method not in limits.methods:
         raise RefusedError(f"method {plan.method} is not among --methods {','.join(limits.methods)}")
     if limits.max_rounds is not None and admm_rounds(plan) > limits.max_rounds:
@@ -503,8 +509,10 @@ class SiteGuard:
     record it in the transcript)."""
 
     def __init__(self, table, limits: SiteLimits, name: str, *, make: Optional[Callable] = None,
-                 on_accept: Optional[Callable[[AcceptedPlan], None]] = None):
+                 on_accept: Optional[Callable[[AcceptedPlan], None]] = None,
+                 sessions: Optional[BootstrapSessions] = None):
         self.table = table
+        self.sessions = sessions
         self.limits = limits
         self.name = name
         self.make = make
@@ -515,7 +523,7 @@ class SiteGuard:
     def on_plan(self, body: dict) -> SpendGuard:
         if self.accepted is not None:
             raise GuardRefusedError("the coordinator sent a second plan; a site accepts one plan per run")
-        accepted = check_plan(body, self.table, self.limits, self.name)
+        accepted = check_plan(body, self.table, self.limits, self.name, self.sessions)
         self.accepted = accepted
         if self.on_accept is not None:
             self.on_accept(accepted)

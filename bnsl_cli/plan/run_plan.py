@@ -106,10 +106,9 @@ class RunPlan:
     min_strength: Optional[float] = None
     min_strength_auto: bool = False
     #: a networked bootstrap replicate (``bnsl serve --bootstrap``, non-private): every site runs it on
-    #: its rows resampled from the stream ``(resample_entropy, replicate, its index)``
-    #: (:func:`bnsl_cli.confidence.resample_rows`); ``None``: the rows as they are
+    #: its rows resampled from a stream of its own that the coordinator never learns
+    #: (:mod:`bnsl_cli.net.site_sessions`); ``None``: the rows as they are
     replicate: Optional[int] = None
-    resample_entropy: Optional[int] = None
 
     def forbidden_mask(self):
         """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
@@ -226,7 +225,7 @@ class RunPlan:
             for key in ("bootstrap", "min_strength", "min_strength_auto"):
                 del d[key]
         if self.replicate is None:
-            del d["replicate"], d["resample_entropy"]
+            del d["replicate"]
         return d
 
     @classmethod

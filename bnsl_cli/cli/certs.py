@@ -43,8 +43,8 @@ def command(
     names = [p.strip() for p in parties.split(",") if p.strip()]
     if not names:
         raise common.fail("--parties: give at least one name, e.g. --parties coordinator,site1,site2", 2)
-    if not days > 0:
-        raise common.fail("--days must be > 0", 2)
+    if not 0 < days <= 36525:  # an X.509 date ends at 9999; a throwaway CA needs no more than a century
+        raise common.fail("--days must be > 0 and at most 36525 (100 years)", 2)
     if directory.exists() and not directory.is_dir():
         raise common.fail(f"{directory}: exists and is not a directory", 2)
     if not force:

@@ -27,13 +27,28 @@ err_console = _stderr_console()
 STATE = {"debug": False}
 
 
+#: The longest error line printed: a message that quotes user input (a cell, a name) is cut in the
+#: middle beyond this, so that a 70,000-digit cell does not become a 70 kB line.
+MAX_ERROR_CHARS = 600
+
+
+def clip_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``message`` on one line, at most ``limit`` characters (the middle replaced by `` … ``)."""
+    line = " ".join(str(message).split("\n"))
+    if len(line) <= limit:
+        return line
+    keep = (limit - 3) // 2
+    return f"{line[:keep]} … {line[-keep:]}"
+
+
 def fail(message: str, code: int) -> "typer.Exit":
     """Print one clean line on stderr and return an Exit to raise.
 
-    The message is plain text (paths and user input may hold ``[``), never rich markup."""
+    The message is plain text (paths and user input may hold ``[``), never rich markup; it is cut to
+    :data:`MAX_ERROR_CHARS`."""
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(clip_line(message))}", soft_wrap=True, markup=True)
     return typer.Exit(code)
 
 

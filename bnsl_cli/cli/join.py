@@ -120,6 +120,11 @@ def command(
         )
     if max_epsilon is not None and not max_epsilon > 0:
         raise common.fail("--max-epsilon must be > 0", 2)
+    if max_delta is not None and not 0 < max_delta < 1:
+        raise common.fail("--max-delta must be > 0 and < 1", 2)
+    for opt, value in (("--timeout", timeout), ("--connect-timeout", connect_timeout)):
+        if not (value > 0 and value < float("inf")):
+            raise common.fail(f"{opt} must be a finite number of seconds > 0, got {value:g}", 2)
     if max_rounds is not None and max_rounds < 1:
         raise common.fail("--max-rounds must be at least 1", 2)
     from bnsl_cli.net.site_sessions import DEFAULT_MAX_SESSIONS

@@ -160,6 +160,11 @@ def command(
     from bnsl_cli.plan.budget import BudgetQuery, budget_method, budget_table
 
     samples_n, site_rows = samples or (None, None)
+    for opt, value, least in (("--nodes", nodes, 2), ("--rounds", rounds, 1), ("--steps", steps, 1)):
+        if value is not None and value < least:
+            from bnsl_cli.errors import OptionError
+
+            raise OptionError(f"{opt} must be at least {least}, got {value}")
     spec = budget_method(method, accountant)
     _check_method_options(ctx, spec.name)
     query = BudgetQuery(

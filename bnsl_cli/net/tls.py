@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from bnsl_cli.errors import BnslError, TLSError
+from bnsl_cli.errors import OptionError, TLSError
 
 __all__ = ["make_certs", "load_party", "PartyCredentials", "TLSError", "is_loopback", "split_hostport", "SITE_URI_PREFIX"]
 
@@ -70,12 +70,12 @@ def make_certs(
 
     parties = list(parties)
     if not parties:
-        raise BnslError("--parties: give at least one party name")
+        raise OptionError("--parties: give at least one party name")
     for p in parties:
         if not _NAME.match(p) or p == "ca":
-            raise BnslError(f"--parties: {p!r} is not a valid party name (letters, digits, . _ -; not 'ca')")
+            raise OptionError(f"--parties: {p!r} is not a valid party name (letters, digits, . _ -; not 'ca')")
     if len(set(parties)) != len(parties):
-        raise BnslError("--parties: party names must be distinct")
+        raise OptionError("--parties: party names must be distinct")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     start = (not_before or _now()) - _dt.timedelta(minutes=5)
@@ -197,6 +197,6 @@ def split_hostport(text: str, option: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` too) → ``(host, port)``."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise BnslError(f"{option} {text!r}: expected HOST:PORT, e.g. 127.0.0.1:7443")
+        raise OptionError(f"{option} {text!r}: expected HOST:PORT with a port from 0 to 65535, e.g. 127.0.0.1:7443")
     return host, int(port)
 

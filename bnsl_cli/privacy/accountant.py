@@ -83,8 +83,15 @@ def _check_conversion(conversion: str) -> str:
     return conversion
 
 
+#: The largest ε a plan may target: a public maximum checked before any calibration, so that every
+#: calibration (and a site's check of a plan) runs in bounded time. A guarantee of e^(10⁶) protects
+#: nothing; far below it, ε = 1000 already makes the noise negligible on any data set bnsl reads.
+MAX_EPSILON = 1e6
+
+
 def validate_epsilon(epsilon: float) -> float:
-    """Return ``epsilon`` as a float if it is a finite number ``> 0``, else raise PrivacyBudgetError."""
+    """Return ``epsilon`` as a float if it is a finite number ``> 0`` and at most :data:`MAX_EPSILON`,
+    else raise PrivacyBudgetError."""
     try:
         eps = float(epsilon)
     except (TypeError, ValueError):
@@ -94,7 +101,24 @@ def validate_epsilon(epsilon: float) -> float:
             f"epsilon must be a finite number > 0, got {epsilon!r}; a smaller epsilon means more privacy "
             "(typical values 0.5 to 50)"
         )
+    if eps > MAX_EPSILON:
+        raise PrivacyBudgetError(
+            f"epsilon {eps:.3g} is above the largest a private run takes ({MAX_EPSILON:g}): such a guarantee protects "
+            "nothing; run without --dp for a non-private run"
+        )
     return eps
+
+
+def _step_down(x: float, ok) -> float:
+    """The largest of ``x`` and a few values just below it for which ``ok`` holds: undoes the rounding
+    of a closed form in at most 64 ulp steps, then in relative steps (bounded time for any input)."""
+    for _ in range(64):
+        if x <= 0 or ok(x):
+            return x
+        x = math.nextafter(x, 0.0)
+    while x > 0 and not ok(x):
+        x *= 1.0 - 1e-9
+    return x
 
 
 def validate_delta(delta: float, allow_zero: bool = False) -> float:
@@ -227,8 +251,7 @@ def rho_for_epsilon(epsilon: float, delta: float, conversion: str = "tight") -> 
     dlt = validate_delta(delta)
     log_inv_delta = -math.log(dlt)
     rho_simple = (eps / (math.sqrt(log_inv_delta + eps) + math.sqrt(log_inv_delta))) ** 2
-    while rho_simple > 0 and _simple(rho_simple, dlt) > eps:  # undo rounding (a few ulps at most)
-        rho_simple = math.nextafter(rho_simple, 0.0)
+    rho_simple = _step_down(rho_simple, lambda r: _simple(r, dlt) <= eps)  # undo rounding (a few ulps at most)
     if not rho_simple > 0:
         # ρ ≈ ε²/(4 ln(1/δ)) underflows to 0 (ε below about 1e-160)
         if conversion == "simple":
@@ -450,10 +473,7 @@ def _search(spend_at, target, lo, grow, h, rtol) -> float:
             if side == 1:
                 g_lo *= 0.5
             side = 1
-    result = math.exp(x_lo)
-    while spend(result) > target:  # exp(log(·)) rounding
-        result = math.nextafter(result, 0.0)
-    return result
+    return _step_down(math.exp(x_lo), lambda r: spend(r) <= target)  # exp(log(·)) rounding
 
 
 #: The accountants, the first the default of ``--accountant``.

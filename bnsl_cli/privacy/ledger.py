@@ -110,7 +110,8 @@ class PrivacyEvent:
             return 0.0
         if self.noise_scale == 0:
             return math.inf
-        return 0.5 * (self.sensitivity / self.noise_scale) ** 2
+        ratio = self.sensitivity / self.noise_scale
+        return 0.5 * ratio * ratio  # a product overflows to inf (a power would raise OverflowError)
 
     @property
     def rho(self) -> float:

@@ -365,7 +365,11 @@ def _signature(events: Iterable) -> tuple[float, tuple]:
         if ev.sensitivity == 0:
             continue
         if ev.mechanism == GAUSSIAN:
-            mu2 = math.inf if ev.noise_scale == 0 else mu2 + ev.count * (ev.sensitivity / ev.noise_scale) ** 2
+            if ev.noise_scale == 0:
+                mu2 = math.inf
+            else:
+                ratio = ev.sensitivity / ev.noise_scale
+                mu2 = mu2 + ev.count * ratio * ratio  # overflows to inf (a power would raise)
         elif ev.mechanism == EXPONENTIAL:
             e0 = bounded_range_epsilon0(ev.sensitivity, ev.noise_scale)
             br[e0] = br.get(e0, 0) + ev.count

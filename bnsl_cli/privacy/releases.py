@@ -44,6 +44,12 @@ class ReleaseKind(str, Enum):
         return self.value
 
 
+#: The smallest noise multiplier a planned release may have: one release at it costs ρ = 5·10¹¹, far
+#: beyond the largest ε a plan may target (:data:`~bnsl_cli.privacy.accountant.MAX_EPSILON`), and every
+#: cost computed from it stays finite (a smaller one squared underflows).
+MIN_MULTIPLIER = 1e-6
+
+
 @dataclass(frozen=True)
 class PlannedRelease:
     """One planned release: ``count`` releases of ``kind`` by ``mechanism`` with noise
@@ -62,8 +68,11 @@ class PlannedRelease:
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {self.mechanism!r}; use one of {MECHANISMS}")
         m = float(self.multiplier)
-        if not (m > 0 and math.isfinite(m)):
-            raise ValueError(f"a planned release needs a finite noise multiplier > 0, got {self.multiplier!r}")
+        if not (m >= MIN_MULTIPLIER and math.isfinite(m)):
+            raise ValueError(
+                f"a planned release needs a finite noise multiplier of at least {MIN_MULTIPLIER:g}, got {self.multiplier!r}"
+                " (below it a release costs more than any ε a plan may target)"
+            )
         object.__setattr__(self, "multiplier", m)
         if isinstance(self.count, bool) or int(self.count) != self.count or self.count < 1:
             raise ValueError(f"count must be an integer >= 1, got {self.count!r}")

@@ -41,6 +41,7 @@ import warnings
 __all__ = [
     "EXIT_CODES",
     "warn",
+    "public_reason",
     "BnslError",
     "InputDataError",
     "ShardMismatchError",
@@ -282,3 +283,27 @@ class InvalidReplyError(BnslError):
     participant. Exit code 6, like every other federation failure."""
 
     exit_code = 6
+
+
+def public_reason(exc: BaseException) -> str:
+    """What a site tells the coordinator about why it stops: never a word about its data.
+
+    A refusal of the plan or of a message, a malformed message and a privacy budget that cannot be met
+    are about public values (the plan, the message, the HELLO) and are sent as they are, as is an
+    error's own ``public_reason``. Anything else — a cell that does not parse, a changed or mismatched
+    file, the site's configuration, a bug — is sent as a fixed, data-free text by its class; the full
+    message stays in the site's own output and transcript (a cell's text, a path or a column's
+    constancy would otherwise leave the site)."""
+    own = getattr(exc, "public_reason", None)
+    if own:
+        return str(own)
+    if isinstance(exc, (RefusedError, FederationError, PrivacyBudgetError)):
+        return str(exc)
+    if isinstance(exc, InputDataError):
+        return "the site cannot use its data for this plan (details in the site's own transcript)"
+    if isinstance(exc, (OptionError, TLSError)):
+        return "the site's configuration is invalid (details in the site's own log)"
+    if isinstance(exc, KeyboardInterrupt):
+        return f"the site was {interruption(exc)[0]}"
+    return "the site stopped on an error (details in the site's own log)"
+

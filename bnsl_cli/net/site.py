@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from bnsl_cli.errors import BnslError, GuardRefusedError, RefusedError, interruption
+from bnsl_cli.errors import BnslError, GuardRefusedError, RefusedError, interruption, public_reason
 from bnsl_cli.federated.messages import HEADER, is_stop, read_header, summable_span
 from bnsl_cli.federated.secure_sum import SecureSum, SecureSumRangeError, describe
 from bnsl_cli.net import frames as F
@@ -245,7 +245,7 @@ def _session(grpc, channel, hello, on_plan, timeout, transcript, summarize, log,
     def abort(exc: BaseException, refused: bool = False) -> None:
         """Tell the coordinator why this site stops (``refused``: the plan is beyond its limits),
         let the ABORT reach it (it ends our stream on receipt), and stop; the caller re-raises."""
-        body = {"reason": str(getattr(exc, "public_reason", None) or exc)}
+        body = {"reason": public_reason(exc)}  # nothing about this site's data leaves with it
         if refused:
             body["refused"] = True
         send_control(F.ABORT, body)

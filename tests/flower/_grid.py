@@ -34,6 +34,7 @@ class LoopbackGrid(Grid):
         self.tamper = tamper
         self.run_config = dict(run_config or {"options": "ignored by the sites"})
         self.sent: list = []  # (node id, message) of every request delivered
+        self.replies: list = []  # every reply, as it came back
         self.calls = 0
         self._ids = itertools.count(1)
         self._replies: dict = {}
@@ -79,7 +80,9 @@ class LoopbackGrid(Grid):
             reply = self.client_app(wire, self._context(nid))
         except Exception as exc:  # noqa: BLE001 - what the SuperNode does: an error reply
             reply = Message(Error(code=0, reason=f"{type(exc).__name__}: {exc}"), reply_to=wire)
-        return _wire(reply)
+        reply = _wire(reply)
+        self.replies.append(reply)
+        return reply
 
     def _context(self, nid: int) -> Context:
         """A fresh ClientApp context of node ``nid`` (an empty state: a new process)."""

@@ -215,8 +215,46 @@ def test_a_node_without_site_configuration_fails_the_run_naming_it(site_csvs, tm
     nodes = node_configs(site_csvs, tmp_path)
     del nodes[NODES[1]]["csv"]
     result, _, out = flower_run(site_csvs, tmp_path, "-m fed-moments", nodes=nodes)
-    assert isinstance(result, FederationError) and "csv" in str(result) and f"node {NODES[1]}" in str(result)
+    # the coordinator learns that the node's configuration is invalid, not what it holds (a path, a value)
+    assert isinstance(result, FederationError) and "configuration is invalid" in str(result)
+    assert f"node {NODES[1]}" in str(result)
     assert not (out / "report.json").exists()
+
+
+SECRET = "SECRET-4711"
+
+
+@pytest.mark.parametrize("options", ["--dp --epsilon 5 --seed 1", "-m fed-moments"])
+def test_a_secret_cell_never_reaches_the_coordinator(site_csvs, tmp_path, options, caplog):
+    """Site 2's CSV holds a cell that is not a number. The ClientApp answers with a fixed, data-free
+    ABORT: neither the cell, its row, nor the site's file path reaches the coordinator (the error it
+    raises, any reply, the run folder); the site's own transcript keeps the details."""
+    import logging
+
+    bad = tmp_path / "site2-secret.csv"
+    lines = site_csvs[1].read_text().splitlines()
+    cells = lines[7].split(",")
+    cells[3] = SECRET
+    lines[7] = ",".join(cells)
+    bad.write_text("\n".join(lines) + "\n")
+    csvs = [site_csvs[0], bad, site_csvs[2]]
+    with caplog.at_level(logging.INFO):
+        result, grid, out = flower_run(csvs, tmp_path, options)
+    assert isinstance(result, FederationError), result
+    assert "cannot use its data" in str(result)
+    seen = [str(result), caplog.text]
+    for _, msg in grid.sent:
+        seen.append(repr(msg.content))
+    for reply in grid.replies:
+        seen.append(repr(reply.content) if reply.has_content() else repr(reply.error.reason))
+    if out.exists():
+        seen += [f.read_text(errors="replace") for f in out.rglob("*") if f.is_file()]
+    text = "\n".join(seen)
+    for needle in (SECRET, str(bad), bad.name, str(tmp_path)):
+        assert needle not in text, needle
+    # the details stay at the site
+    recs = records(tmp_path / "site2.transcript.jsonl")
+    assert any(r["event"] == "error" and SECRET in r["detail"] for r in recs)
 
 
 # -- no restart, lost reply or replay resets the ledger -----------------------------------------

@@ -39,8 +39,16 @@ def _main(grid: Grid, context: Context) -> None:
 
     from bnsl_cli.net.flower.server import coordinate
 
+    from bnsl_cli.errors import BnslError
+
     np.seterr(over="ignore", invalid="ignore", divide="ignore")
-    result = coordinate(grid, context.run_config, log=_info)
+    try:
+        result = coordinate(grid, context.run_config, log=_info)
+    except BnslError as exc:  # a site that stopped, a refused plan, a bad option: one line, no traceback
+        import logging
+
+        _flwr_log(logging.ERROR, "bnsl: error: %s", " ".join(str(exc).split()))
+        raise SystemExit(getattr(exc, "exit_code", 1)) from None
     rep = result.report
     _info(f"{rep['method']}: {rep.get('rounds')} rounds, {int((result.W != 0).sum())} edges"
           + (f"; run folder {context.run_config.get('out')}" if context.run_config.get("out") else ""))

@@ -27,6 +27,7 @@ from bnsl_cli.errors import (
     GuardRefusedError,
     OptionError,
     RefusedError,
+    public_reason,
 )
 from bnsl_cli.federated.messages import HEADER, is_stop, summable_span
 from bnsl_cli.net import frames as F
@@ -164,7 +165,7 @@ def _close(state: SiteState, tr: Transcript, status: str) -> None:
 
 def _stop(state: SiteState, tr: Transcript, out: _Out, exc: BaseException, refused: bool) -> None:
     """Tell the coordinator why this site stops (``refused``: beyond its limits or plan) and close."""
-    body = {"reason": str(getattr(exc, "public_reason", None) or exc)}
+    body = {"reason": public_reason(exc)}  # nothing about this site's data leaves with it
     if refused:
         body["refused"] = True
     out.control(F.ABORT, body)
@@ -176,9 +177,45 @@ def _stop(state: SiteState, tr: Transcript, out: _Out, exc: BaseException, refus
 
 def answer(content, run_id: int, node_config) -> list:
     """The frames a site answers to one request (a Flower message's ``content``) of Flower run
-    ``run_id``, the site being ``node_config``'s. Raises for what cannot be answered at all (no site
-    configuration, a message that is not a bnsl request): Flower then sends its error reply."""
-    cfg = SiteConfig.from_node_config(node_config)
+    ``run_id``, the site being ``node_config``'s. Never raises: an error of any kind (the node
+    configuration, the CSV, a message that is not a bnsl request, a bug) is answered by an ABORT with
+    a fixed, data-free reason (:func:`~bnsl_cli.errors.public_reason`) and ends this site's run; the
+    details go to the site's own transcript (or, before its configuration is known, its own log).
+    Flower would otherwise put the exception's text — a cell, a path — into its error reply."""
+    cfg = None
+    try:
+        cfg = SiteConfig.from_node_config(node_config)
+        return _answer(cfg, content, run_id)
+    except Exception as exc:  # noqa: BLE001 - every error becomes a data-free ABORT
+        _keep_locally(cfg, run_id, exc)
+        return [F.control(F.ABORT, {"reason": public_reason(exc)})]
+
+
+def _keep_locally(cfg, run_id: int, exc: BaseException) -> None:
+    """The error's full text where only the site reads it: its transcript, and its run closed in its
+    state (a later message is refused), else its own log."""
+    import logging
+
+    text = F.printable(f"{type(exc).__name__}: {exc}", 2000)
+    try:
+        if cfg is None:
+            raise RuntimeError("no site configuration")
+        tr = Transcript(cfg.transcript)
+        try:
+            tr.write({"event": "error", "run": int(run_id), "detail": text})
+        finally:
+            tr._fh.close()
+        store = RunStore(cfg.state_dir, run_id)
+        with store.locked():
+            state = store.load()
+            if state is not None and state.phase != "closed":
+                state.phase, state.status = "closed", f"stopped: {text}"
+                store.save(state)
+    except Exception:  # noqa: BLE001 - nowhere to write: the SuperNode's own log
+        logging.getLogger("bnsl.site").error("bnsl site, Flower run %s: %s", run_id, text)
+
+
+def _answer(cfg: SiteConfig, content, run_id: int) -> list:
     req = E.read_request(content)
     store = RunStore(cfg.state_dir, run_id)
     with store.locked():

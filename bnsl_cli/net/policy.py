@@ -499,7 +499,9 @@ def guarded_participant(accepted: AcceptedPlan, rng: Optional[np.random.Generato
     if rng is None and plan.private:
         rng = participant_rngs(plan)[accepted.index]
     build = make or make_participant
-    return SpendGuard(build(plan, accepted.index, accepted.X, rng), plan, accepted.rho if plan.private else None)
+    guard = SpendGuard(build(plan, accepted.index, accepted.X, rng), plan, accepted.rho if plan.private else None)
+    guard.noise = rng  # the participant's noise source (a site that keeps state re-keys it per message)
+    return guard
 
 
 class SiteGuard:

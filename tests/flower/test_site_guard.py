@@ -342,3 +342,69 @@ def test_a_reply_lost_after_the_state_was_written_is_never_answered_again(site_c
     assert frame.kind == F.ABORT and "second HELLO" in frame.body["reason"]
     after = store.load()
     assert after.guard.spent() == spent_before and after.phase == "closed"
+
+
+# -- noise that no restored state can reuse --------------------------------------------------------
+
+
+def test_a_restored_state_never_answers_another_message_with_the_same_noise(site_csvs, tmp_path):
+    """Site 1's state file is copied before it answers the centre-histogram request (A) and put back
+    after the run. From that restored state, a request that differs from A only by a shift of the bin
+    edges far below any value's resolution (B: the same counts) must get independent noise: before,
+    B − A was exactly 0 (the same noise source), so the difference of two replies was noise-free. The
+    same request A again gets the same bytes (a retry after a crash releases nothing new)."""
+    from flwr.app import Message
+
+    from bnsl_cli.federated.messages import HEADER, read_header
+    from bnsl_cli.federated.methods.suffstats.messages import CentreRequest
+
+    grid = LoopbackGrid(node_configs(site_csvs, tmp_path))
+    real = grid.deliver
+    seen = {}
+    state_file = None
+
+    def deliver(msg):
+        nonlocal state_file
+        nid = int(msg.metadata.dst_node_id)
+        req = E.read_request(msg.content)
+        if nid == NODES[0] and req.frame is not None and "msg" not in seen:
+            frame = F.decode(req.frame)
+            if frame.kind == F.DATA and read_header(frame.body).kind == CentreRequest.kind:
+                state_file = RunStore(tmp_path / "state-1", grid.run_id)
+                files = sorted((tmp_path / "state-1").glob("*.state"))
+                seen["snapshot"] = {f: f.read_bytes() for f in files}
+                seen["msg"], seen["req"], seen["body"] = msg, req, frame.body
+                reply = real(msg)
+                seen["A"] = reply
+                return reply
+        return real(msg)
+
+    grid.deliver = deliver
+    from bnsl_cli.net.flower.server import coordinate
+
+    coordinate(grid, {"options": "--dp --epsilon 5 --noise per-site", "participants": 3, "timeout": 60.0})
+    assert "A" in seen and state_file is not None
+
+    def restore():
+        for f, raw in seen["snapshot"].items():
+            f.write_bytes(raw)
+
+    def values(reply) -> np.ndarray:
+        (raw,) = E.read_reply(reply.content)
+        frame = F.decode(raw)
+        assert frame.kind == F.DATA, frame
+        return np.frombuffer(frame.body, "<f8", offset=HEADER.size)
+
+    req = CentreRequest.decode(seen["body"])
+    shifted = CentreRequest(req.round, req.d, req.count, req.lo + 1e-9 * req.width, req.width).encode()
+    restore()
+    content = E.request_content(E.FRAME, seen["req"].run, seen["req"].seq, F.data(shifted))
+    b = real(Message(content, dst_node_id=NODES[0], message_type=E.MESSAGE_TYPE))
+    a = values(seen["A"])
+    diff = values(b) - a
+    # independent noise (a share of the counts over n: its std is about 0.02 here), not a difference of
+    # 1e-14 (the same noise, the counts unchanged by the shift) as before
+    assert np.std(diff) > 1e-4, np.std(diff)
+    restore()
+    again = real(Message(seen["msg"].content, dst_node_id=NODES[0], message_type=E.MESSAGE_TYPE))
+    assert np.array_equal(values(again), a)  # the same request: the same bytes

@@ -32,7 +32,7 @@ from bnsl_cli.errors import (
 from bnsl_cli.federated.messages import HEADER, is_stop, summable_span
 from bnsl_cli.net import frames as F
 from bnsl_cli.net.flower import envelope as E
-from bnsl_cli.net.flower.state import RunStore, SiteState
+from bnsl_cli.net.flower.state import RunStore, SiteState, key_noise
 from bnsl_cli.net.policy import SiteGuard, SiteLimits, plan_record
 from bnsl_cli.net.site import (
     _events,
@@ -337,6 +337,8 @@ def _step(cfg: SiteConfig, state: SiteState, tr: Transcript, out: _Out, raw: byt
               refused=False)
         return
     guard = state.guard
+    if state.noise_key is not None:  # noise that no restored state can reuse for another message
+        key_noise(guard.noise, state.noise_key, state.seq, frame.body)
     try:
         reply = guard.handle(frame.body)
     except RefusedError as exc:  # the site's guard: beyond the accepted plan; nothing is sent
@@ -396,6 +398,10 @@ def _plan(cfg: SiteConfig, state: SiteState, tr: Transcript, out: _Out, body: di
     events = _events(guard)
     state.guard, state.plan_body, state.phase = guard, body, "run"
     state.private = _is_private(body, events)
+    if state.private and site_guard.accepted.plan.seed is None and getattr(guard, "noise", None) is not None:
+        import secrets
+
+        state.noise_key = secrets.token_bytes(32)  # each message's noise keyed to it (state.key_noise)
     tr.releases(events)  # one-off releases made while the participant was built
     out.control(F.ACCEPT, {})
 

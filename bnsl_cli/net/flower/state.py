@@ -36,9 +36,31 @@ from pathlib import Path
 
 from bnsl_cli.errors import BnslError
 
-__all__ = ["STATE_VERSION", "RunStore", "SiteState"]
+__all__ = ["STATE_VERSION", "RunStore", "SiteState", "key_noise"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+
+
+def key_noise(rng, key: bytes, seq: int, message: bytes) -> None:
+    """Re-seed ``rng`` (in place, the participant's own generator) from this site's secret ``key``,
+    the message number and the message's SHA-256, before the message is answered.
+
+    A state file is the noise source's only home between messages, so a restored (older) copy would
+    answer a *different* message with the *same* noise, and the difference of the two replies would be
+    noise-free. Keyed this way, the same message gets the same noise (a retry after a crash sends the
+    same bytes, as before) and any other message independent noise, whatever happens to the file. The
+    key never leaves the site (it lives in the state file, as the rows do)."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256()
+    h.update(b"bnsl flower noise v1|")
+    h.update(bytes(key))
+    h.update(int(seq).to_bytes(8, "little"))
+    h.update(hashlib.sha256(bytes(message)).digest())
+    seed = np.random.SeedSequence(int.from_bytes(h.digest(), "little"))
+    rng.bit_generator.state = type(rng.bit_generator)(seed).state
 
 
 @dataclass
@@ -59,6 +81,9 @@ class SiteState:
     private: bool = False
     summary: dict | None = None
     transcript: dict = field(default_factory=dict)  # bytes_sent, rho_total, the releases recorded
+    #: the key of :func:`key_noise` (a private run without --seed): the noise of each message is keyed
+    #: to it, the message number and the message, never reused by a restored state
+    noise_key: bytes | None = None
     version: int = STATE_VERSION
 
 

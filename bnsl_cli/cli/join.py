@@ -64,6 +64,17 @@ def command(
         help="Refuse plans without secure aggregation (serve --secure-sum): the coordinator then learns only the "
         "sums of the summable replies, never this site's own.",
     ),
+    max_total_epsilon: Optional[float] = typer.Option(
+        None, "--max-total-epsilon",
+        help="Accept a private plan only while every private run this site accepted (its --budget-ledger) and this "
+        "one, composed by the plan's accountant, spend at most this ε (default: --max-epsilon, so a second "
+        "full-budget run is refused).",
+    ),
+    budget_ledger: Optional[Path] = typer.Option(
+        None, "--budget-ledger", envvar="BNSL_BUDGET_LEDGER",
+        help="This site's ledger of accepted private runs (JSON lines; default SITE.budget.jsonl next to the CSV). "
+        "Keep one per data set: it is what bounds the data set's spend over runs.",
+    ),
     max_sessions: Optional[int] = typer.Option(
         None, "--max-sessions",
         help="Answer at most this many sessions in one join (default 21; serve --bootstrap B asks for B + 1: B replicates on "
@@ -120,6 +131,10 @@ def command(
         )
     if max_epsilon is not None and not max_epsilon > 0:
         raise common.fail("--max-epsilon must be > 0", 2)
+    if max_total_epsilon is not None and not (max_total_epsilon > 0 and max_total_epsilon < float("inf")):
+        raise common.fail("--max-total-epsilon must be a finite number > 0", 2)
+    if max_total_epsilon is not None and max_epsilon is None:
+        raise common.fail("--max-total-epsilon bounds private runs: give --max-epsilon too", 2)
     if max_delta is not None and not 0 < max_delta < 1:
         raise common.fail("--max-delta must be > 0 and < 1", 2)
     for opt, value in (("--timeout", timeout), ("--connect-timeout", connect_timeout)):
@@ -157,7 +172,14 @@ def command(
         refuse_standardize=refuse_standardize,
         require_secure_sum=require_secure_sum,
         max_sessions=max_sessions,
+        max_total_epsilon=max_total_epsilon,
     )
+    budget = None
+    if limits.max_epsilon is not None:  # private runs: the site's spend over runs, on its own ledger
+        from bnsl_cli.net.site_budget import SiteBudget
+
+        ledger = budget_ledger if budget_ledger is not None else csv.with_name(csv.stem + ".budget.jsonl")
+        budget = SiteBudget(ledger, limits.max_total_epsilon)
     from bnsl_cli.net.site_sessions import BootstrapSessions, Resampling
     from bnsl_cli.net.transcript import Transcript
     from bnsl_cli.federated.secure_sum import generate_keypair
@@ -178,7 +200,7 @@ def command(
         if acc.plan.private and not acc.plan.standardize:  # this site's exact spreads (nothing is released)
             dataopts.exact_scale_warning([_columns_of(table, acc.plan.names, acc.X)])
         tr.write({"event": "plan", "decision": "accepted", **plan_record(acc.plan), "index": acc.index,
-                  "secure_sum": acc.secure_sum, **boot.record(acc.plan)})
+                  "secure_sum": acc.secure_sum, **boot.record(acc.plan), **acc.total})
 
     # this site's sessions with the coordinator (serve --bootstrap): order and caps, and its own
     # resampling stream, which never leaves this process
@@ -204,7 +226,7 @@ def command(
                 sk, pk = generate_keypair()
                 hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
                          "x25519": pk.hex()}
-                guard = SiteGuard(table, limits, name, on_accept=accepted, sessions=boot)
+                guard = SiteGuard(table, limits, name, on_accept=accepted, sessions=boot, budget=budget)
                 try:
                     return run_site(
                         coordinator, hello, _recording(guard.on_plan, tr), secure_key=sk, credentials=creds,

@@ -29,7 +29,7 @@ A site run from Python gets the same guard: :class:`SiteGuard` (``on_plan`` for
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -45,6 +45,7 @@ from bnsl_cli.federated.messages import read_header
 from bnsl_cli.federated.methods.registry import Rounds, make_participant, method_spec
 from bnsl_cli.federated.site_sequence import SequenceState, steps_by_kind
 from bnsl_cli.net.common import FederationError
+from bnsl_cli.net.site_budget import SiteBudget
 from bnsl_cli.net.site_sessions import DEFAULT_MAX_SESSIONS, BootstrapSessions
 from bnsl_cli.plan.options import CLIP_LEVELS, DPConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
@@ -101,6 +102,9 @@ class SiteLimits:
     #: sessions answered in one join (``serve --bootstrap B``: B replicates and the run); also bounded
     #: by the site's rows (:mod:`bnsl_cli.net.site_sessions`)
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    #: the ε this site spends over all runs on its budget ledger (:mod:`bnsl_cli.net.site_budget`);
+    #: ``None``: ``max_epsilon`` (a second full-budget run is refused)
+    max_total_epsilon: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.max_delta is None:
@@ -113,6 +117,10 @@ class SiteLimits:
             raise OptionError(f"max_rounds must be at least 1, got {self.max_rounds!r}")
         if not (isinstance(self.max_sessions, int) and self.max_sessions >= 1):
             raise OptionError(f"max_sessions must be at least 1, got {self.max_sessions!r}")
+        if self.max_total_epsilon is None:
+            object.__setattr__(self, "max_total_epsilon", self.max_epsilon)
+        elif not (isinstance(self.max_total_epsilon, (int, float)) and 0 < self.max_total_epsilon < math.inf):
+            raise OptionError(f"max_total_epsilon must be a finite number > 0, got {self.max_total_epsilon!r}")
         for name in ("methods", "releases"):
             v = getattr(self, name)
             if v is not None:
@@ -143,6 +151,8 @@ class AcceptedPlan:
     secure_sum: bool
     rho: float
     epsilon: float
+    #: the site's running total after this plan (its budget ledger; empty without one)
+    total: dict = field(default_factory=dict)
 
 
 def admm_rounds(plan) -> int:
@@ -218,12 +228,14 @@ def _release_mismatch(got: PrivacyPlan, want: PrivacyPlan) -> Optional[str]:
 
 
 def check_plan(body: dict, table, limits: SiteLimits, name: str,
-               sessions: Optional[BootstrapSessions] = None) -> AcceptedPlan:
+               sessions: Optional[BootstrapSessions] = None, budget: Optional[SiteBudget] = None) -> AcceptedPlan:
     """The plan in ``body`` (a PLAN frame's body: ``plan``, ``index``, ``secure_sum``) checked
     against this site (``table``: its rows, ``name``: its declared name) and its ``limits``;
     ``sessions``: this site's bootstrap sessions with the coordinator so far (a fresh
     :class:`~bnsl_cli.net.site_sessions.BootstrapSessions` when ``None``: a first session), which
-    admit the plan (order, caps) and resample the rows of a replicate from the site's own stream.
+    admit the plan (order, caps) and resample the rows of a replicate from the site's own stream;
+    ``budget``: the site's ledger across runs (:class:`~bnsl_cli.net.site_budget.SiteBudget`), which
+    refuses a private plan beyond the site's total limit and records it once every other check passed.
 
     Raises :class:`~bnsl_cli.errors.RefusedError` (exit 5) when the plan is beyond the limits or
     its release list is not the one its public quantities give,
@@ -323,7 +335,9 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str,
             "the plan seeds the DP noise (--seed): the coordinator could reproduce and remove this site's noise; "
             "refused (--accept-seeded-noise for tests)"
         )
-    return AcceptedPlan(plan, index, X, secure, float(rho), float(eps))
+    # last: the site's spend over runs (its own ledger), recorded before any release
+    total = budget.admit(plan, name) if budget is not None else {}
+    return AcceptedPlan(plan, index, X, secure, float(rho), float(eps), total)
 
 
 def plan_record(plan) -> dict:
@@ -512,9 +526,10 @@ class SiteGuard:
 
     def __init__(self, table, limits: SiteLimits, name: str, *, make: Optional[Callable] = None,
                  on_accept: Optional[Callable[[AcceptedPlan], None]] = None,
-                 sessions: Optional[BootstrapSessions] = None):
+                 sessions: Optional[BootstrapSessions] = None, budget: Optional[SiteBudget] = None):
         self.table = table
         self.sessions = sessions
+        self.budget = budget
         self.limits = limits
         self.name = name
         self.make = make
@@ -525,7 +540,7 @@ class SiteGuard:
     def on_plan(self, body: dict) -> SpendGuard:
         if self.accepted is not None:
             raise GuardRefusedError("the coordinator sent a second plan; a site accepts one plan per run")
-        accepted = check_plan(body, self.table, self.limits, self.name, self.sessions)
+        accepted = check_plan(body, self.table, self.limits, self.name, self.sessions, self.budget)
         self.accepted = accepted
         if self.on_accept is not None:
             self.on_accept(accepted)

@@ -114,7 +114,14 @@ class Party:
 
     def __init__(self, args: list[str]):
         self.args = args
-        self.proc = subprocess.Popen(BNSL + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        env = ENV
+        if args and args[0] == "join" and "--budget-ledger" not in args:
+            # each site of a test is a fresh data set: its own budget ledger across runs (a test of the
+            # ledger names one with --budget-ledger)
+            import tempfile
+
+            env = {**ENV, "BNSL_BUDGET_LEDGER": str(Path(tempfile.mkdtemp(prefix="bnsl-ledger-")) / "budget.jsonl")}
+        self.proc = subprocess.Popen(BNSL + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self._out: list[str] = []
         self._err: list[str] = []
         self._pumps = [threading.Thread(target=self._pump, args=(s, sink), daemon=True)

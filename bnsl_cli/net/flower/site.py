@@ -5,7 +5,8 @@ The site's limits and its data come from the SuperNode's own node configuration
 configuration the ServerApp sends: :meth:`SiteConfig.from_node_config`. Its keys are ``bnsl join``'s
 options (``csv``, ``site-id``, ``max-epsilon``, ``max-delta``, ``allow-non-private``, ``max-rounds``,
 ``methods``, ``releases``, ``accept-seeded-noise``, ``accept-split-noise``, ``refuse-standardize``,
-``require-secure-sum``, ``sep``, ``transcript``) and ``state-dir`` (:mod:`.state`).
+``require-secure-sum``, ``max-total-epsilon``, ``sep``, ``transcript``) and ``state-dir`` (:mod:`.state`;
+it holds the site's budget ledger across runs, ``budget.jsonl``).
 
 Each message is answered exactly as ``bnsl join`` answers the same frame on its stream
 (:mod:`bnsl_cli.net.site`): the plan is checked by :class:`~bnsl_cli.net.policy.SiteGuard`
@@ -51,7 +52,7 @@ NODE_CONFIG_KEYS = {
     "csv": str, "site-id": str, "state-dir": str, "transcript": str, "sep": str,
     "max-epsilon": float, "max-delta": float, "allow-non-private": bool, "max-rounds": int,
     "methods": str, "releases": str, "accept-seeded-noise": bool, "accept-split-noise": bool,
-    "refuse-standardize": bool, "require-secure-sum": bool,
+    "refuse-standardize": bool, "require-secure-sum": bool, "max-total-epsilon": float,
 }
 
 
@@ -113,6 +114,7 @@ class SiteConfig:
             accept_split_noise=bool(cfg.get("accept-split-noise", False)),
             refuse_standardize=bool(cfg.get("refuse-standardize", False)),
             require_secure_sum=bool(cfg.get("require-secure-sum", False)),
+            max_total_epsilon=cfg.get("max-total-epsilon"),
         )
         state_dir = Path(cfg["state-dir"]).expanduser() if cfg.get("state-dir") else csv.with_name(csv.stem + ".bnsl-state")
         transcript = (Path(cfg["transcript"]).expanduser() if cfg.get("transcript")
@@ -385,9 +387,14 @@ def _plan(cfg: SiteConfig, state: SiteState, tr: Transcript, out: _Out, body: di
 
             check_constant_columns(table)
         tr.write({"event": "plan", "decision": "accepted", **plan_record(acc.plan), "index": acc.index,
-                  "secure_sum": acc.secure_sum})
+                  "secure_sum": acc.secure_sum, **acc.total})
 
-    site_guard = SiteGuard(table, cfg.limits, cfg.name, on_accept=accepted)
+    budget = None
+    if cfg.limits.max_epsilon is not None:  # the site's spend over Flower runs, in its state directory
+        from bnsl_cli.net.site_budget import SiteBudget
+
+        budget = SiteBudget(cfg.state_dir / "budget.jsonl", cfg.limits.max_total_epsilon)
+    site_guard = SiteGuard(table, cfg.limits, cfg.name, on_accept=accepted, budget=budget)
     try:
         guard = site_guard.on_plan(body)
         _secure_sum(body, _secure_key(state))  # a malformed secure-sum part is refused now

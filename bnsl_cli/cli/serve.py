@@ -12,7 +12,6 @@ learn gains a parameter that is in none of them.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -151,7 +150,7 @@ def _serve(
         if len(allowed) < participants:
             raise common.fail(f"--allow-sites names {len(allowed)} site(s), fewer than --participants {participants}", 2)
     cfg = _config(learn_options, ctx)
-    from bnsl_cli.federated.methods.registry import METHODS, method_spec
+    from bnsl_cli.federated.methods.registry import method_spec
 
     spec = method_spec(cfg.method)
     secure_sum, layout_warning = resolve_secure_sum(cfg, spec, participants, secure_sum)
@@ -159,18 +158,11 @@ def _serve(
         from rich.markup import escape
 
         console.print(f"[bold yellow]warning:[/] {escape(layout_warning)}", soft_wrap=True)
-    if split_noise and not secure_sum:
-        raise common.fail("--split-noise needs --secure-sum (split noise is private only under a secure sum)", 2)
-    if split_noise and (cfg.dp is None or not spec.split_noise):
-        able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
-        raise common.fail(f"--split-noise: only --method {able} --dp has a release that can be split", 2)
-    if secure_sum and cfg.personal:
-        raise common.fail(
-            "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
-            "drop one of the two", 2,
-        )
-    if not spec.federated or spec.pooled:
-        raise common.fail(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network", 2)
+    from bnsl_cli.net.session import SessionChoices, check_choices, session_plan
+
+    choices = SessionChoices(secure_sum=bool(secure_sum), scale_bits=secure_sum_bits, split_noise=bool(split_noise),
+                             **(select or {}))
+    check_choices(cfg, choices)  # the checks that need no site, before listening
     out: Optional[Path] = learn_options.get("out")
     quiet = bool(learn_options.get("quiet"))
     json_out = bool(learn_options.get("json_out"))
@@ -213,16 +205,9 @@ def _serve(
                     f"waiting for {participants} site(s)"
                 )
             hellos = fleet.gather(join_timeout)
-            this, spec = _plan(cfg, hellos, secure_sum, secure_sum_bits, select)
-            if split_noise:
-                from bnsl_cli.privacy.split_noise import split_noise_plan
-
-                this = split_noise_plan(this)
+            # the one coordinator session (serve and the Flower ServerApp): plan, consent, session caps, keys
+            this, spec = session_plan(cfg, hellos, choices)
             if plan is None:
-                check_consent(this, hellos)
-                from bnsl_cli.net.site_sessions import check_session_caps
-
-                check_session_caps(this, hellos)  # every site's session cap, before any session is answered
                 plan = this
             elif this != plan:
                 from bnsl_cli.net.common import FederationError
@@ -294,31 +279,6 @@ NETWORK_BOOTSTRAP_SOURCE = (
 )
 
 
-def check_consent(plan, hellos) -> None:
-    """Before the plan is sent: a :class:`~bnsl_cli.errors.RefusedError` (exit 5) naming every site
-    whose HELLO says it does not accept split noise (``bnsl join`` without ``--accept-split-noise``)
-    when ``plan`` splits its noise (distributed noise, ``--split-noise``), with both ways out. The
-    sites check the plan themselves anyway (:func:`~bnsl_cli.net.policy.check_plan`); this tells
-    the coordinator's operator at once, for every such site, what to change. A HELLO without limits
-    (a library site) is left to its own check."""
-    from bnsl_cli.errors import RefusedError
-    from bnsl_cli.federated.methods.registry import method_spec
-    from bnsl_cli.privacy.split_noise import split_of
-
-    if split_of(plan) <= 1:
-        return
-    no = [f"site {k + 1} ({h.get('site')})" for k, h in enumerate(hellos)
-          if isinstance(h.get("limits"), dict) and not h["limits"].get("accept_split_noise")]
-    if not no:
-        return
-    distributed = method_spec(plan.method).distributed_noise
-    other = "serve --no-secure-sum for per-site noise (√P times the noise)" if distributed else "drop serve --split-noise"
-    raise RefusedError(
-        f"{', '.join(no)} did not accept {'distributed' if distributed else 'split'} noise (each site adds a share of "
-        f"the noise; its guarantee then rests on the secure sum): every site joins with --accept-split-noise, or {other}"
-    )
-
-
 def _site_record(site):
     """One site as the report's network part lists it (:class:`~bnsl_cli.report.SiteRecord`): its
     declared name, address, rows and the identity and SHA-256 fingerprint of its certificate
@@ -368,46 +328,6 @@ def _config(opts: dict, ctx=None):
     cfg = LearnConfig(**kw, dp=dp, workers=1)
     cfg.check()
     return cfg
-
-
-def _plan(cfg, hellos, secure_sum: bool, scale_bits: int = 32, select: Optional[dict] = None):
-    """The run plan from the sites' HELLOs (names, public row counts), and the secure-sum spec.
-    ``select`` (``--columns``/``--drop``): the plan's columns are those of site 1's HELLO chosen by name."""
-    from bnsl_cli.plan.run_plan import RunPlan
-    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
-
-    shapes = Shapes(
-        names=plan_columns(hellos[0]["columns"], **(select or {})),
-        participants=tuple(ParticipantShape(str(h["site"]), int(h["rows"])) for h in hellos),
-    )
-    plan = RunPlan.resolve(cfg, shapes)
-    spec = None
-    if secure_sum:
-        from bnsl_cli.net.common import FederationError
-        keys = [h.get("x25519") for h in hellos]
-        if not all(isinstance(k, str) and len(k) == 64 for k in keys):
-            raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
-        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": int(scale_bits)}
-    return plan, spec
-
-
-def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = None) -> tuple:
-    """The plan's column names: the sites' ``names`` chosen by ``--columns`` (in its order) and
-    ``--drop``. Raises :class:`~bnsl_cli.errors.OptionError` for a name the sites do not hold or
-    fewer than two columns left."""
-    from bnsl_cli.cli.dataopts import split_names
-    from bnsl_cli.errors import OptionError
-
-    names = list(names)
-    chosen, gone = split_names(columns), split_names(drop) or ()
-    for opt, given in (("--columns", chosen or ()), ("--drop", gone)):
-        for n in given:
-            if n not in names:
-                raise OptionError(f"{opt} names {n!r}, which the sites do not hold (their columns: {', '.join(names[:8])})")
-    out = [n for n in (chosen if chosen is not None else names) if n not in gone]
-    if len(out) < 2:
-        raise OptionError("--columns/--drop leave fewer than two columns; a graph needs two variables")
-    return tuple(out)
 
 
 def _progress(info: dict) -> None:

@@ -195,7 +195,6 @@ def test_the_crafted_basis_is_refused(site_csvs, tmp_path):
     ({"max_epsilon": 3.0}, "more than this site's --max-epsilon 3"),
     ({"max_delta": 1e-7}, "exceeds this site's --max-delta"),
     ({"methods": "fed-sparse"}, "not among --methods fed-sparse"),
-    ({"accept_split_noise": False}, "noise"),
 ])
 @pytest.mark.filterwarnings("ignore:the noise was drawn from --seed")
 def test_node_config_limits_refuse_whatever_the_run_config_says(site_csvs, tmp_path, limit, needle):
@@ -209,6 +208,21 @@ def test_node_config_limits_refuse_whatever_the_run_config_says(site_csvs, tmp_p
         coordinate(grid, {"options": "--dp --epsilon 5 --seed 1", "participants": 3, "timeout": 30.0})
     plan_recs = [r for r in records(tmp_path / "site1.transcript.jsonl") if r["event"] == "plan"]
     assert plan_recs and plan_recs[-1]["decision"].startswith("refused")
+
+
+def test_the_split_noise_consent_is_checked_before_any_plan_is_sent(site_csvs, tmp_path):
+    """The coordinator session is bnsl serve's: a node whose configuration does not accept split noise
+    is named from its HELLO, and no site is sent the plan (the check once ran only on the gRPC path)."""
+    from bnsl_cli.errors import RefusedError
+
+    nodes = node_configs(site_csvs, tmp_path)
+    nodes[NODES[1]]["accept-split-noise"] = False
+    result, grid, out = flower_run(site_csvs, tmp_path, "--dp --epsilon 5 --seed 1", nodes=nodes)
+    assert isinstance(result, RefusedError) and "site 2" in str(result) and "did not accept distributed noise" in str(result)
+    for _, msg in grid.sent:
+        req = E.read_request(msg.content)
+        assert req.frame is None or F.decode(req.frame).kind != F.PLAN
+    assert not (out / "report.json").exists()
 
 
 def test_a_node_without_site_configuration_fails_the_run_naming_it(site_csvs, tmp_path):

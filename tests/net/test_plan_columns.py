@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.cli.serve import plan_columns  # noqa: E402
+from bnsl_cli.net.session import plan_columns  # noqa: E402
 from bnsl_cli.errors import OptionError, ShardMismatchError  # noqa: E402
 from bnsl_cli.io.table import Table  # noqa: E402
 from bnsl_cli.plan.options import LearnConfig  # noqa: E402

@@ -26,16 +26,16 @@ The sites check the plan against their own node configuration (:mod:`.site`).
 
 from __future__ import annotations
 
-import os
 import shlex
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from bnsl_cli.errors import BnslError, OptionError
+from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.net import layout
+from bnsl_cli.net.session import SessionChoices, check_choices, session_plan
 
 __all__ = ["NOT_ON_FLOWER", "RUN_OPTION_FIELDS", "RunConfig", "coordinate", "learn_config"]
 
@@ -202,11 +202,9 @@ def resolve_secure_sum(cfg, participants: int, choice: str) -> tuple:
 
 
 def _check_layout(cfg, rc: RunConfig) -> None:
-    spec = method_spec(cfg.method)
-    if not spec.federated or spec.pooled:
-        raise OptionError(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network")
-    if rc.split_noise and (cfg.dp is None or not spec.split_noise):
-        raise OptionError("split-noise: only a method with a release that can be split, under --dp")
+    """The session's checks that need no site (:func:`bnsl_cli.net.session.check_choices`); the secure
+    sum is decided with the sites' number, so split noise is checked against it then."""
+    check_choices(cfg, SessionChoices(secure_sum=rc.split_noise or rc.secure_sum == "on", split_noise=bool(rc.split_noise)))
 
 
 def _prepare_out(rc: RunConfig, personal_sites: int):
@@ -224,15 +222,13 @@ def coordinate(grid, run_config, *, log: Callable[[str], None] | None = None, fl
     raises (a :class:`~bnsl_cli.errors.BnslError` saying what happened); every site is told ABORT.
     ``fleet_hook(fleet)``: called with the fleet before the sites are asked (tests, measurements)."""
     from bnsl_cli.net.flower.fleet import FlowerFleet
-    from bnsl_cli.plan.run_plan import RunPlan
-    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
     from bnsl_cli.report import NetworkRecord, SiteRecord
     from bnsl_cli.run import run
 
     log = log or (lambda _m: None)
     rc = RunConfig.from_run_config(run_config)
     cfg = learn_config(rc.options)
-    _check_layout(cfg, rc)
+    _check_layout(cfg, rc)  # the checks that need no site, before waiting for them
     fleet = FlowerFleet(grid, rc.participants or None, timeout=rc.timeout, log=log, scale_bits=rc.secure_sum_bits)
     if fleet_hook is not None:
         fleet_hook(fleet)
@@ -244,25 +240,11 @@ def coordinate(grid, run_config, *, log: Callable[[str], None] | None = None, fl
         secure, warning = resolve_secure_sum(cfg, P, rc.secure_sum)
         if warning:
             log(f"warning: {warning}")
-        if secure and cfg.personal:
-            raise OptionError("--personal asks every site for its own B_p, which the secure sum hides; drop one")
         fleet.secure_sum = secure
-        shapes = Shapes(names=tuple(hellos[0]["columns"]),
-                        participants=tuple(ParticipantShape(str(h["site"]), int(h["rows"])) for h in hellos))
-        plan = RunPlan.resolve(cfg, shapes)
-        if rc.split_noise:
-            if not secure:
-                raise OptionError("split-noise needs the secure sum")
-            from bnsl_cli.privacy.split_noise import split_noise_plan
-
-            plan = split_noise_plan(plan)
+        # the one coordinator session (bnsl serve's too): plan, split-noise consent, session caps, keys
+        plan, spec = session_plan(cfg, hellos, SessionChoices(secure_sum=secure, scale_bits=rc.secure_sum_bits,
+                                                               split_noise=bool(rc.split_noise)))
         fleet.plan = plan  # the plan the sites are sent (tests and measurements read it)
-        spec = None
-        if secure:
-            keys = [h.get("x25519") for h in hellos]
-            if not all(isinstance(k, str) and len(k) == 64 for k in keys):
-                raise BnslError("secure sum: a site sent no X25519 key in its HELLO")
-            spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": rc.secure_sum_bits}
         od = _prepare_out(rc, P if plan.personal else 0)
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})

@@ -1,0 +1,123 @@
+"""The coordinator's session with its sites, up to the plan they are sent: one library function that
+``bnsl serve`` (gRPC) and the Flower ServerApp both call, so that the checks made before any site is
+asked — the plan from the HELLOs, the split-noise consent, every site's session cap, the secure sum's
+keys — live in one place and cannot drift between the two transports.
+
+:func:`session_plan` takes the resolved run options (``LearnConfig``), the sites' HELLOs and the
+transport's choices; it returns the plan and the secure-sum part of the PLAN frame, or raises a
+:class:`~bnsl_cli.errors.BnslError` naming what is wrong and, for a site, which one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from bnsl_cli.errors import FederationError, OptionError, RefusedError
+from bnsl_cli.federated.methods.registry import method_spec
+from bnsl_cli.net.site_sessions import check_session_caps
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import ParticipantShape, Shapes
+from bnsl_cli.privacy.split_noise import split_noise_plan, split_of
+
+__all__ = ["SessionChoices", "check_choices", "session_plan", "plan_columns", "check_consent"]
+
+
+@dataclass(frozen=True)
+class SessionChoices:
+    """What the transport's options decided: the secure sum (and its fixed-point bits), split noise
+    (``serve --split-noise``), and the columns chosen by name (``--columns``/``--drop``)."""
+
+    secure_sum: bool = False
+    scale_bits: int = 32
+    split_noise: bool = False
+    columns: Optional[str] = None
+    drop: Optional[str] = None
+
+
+def check_choices(cfg, choices: SessionChoices) -> None:
+    """The checks that need no site: a method that can run over the network, split noise only under a
+    secure sum and for a method with a release that can be split, no ``--personal`` under a secure sum.
+    Called by each transport before it waits for the sites, and again by :func:`session_plan`."""
+    from bnsl_cli.federated.methods.registry import METHODS
+
+    spec = method_spec(cfg.method)
+    if not spec.federated or spec.pooled:
+        raise OptionError(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network")
+    if choices.split_noise and not choices.secure_sum:
+        raise OptionError("--split-noise needs --secure-sum (split noise is private only under a secure sum)")
+    if choices.split_noise and (cfg.dp is None or not spec.split_noise):
+        able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
+        raise OptionError(f"--split-noise: only --method {able} --dp has a release that can be split")
+    if choices.secure_sum and cfg.personal:
+        raise OptionError(
+            "--personal asks every site for its own B_p at the end, which --secure-sum hides from the coordinator; "
+            "drop one of the two"
+        )
+
+
+def session_plan(cfg, hellos, choices: SessionChoices) -> tuple[RunPlan, Optional[dict]]:
+    """The plan the sites are sent, and the PLAN frame's secure-sum part (``None`` without one),
+    after every check the coordinator makes before asking any site."""
+    check_choices(cfg, choices)
+    shapes = Shapes(
+        names=plan_columns(hellos[0]["columns"], choices.columns, choices.drop),
+        participants=tuple(ParticipantShape(str(h["site"]), int(h["rows"])) for h in hellos),
+    )
+    plan = RunPlan.resolve(cfg, shapes)
+    if choices.split_noise:
+        plan = split_noise_plan(plan)
+    check_consent(plan, hellos)
+    check_session_caps(plan, hellos)  # every site's session cap, before any session is answered
+    spec = None
+    if choices.secure_sum:
+        keys = [h.get("x25519") for h in hellos]
+        if not all(isinstance(k, str) and len(k) == 64 for k in keys):
+            raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
+        spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": int(choices.scale_bits)}
+    return plan, spec
+
+
+def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = None) -> tuple:
+    """The plan's column names: the sites' ``names`` chosen by ``--columns`` (in its order) and
+    ``--drop`` (comma-separated). Raises :class:`~bnsl_cli.errors.OptionError` for a name the sites
+    do not hold or fewer than two columns left."""
+    names = list(names)
+    chosen, gone = _split(columns), _split(drop) or ()
+    for opt, given in (("--columns", chosen or ()), ("--drop", gone)):
+        for n in given:
+            if n not in names:
+                raise OptionError(f"{opt} names {n!r}, which the sites do not hold (their columns: {', '.join(names[:8])})")
+    out = [n for n in (chosen if chosen is not None else names) if n not in gone]
+    if len(out) < 2:
+        raise OptionError("--columns/--drop leave fewer than two columns; a graph needs two variables")
+    return tuple(out)
+
+
+def _split(text: Optional[str]):
+    """``"a, b,c"`` → ``("a", "b", "c")`` (None stays None), as ``bnsl learn --columns`` splits."""
+    if text is None:
+        return None
+    return tuple(n.strip() for n in str(text).split(","))
+
+
+def check_consent(plan, hellos) -> None:
+    """Before the plan is sent: a :class:`~bnsl_cli.errors.RefusedError` (exit 5) naming every site
+    whose HELLO says it does not accept split noise (``bnsl join`` without ``--accept-split-noise``,
+    a Flower node without ``accept-split-noise``) when ``plan`` splits its noise (distributed noise,
+    ``--split-noise``), with both ways out. The sites check the plan themselves anyway
+    (:func:`~bnsl_cli.net.policy.check_plan`); this tells the coordinator's operator at once, for
+    every such site, what to change. A HELLO without limits (a library site) is left to its own check."""
+    if split_of(plan) <= 1:
+        return
+    no = [f"site {k + 1} ({h.get('site')})" for k, h in enumerate(hellos)
+          if isinstance(h.get("limits"), dict) and not h["limits"].get("accept_split_noise")]
+    if not no:
+        return
+    distributed = method_spec(plan.method).distributed_noise
+    other = "serve --no-secure-sum for per-site noise (√P times the noise)" if distributed else "drop serve --split-noise"
+    raise RefusedError(
+        f"{', '.join(no)} did not accept {'distributed' if distributed else 'split'} noise (each site adds a share of "
+        f"the noise; its guarantee then rests on the secure sum): every site joins with --accept-split-noise, or {other}"
+    )

@@ -5,7 +5,7 @@ The site's limits and its data come from the SuperNode's own node configuration
 configuration the ServerApp sends: :meth:`SiteConfig.from_node_config`. Its keys are ``bnsl join``'s
 options (``csv``, ``site-id``, ``max-epsilon``, ``max-delta``, ``allow-non-private``, ``max-rounds``,
 ``methods``, ``releases``, ``accept-seeded-noise``, ``accept-split-noise``, ``refuse-standardize``,
-``require-secure-sum``, ``max-total-epsilon``, ``sep``, ``transcript``) and ``state-dir`` (:mod:`.state`;
+``require-secure-sum``, ``max-total-epsilon``, ``max-sessions``, ``sep``, ``transcript``) and ``state-dir`` (:mod:`.state`;
 it holds the site's budget ledger across runs, ``budget.jsonl``).
 
 Each message is answered exactly as ``bnsl join`` answers the same frame on its stream
@@ -52,7 +52,7 @@ NODE_CONFIG_KEYS = {
     "csv": str, "site-id": str, "state-dir": str, "transcript": str, "sep": str,
     "max-epsilon": float, "max-delta": float, "allow-non-private": bool, "max-rounds": int,
     "methods": str, "releases": str, "accept-seeded-noise": bool, "accept-split-noise": bool,
-    "refuse-standardize": bool, "require-secure-sum": bool, "max-total-epsilon": float,
+    "refuse-standardize": bool, "require-secure-sum": bool, "max-total-epsilon": float, "max-sessions": int,
 }
 
 
@@ -115,6 +115,7 @@ class SiteConfig:
             refuse_standardize=bool(cfg.get("refuse-standardize", False)),
             require_secure_sum=bool(cfg.get("require-secure-sum", False)),
             max_total_epsilon=cfg.get("max-total-epsilon"),
+            **({"max_sessions": cfg["max-sessions"]} if "max-sessions" in cfg else {}),
         )
         state_dir = Path(cfg["state-dir"]).expanduser() if cfg.get("state-dir") else csv.with_name(csv.stem + ".bnsl-state")
         transcript = (Path(cfg["transcript"]).expanduser() if cfg.get("transcript")

@@ -299,6 +299,8 @@ def public_reason(exc: BaseException) -> str:
         return str(own)
     if isinstance(exc, (RefusedError, FederationError, PrivacyBudgetError)):
         return str(exc)
+    if isinstance(exc, ShardMismatchError):
+        return "the site's columns differ from the plan's (details in the site's own transcript)"
     if isinstance(exc, InputDataError):
         return "the site cannot use its data for this plan (details in the site's own transcript)"
     if isinstance(exc, (OptionError, TLSError)):

@@ -34,6 +34,7 @@ from bnsl_cli.federated.traffic import FINAL, POLISH, STANDARDIZE, Traffic
 from bnsl_cli.io.graphs import ORIENTATION, graph_to_json
 from bnsl_cli.io.table import ReadOptions
 from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.privacy.defaults import WEAK_N_DELTA
 from bnsl_cli.privacy.ledger import PrivacyEvent, PrivacyLedger
 from bnsl_cli.privacy.split_noise import split_of, trust_statement
 
@@ -64,9 +65,8 @@ PRIVACY_UNIT = (
     "file, replaced by any other row; each participant's guarantee covers its own rows, the run's is the largest "
     "participant's spend"
 )
-#: A participant's guarantee is called weak when ``n_p · δ`` exceeds this: δ bounds the probability
-#: that the guarantee fails, and with ``n_p · δ`` near 1 one of its rows may as well be published.
-WEAK_N_DELTA = 0.01
+#: A participant's guarantee is called weak when ``n_p · δ`` exceeds WEAK_N_DELTA (its home, with the
+#: default δ that never crosses it, is :mod:`bnsl_cli.privacy.defaults`)
 #: Above this ε a private run warns that its guarantee is void in practice: e^20 ≈ 5·10⁸, so one row may
 #: move the odds of any outcome by that factor (the literature's deployments use ε of at most about 10
 #: per release; docs/privacy.md, "Choosing ε").
@@ -486,8 +486,8 @@ def summarise(report: dict) -> None:
 
 def weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:
     """``(participant numbers, warning)`` for the participants whose guarantee is weak
-    (``n_p · δ > WEAK_N_DELTA``), warned now in one line naming their files — and, when δ is the
-    default ``1/n_p²`` of the smallest participant, the file that set it."""
+    (``n_p · δ > WEAK_N_DELTA``), warned now in one short line. The default δ never crosses the rule
+    (:func:`~bnsl_cli.privacy.defaults.default_delta`), so only a δ the user gave can warn."""
     if plan.privacy is None:
         return [], None
     delta = plan.privacy.delta
@@ -495,22 +495,15 @@ def weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:
     if not weak:
         return [], None
     shown = weak[:3]
-    listed = ", ".join(f"{p.label} (participant {k}, {p.rows} rows)" for k, p in shown)
+    listed = ", ".join(f"participant {k} ({p.rows} rows)" for k, p in shown)
     if len(weak) > len(shown):
         listed += f" and {len(weak) - len(shown)} more"
     # the δ below which every participant's n_p·δ is at most WEAK_N_DELTA, on a 1-2-5 step
     need = WEAK_N_DELTA / max(p.rows for _, p in weak)
     step = 10.0 ** math.floor(math.log10(need))
     fix = next(f * step for f in (5.0, 2.0, 1.0) if f * step <= need)
-    if plan.privacy.delta_given:
-        cause = f"δ = {delta:.3g} was given"
-    else:
-        k_min = min(range(plan.P), key=lambda k: plan.participants[k].rows)
-        small = plan.participants[k_min]
-        cause = (f"δ = {delta:.3g} is the default 1/n_p² of the smallest participant, {small.label} "
-                 f"(participant {k_min + 1}, {small.rows} rows)")
-    text = (f"weak privacy guarantee for {listed}: n_p·δ > {WEAK_N_DELTA:g} ({cause}); give --delta {fix:.0e} "
-            "or smaller")
+    cause = f"δ = {delta:.3g} was given" if plan.privacy.delta_given else f"δ = {delta:.3g}"
+    text = f"weak privacy guarantee: n_p·δ > {WEAK_N_DELTA:g} for {listed} ({cause}); give --delta {fix:.0e} or smaller"
     warnings.warn(text, PrivacyWarning, stacklevel=3)
     return [k for k, _ in weak], text
 

@@ -22,8 +22,8 @@ def command(
     ),
     max_delta: Optional[float] = typer.Option(
         None, "--max-delta",
-        help="Accept private runs whose δ is at most this (default 1e-5, a fixed public bound: the default δ = 1/n² "
-        "of the smallest site that bnsl learn/serve --dp choose is within it whenever every site has at least "
+        help="Accept private runs whose δ is at most this (default 1e-5, a fixed public bound: the default δ of bnsl "
+        "learn/serve --dp, at most 1/n² of the smallest site, is within it whenever every site has at least "
         "317 rows).",
     ),
     allow_non_private: bool = typer.Option(

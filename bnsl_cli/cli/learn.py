@@ -105,7 +105,7 @@ def command(
         "-m fed-bnsl: DP-Fed-BNSL, -m fed-moments).", rich_help_panel=dataopts.PRIVACY,
     ),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", envvar="BNSL_EPSILON", help="Privacy budget ε (with --dp).", rich_help_panel=dataopts.PRIVACY),
-    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default 1/n_p² of the smallest participant).", rich_help_panel=dataopts.PRIVACY),
+    delta: Optional[float] = typer.Option(None, "--delta", envvar="BNSL_DELTA", help="δ (default min(1/n_min², 0.01/n_max): no participant's n_p·δ above 0.01).", rich_help_panel=dataopts.PRIVACY),
     clip: float = typer.Option(1.5, "--clip", help="Clip multiplier c (DP): the median clip level is c × the typical per-sample gradient at B = 0.", rich_help_panel=dataopts.PRIVACY),
     selection_share: float = typer.Option(0.5, "--selection-share", help="Share a of each DP step's budget spent on selection.", rich_help_panel=dataopts.PRIVACY),
     polish_share: float = typer.Option(

@@ -46,7 +46,7 @@ def command(
     ),
     samples: Optional[tuple] = typer.Option(
         None, "--samples", metavar="N[,N...]", show_default=False, parser=_samples_option,
-        help="Rows N of the smallest participant; sets delta = 1/N**2 (learn's default). Or each site's rows "
+        help="Rows N of the smallest participant; sets delta as learn does, min(1/N**2, 0.01/N). Or each site's rows "
         "n1,n2,...: P sites, delta as learn sets it; fed-suffstats with --nodes adds the last stage's noise, n_eff, "
         "the verdict of learn's check and the smallest epsilon that works.",
     ),

@@ -118,8 +118,11 @@ def _delta_of(query: BudgetQuery) -> tuple[float, str]:
     if query.site_rows is None or query.delta is not None:
         return resolve_delta(query.delta, query.samples)
     rows = query.site_rows
-    return default_delta(rows), (f"1/n_p**2 with n_p = {min(rows)} rows, the smallest of the {len(rows)} sites' "
-                                 "(learn's default)")
+    delta = default_delta(rows)
+    if delta == 1.0 / float(min(rows)) ** 2:
+        return delta, f"1/n_p**2 with n_p = {min(rows)} rows, the smallest of the {len(rows)} sites' (learn's default)"
+    return delta, (f"0.01/n_p with n_p = {max(rows)} rows, the largest of the {len(rows)} sites' (learn's default "
+                   "min(1/n_min**2, 0.01/n_max): no site's n_p·δ above 0.01)")
 
 
 def _with_rows(table: BudgetTable, query: BudgetQuery) -> BudgetTable:

@@ -16,15 +16,15 @@ receives the plan and checks it against its own limits before it releases anythi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Optional, Sequence
+from typing import Optional
 
-from bnsl_cli.errors import BnslError, OptionError
+from bnsl_cli.errors import BnslError, OptionError, PrivacyBudgetError
 from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.plan.options import LearnConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
-from bnsl_cli.privacy.defaults import DP_ROUNDS, dp_steps
+from bnsl_cli.privacy.defaults import DP_ROUNDS, default_delta, dp_steps
 from bnsl_cli.privacy.split_noise import distribute_noise
 
 __all__ = [
@@ -52,9 +52,6 @@ def default_steps(d: int) -> int:
     return 3 * d
 
 
-def default_delta(rows: Sequence[int]) -> float:
-    """``1 / n_p²`` of the smallest participant."""
-    return 1.0 / float(min(rows)) ** 2
 
 
 @dataclass(frozen=True)
@@ -207,7 +204,13 @@ class RunPlan:
             )
             plan["privacy"] = distribute_noise(plan["privacy"], options.method, spec.distributed_noise, len(parts),
                                                dp.noise, dp.collusion_tolerance)
-        return cls(**plan)
+        out = cls(**plan)
+        if out.private and spec.plan_verdict is not None:
+            # whether the run works is decided here, from public inputs only, before any value is drawn
+            why = spec.plan_verdict(out)
+            if why is not None:
+                raise PrivacyBudgetError(why)
+        return out
 
     # -- serialisation ------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -34,3 +34,17 @@ def dp_steps(d: int) -> int:
     Every step costs budget; at d = 100, ε = 10, T = 50 gave SHD 18 against 17 with T = 100 in
     less than half the time."""
     return max(20, d // 2)
+
+
+#: A participant's guarantee is weak when ``n_p · δ`` exceeds this: with δ the chance of a total
+#: failure per row, about ``n_p · δ`` of a participant's rows are then unprotected in expectation.
+WEAK_N_DELTA = 0.01
+
+
+def default_delta(rows) -> float:
+    """δ of a private run that gives none: ``1 / n_min²`` of the smallest participant, and never above
+    ``WEAK_N_DELTA / n_max``, the rule the weak-δ warning enforces (so the default never warns):
+    ``min(1/n_min², 0.01/n_max)``. With sites of at least 100 rows and equal sizes it is ``1/n²``."""
+    rows = [int(r) for r in rows]
+    return min(1.0 / float(min(rows)) ** 2, WEAK_N_DELTA / float(max(rows)))
+

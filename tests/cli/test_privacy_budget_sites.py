@@ -54,10 +54,11 @@ def learn_plan(rows, d, epsilon, **dp):
 
 
 def test_site_rows_give_the_sites_and_delta_learn_would_use():
-    out = budget("--epsilon", 5, "--samples", sites_arg(), "--nodes", D)
-    plan = learn_plan(ROWS, D, 5.0)
+    out = budget("--epsilon", 8, "--samples", sites_arg(), "--nodes", D)
+    plan = learn_plan(ROWS, D, 8.0)
     assert out["sites"] == plan.P == 3 and out["site_rows"] == list(ROWS)
-    assert out["delta"] == plan.privacy.delta == 1.0 / 88**2
+    # learn's default δ: min(1/n_min², 0.01/n_max), here 0.01/221 (1/88² would make 221·δ > 0.01: a weak δ)
+    assert out["delta"] == plan.privacy.delta == 0.01 / 221
     # the noise of the pooled sum over the 3 sites (per-site: σ·√3)
     stage = out["calibrations"][-1]
     assert stage["per_site"]["pooled_sum_std"] == pytest.approx(stage["sigma"] * np.sqrt(3), rel=1e-12)
@@ -88,7 +89,7 @@ def test_the_table_shows_the_new_rows_and_delta_s_source():
     for text in ("last stage tau, distributed", "n_eff, distributed", "verdict, distributed",
                  "smallest epsilon that works, distributed", "n_eff = 1/(1/n + τ²)", "1/τ²", "221 + 133 + 88 = 442 rows"):
         assert text in res.stdout, text
-    assert "1/n_p**2 with n_p = 88 rows, the smallest of the 3 sites'" in res.stderr
+    assert "0.01/n_p with n_p = 221 rows, the largest of the 3 sites'" in res.stderr
 
 
 def test_a_given_delta_wins_over_the_rows_default():
@@ -98,9 +99,9 @@ def test_a_given_delta_wins_over_the_rows_default():
 
 def test_other_methods_take_the_rows_delta_and_no_utility():
     out = budget("--method", "fed-sparse", "--epsilon", 5, "--samples", sites_arg(), "--nodes", D)
-    assert out["delta"] == 1.0 / 88**2 and out["site_rows"] == list(ROWS) and "utility" not in out
+    assert out["delta"] == 0.01 / 221 and out["site_rows"] == list(ROWS) and "utility" not in out
     out = budget("--epsilon", 5, "--samples", sites_arg(), "--max-rho")
-    assert out["delta"] == 1.0 / 88**2
+    assert out["delta"] == 0.01 / 221
 
 
 def test_without_nodes_the_table_says_what_is_missing():
@@ -134,7 +135,7 @@ def test_the_smallest_epsilon_is_where_the_verdict_turns():
     """The smallest ε is the rule's threshold: the number a refused run of learn names (usable_at on
     learn's plan), where privacy-budget's own verdict turns, and found again by bisection on ε over
     that verdict (with the zCDP accountant, whose calibration is closed-form: quick)."""
-    from bnsl_cli.federated.methods.suffstats import usable_at
+    from bnsl_cli.errors import PrivacyBudgetError
 
     def utility(eps, *more):
         return budget("--epsilon", eps, "--samples", sites_arg(), "--nodes", D, *more)["utility"]["distributed"]
@@ -143,7 +144,10 @@ def test_the_smallest_epsilon_is_where_the_verdict_turns():
     exact, shown = u["epsilon_min_exact"], u["epsilon_min"]
     assert u["verdict"] == "refused"
     assert float(f"{shown:.3g}") == shown and exact <= shown < exact * 1.01  # rounded up, 3 digits
-    assert exact == pytest.approx(usable_at(learn_plan(ROWS, D, 1.0), D)[0], rel=1e-9)
+    # learn refuses the same plan before any noise, naming the same smallest ε (one rule, one number)
+    with pytest.raises(PrivacyBudgetError, match=f"ε ≥ {shown:g} at these rows"):
+        learn_plan(ROWS, D, 1.0)
+    learn_plan(ROWS, D, shown)  # ... and accepts it at that ε
     assert utility(shown)["verdict"] == "works" and utility(exact * 0.999)["verdict"] == "refused"
 
     zcdp = ("--accountant", "zcdp")
@@ -188,7 +192,8 @@ def test_learn_runs_above_the_smallest_epsilon_and_names_it_when_refused(tmp_pat
     # far below it the run is refused, naming the same smallest ε
     res = run("learn", *shards, "--dp", "--epsilon", 0.5, "--seed", 1, "--out", tmp_path / "refused", "-q")
     assert res.exit_code == 5, res.output
-    assert "lost in their noise" in res.stderr and f"ε ≥ {u['epsilon_min_exact']:.3g}" in res.stderr
+    assert "lost in their noise" in res.stderr and f"ε ≥ {u['epsilon_min']:g}" in res.stderr
+    assert "refused before any noise was drawn" in res.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -308,15 +308,21 @@ def test_an_unusable_release_says_what_would_work():
             learn(tables, LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5), seed=0))
     msg = str(info.value)
     assert "\n" not in msg and "ε ≥" in msg and "rows per site" in msg
-    eps, rows = usable_at(RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5)),
-                                          Shapes.of_tables(tables)), 30)
-    assert eps > 0.5 and rows > 60 and f"{eps:.3g}" in msg and str(rows) in msg
+    assert "refused before any noise was drawn" in msg  # the plan's verdict, not a draw's
+    import re
+
+    eps = float(re.search(r"ε ≥ ([0-9.e+-]+) at these rows", msg).group(1))
+    rows = int(re.search(r"≥ (\d+) rows per site", msg).group(1))
+    assert eps > 0.5 and rows > 60
     # the same calibration at the advised values: ε then needs no more, and the rows are enough
     names = tuple(f"x{j}" for j in range(30))
-    at_eps = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=eps * 1.001, delta=1 / 60**2)),
+    from bnsl_cli.privacy.defaults import default_delta
+
+    delta = default_delta([60, 60, 60])  # the refused plan's δ
+    at_eps = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=eps * 1.001, delta=delta)),
                              Shapes(names, tuple(ParticipantShape(f"s{k}.csv", 60, None) for k in range(3))))
     assert usable_at(at_eps, 30)[0] == pytest.approx(eps, rel=1e-2)
-    at_rows = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5, delta=1 / 60**2)),
+    at_rows = RunPlan.resolve(LearnConfig(method="fed-suffstats", dp=DPConfig(epsilon=0.5, delta=delta)),
                               Shapes(names, tuple(ParticipantShape(f"s{k}.csv", rows, None) for k in range(3))))
     assert usable_at(at_rows, 30)[1] <= rows
 

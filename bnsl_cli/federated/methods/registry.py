@@ -46,6 +46,7 @@ from bnsl_cli.federated.methods.suffstats.audit import suffstats_cases
 from bnsl_cli.federated.methods.admm.budget import dp_fed_bnsl_budget, dp_pgcd_budget
 from bnsl_cli.federated.methods.moments.budget import dp_fed_moments_budget
 from bnsl_cli.federated.methods.suffstats.budget import budget_table as fed_suffstats_budget
+from bnsl_cli.federated.methods.suffstats.budget import plan_verdict as fed_suffstats_verdict
 from bnsl_cli.federated.site_sequence import POLISH_REQUEST, STATS_EXCHANGE
 from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
 from bnsl_cli.federated.methods.admm.site import DenseParticipant, SparseParticipant
@@ -192,6 +193,7 @@ _SPECS = (
         options=frozenset({"--threshold", "--standardize", "--noise", "--collusion-tolerance"}),
         budget_options=frozenset({"--sites", "--collusion-tolerance"}),
         budget_table=fed_suffstats_budget,
+        plan_verdict=fed_suffstats_verdict,
         site_sequence=suffstats.site_sequence,
     ),
     MethodSpec(

@@ -132,14 +132,35 @@ def _epsilon_at(pv, rho_star: float) -> float:
     return float(spend_of(planned_releases(rho_star), pv.delta, pv.conversion, pv.accountant)[0])
 
 
+def plan_verdict(plan) -> Optional[str]:
+    """The refusal of a private plan whose releases are expected to be lost in their noise
+    (:func:`usable_margins` below 1), ``None`` when it works: public inputs only, the rule
+    ``privacy-budget`` quotes (:func:`site_utility`'s verdict)."""
+    d = len(plan.names)
+    if min(usable_margins(plan, d)) >= 1.0:
+        return None
+    return unusable_message(plan, d)
+
+
+def empty_graph_message(plan, d: int) -> str:
+    """The warning of a run whose stages all lost the rows' weight in the noise (an unlucky draw of a
+    plan expected to work, or rows far from what the plan assumes): the graph is empty."""
+    eps, rows = usable_at(plan, d)
+    return (
+        f"fed-suffstats: no whitened-moment stage kept the rows' weight above the noise (ε = {plan.privacy.epsilon:g}, "
+        f"{plan.n_total} rows over {plan.P} sites, d = {d}): the graph is empty; ε ≥ {round_up(eps):g} at these rows, or "
+        f"≥ {rows} rows per site at this ε, are expected to be usable"
+    )
+
+
 def unusable_message(plan, d: int) -> str:
     eps, rows = usable_at(plan, d)
     pv = plan.privacy
     return (
         f"fed-suffstats: at ε = {pv.epsilon:g} the released statistics of {plan.n_total} rows over {plan.P} sites "
-        f"(d = {d}) are lost in their noise (no whitened-moment stage kept the rows' weight); expected to be usable "
-        f"with ε ≥ {eps:.3g} at these rows, or with ≥ {rows} rows per site at this ε "
-        "(privacy-budget --method fed-suffstats shows the noise)"
+        f"(d = {d}) are expected to be lost in their noise; refused before any noise was drawn: expected to be usable "
+        f"with ε ≥ {round_up(eps):g} at these rows, or with ≥ {rows} rows per site at this ε "
+        "(privacy-budget --method fed-suffstats gives the same verdict)"
     )
 
 
@@ -278,6 +299,7 @@ def site_utility(spec, pv, rows, d: int, tolerance: int = 0) -> dict:
         out[key] = {
             "tau": tau, "n_eff": expected_effective_rows(n, tau, d), "noise_rows": 1.0 / tau**2,
             "noise_scale": scale, "warns": scale > NOISE_SCALE_WARN,
+            # plan_verdict's rule (what learn --dp refuses before any noise is drawn)
             "verdict": "works" if min(stage_margin, hist_margin) >= 1.0 else "refused",
             "stage_margin": stage_margin, "histogram_margin": hist_margin,
             "epsilon_min": round_up(eps), "epsilon_min_exact": eps, "rows_per_site_min": rows_needed,

@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import BnslError, ClippedRowsWarning, NoisyReleaseWarning, PrivacyBudgetError, warn
+from bnsl_cli.errors import BnslError, ClippedRowsWarning, NoisyReleaseWarning, warn
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments, psd_moments
 from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
@@ -20,8 +20,8 @@ from bnsl_cli.federated.methods.suffstats.budget import (
     clipped_rows_warning,
     clipped_weight_fraction,
     gaussian_spread,
+    empty_graph_message,
     noisy_moments_warning,
-    unusable_message,
 )
 from bnsl_cli.federated.methods.suffstats.fits import coarse_bins, refine_centre
 from bnsl_cli.federated.methods.suffstats.releases import (
@@ -336,12 +336,12 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             # the noise of this stage is too large for the rows (post-processing of released values
             # decides it); back to the last basis that worked, or (none yet) the same basis again
             # with the next stage's larger share
-            if L_ok is None and k == len(stages):
-                raise PrivacyBudgetError(unusable_message(plan, d))
+            last = k == len(stages)
             history.append(SuffstatsStage(
                 round=k, tau=None, edges=None, score=None, weight=float(w0 / n),
                 note="the clipped rows' weight is within the noise; "
-                     + ("the previous basis is used next" if L_ok is not None else "the next stage tries again"),
+                     + ("no stage was usable: the graph is empty" if L_ok is None and last else
+                        "the previous basis is used next" if L_ok is not None else "the next stage tries again"),
             ))
             if L_ok is not None:
                 L, kappa = L_ok, kappa_ok
@@ -416,12 +416,20 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         w = clipped_rows_warning(d, *kept)
         if w:
             warn([w], ClippedRowsWarning, warns)
-    t0 = time.perf_counter()
-    # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
-    W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))
-    t_solve += time.perf_counter() - t0
     confidence = None
-    if plan.private and plan.bootstrap:
+    if L_ok is None:
+        # no stage kept the rows' weight above the noise (decided on released values, after the plan was
+        # accepted as expected to work): the run still ends with a graph, the empty one, and says why
+        warn([empty_graph_message(plan, d)], NoisyReleaseWarning, warns)
+        W = Wf = np.zeros((d, d))
+        removed, choice = [], "no stage was usable: the empty graph"
+        mean, sd = centre, scale
+    else:
+        t0 = time.perf_counter()
+        # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
+        W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))
+        t_solve += time.perf_counter() - t0
+    if plan.private and plan.bootstrap and L_ok is not None:
         # edge confidence from the last stage's release resampled (post-processing)
         def finish(res_b, G_b):
             W_b = final_graph(plan, spec, res_b, G_b, noise, n, (tau, Hs))[1]

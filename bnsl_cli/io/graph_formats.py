@@ -6,12 +6,17 @@
   are matched to the other graph by position, see :meth:`~bnsl_cli.io.graphs.Graph.named`); numeric
   names (``4,8,13``) are a header when a square matrix follows;
 - bnlearn arc lists (``write.csv(arcs(g))``: ``from,to``, with or without R's row-number column);
-- Tetrad graph text (``Graph Nodes:`` / ``Graph Edges:``, edges ``1. A --> B``, ``A <-- B``, ``A --- B``).
+- Tetrad graph text (``Graph Nodes:`` / ``Graph Edges:``, edges ``1. A --> B``, ``A <-- B``, ``A --- B``);
+- bnlearn-repository BIF (``.bif``, ``.bif.gz``: the structure only), bnlearn model strings
+  (``[a][b|a][c|a:b]``) and dagitty graphs (``dag { a -> b; c <- d; x -> {y z} }``), parsed in
+  :mod:`bnsl_cli.io.graph_text_formats`.
+
+A gzip-compressed file (by its magic number) is read decompressed, whatever its format.
 
 Orientation everywhere: ``W[i, j]`` is the weight of the edge ``i -> j``. An undirected edge (a CPDAG
-estimate: Tetrad's ``---``, a bnlearn arc listed both ways, symmetric entries of a matrix) is read as
-two symmetric entries ``W[i, j] = W[j, i]``; :func:`bnsl_cli.metrics.pdag_undirected` tells such pairs
-from a 2-cycle. An edges CSV or arc list cannot name isolated nodes, so a graph read from one has
+estimate: Tetrad's ``---``, dagitty's ``--``, a bnlearn arc listed both ways, symmetric entries of a
+matrix) is read as two symmetric entries ``W[i, j] = W[j, i]``; :func:`bnsl_cli.metrics.pdag_undirected`
+tells such pairs from a 2-cycle. An edges CSV or arc list cannot name isolated nodes, so a graph read from one has
 ``all_nodes_listed=False``. Every problem is an :class:`~bnsl_cli.errors.InputDataError` whose message
 starts with the file name.
 """
@@ -19,6 +24,7 @@ starts with the file name.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import math
@@ -31,20 +37,42 @@ import numpy as np
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.columns import is_number
 from bnsl_cli.io.dot import DotUnsupported, parse_dot_flat, parse_dot_pydot
+from bnsl_cli.io.graph_text_formats import (
+    BIF_SUFFIXES,
+    DAGITTY_SUFFIXES,
+    MODEL_STRING_SUFFIXES,
+    bnlearn_model_string,
+    is_bif,
+    is_dagitty,
+    is_model_string,
+    parse_bif,
+    parse_dagitty,
+    parse_model_string,
+)
 from bnsl_cli.io.graphs import Graph
 
-__all__ = ["read_graph", "read_graphs", "read_text_file", "graph_from_json_obj"]
+__all__ = ["bnlearn_model_string", "graph_from_json_obj", "read_graph", "read_graphs", "read_text_file"]
+
+
+def _decode(raw: bytes, name) -> str:
+    """UTF-8 text of ``raw``, decompressed first when it is gzip (magic number ``1f 8b``)."""
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise InputDataError(f"{name}: not a valid gzip file ({exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputDataError(f"{name}: not a text file (UTF-8 expected)") from None
 
 def read_text_file(path: Path, what: str = "a graph file") -> str:
-    """The text of ``path`` (UTF-8; ``-`` is standard input), or an :class:`InputDataError` naming the
-    file and the problem."""
+    """The text of ``path`` (UTF-8, or gzip-compressed UTF-8; ``-`` is standard input), or an
+    :class:`InputDataError` naming the file and the problem."""
     if str(path) == "-":
         import sys
 
-        try:
-            text = sys.stdin.buffer.read().decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise InputDataError("<stdin>: not a text file (UTF-8 expected)") from None
+        text = _decode(sys.stdin.buffer.read(), "<stdin>")
         if not text.strip():
             raise InputDataError("<stdin>: no input (expected a graph on standard input)")
         return text
@@ -53,11 +81,10 @@ def read_text_file(path: Path, what: str = "a graph file") -> str:
     if path.is_dir():
         raise InputDataError(f"{path}: is a directory, expected {what}")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputDataError(f"{path}: not a text file (UTF-8 expected)") from None
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputDataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = _decode(raw, path)
     if not text.strip():
         raise InputDataError(f"{path}: file is empty")
     return text
@@ -94,7 +121,8 @@ def _from_edges(
 _OTHER_FORMATS = (
     "bnsl reads an adjacency matrix (names in the header, optionally in the first column too; or no "
     "header at all), an edges CSV (source,target[,weight]), a bnlearn arc list (from,to), Tetrad graph "
-    "text (Graph Nodes: / Graph Edges:), DOT or a report JSON"
+    "text (Graph Nodes: / Graph Edges:), DOT, a report JSON, BIF, a bnlearn model string ([a][b|a]) or "
+    "a dagitty graph (dag { a -> b })"
 )
 
 
@@ -365,12 +393,72 @@ def graph_from_json_obj(path: Path, obj, where: str = "") -> Graph:
     return _from_edges(names, edges, path)
 
 
+def _read_bif_graph(path: Path, text: str) -> Graph:
+    """bnlearn-repository BIF: the structure only (:func:`~bnsl_cli.io.graph_text_formats.parse_bif`)."""
+    return _from_edges(*parse_bif(path, text), path)
+
+
+def _read_model_string_graph(path: Path, text: str) -> Graph:
+    """A bnlearn model string (:func:`~bnsl_cli.io.graph_text_formats.parse_model_string`)."""
+    return _from_edges(*parse_model_string(path, text), path)
+
+
+def _read_dagitty_graph(path: Path, text: str) -> Graph:
+    """A dagitty graph (:func:`~bnsl_cli.io.graph_text_formats.parse_dagitty`)."""
+    return _from_edges(*parse_dagitty(path, text), path)
+
+
 _DOT_START = re.compile(r'(//|/\*|(strict\s+)?(di)?graph\s*("(?:[^"\\]|\\.)*"|[\w.]+)?\s*\{)', re.I)
+
+
+def _format_of(path: Path, text: str) -> str:
+    """Which reader reads ``text``: by the extension first (``.dot``/``.gv``, ``.json``, ``.bif``/
+    ``.bif.gz``, ``.dagitty``, ``.modelstring``/``.bnlearn``), then by the content: ``{`` JSON; ``[``
+    a model string when it opens ``[node]``/``[node|`` and is not valid JSON, else JSON; Tetrad;
+    ``dag {``/``pdag {`` dagitty (``graph {`` stays DOT's); ``network NAME {``/``variable NAME {`` BIF;
+    DOT; anything else CSV."""
+    name = path.name.lower()
+    suffix = path.suffix.lower()
+    if suffix in (".dot", ".gv"):
+        return "dot"
+    if suffix == ".json":
+        return "json"
+    if name.endswith(BIF_SUFFIXES):
+        return "bif"
+    if suffix in DAGITTY_SUFFIXES:
+        return "dagitty"
+    if suffix in MODEL_STRING_SUFFIXES:
+        return "modelstring"
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return "json"
+    if stripped.startswith("["):
+        return "modelstring" if is_model_string(stripped) else "json"
+    if _is_tetrad(stripped):
+        return "tetrad"
+    if is_dagitty(stripped):
+        return "dagitty"
+    if is_bif(stripped):
+        return "bif"
+    if _DOT_START.match(stripped):
+        return "dot"
+    return "csv"
+
+
+_READERS = {
+    "dot": _read_dot_graph,
+    "json": _read_json_graph,
+    "tetrad": _read_tetrad_graph,
+    "bif": _read_bif_graph,
+    "modelstring": _read_model_string_graph,
+    "dagitty": _read_dagitty_graph,
+    "csv": _read_csv_graph,
+}
 
 
 def read_graph(path: str | Path) -> Graph:
     """Read a graph from adjacency CSV, edges CSV, a 0/1 matrix (with or without a header), a bnlearn
-    arc list, Tetrad graph text, DOT or report JSON.
+    arc list, Tetrad graph text, DOT, report JSON, BIF, a bnlearn model string or a dagitty graph.
 
     ``W[i, j]`` of the result is the weight of the edge ``names[i] -> names[j]``. Every problem is an
     :class:`~bnsl_cli.errors.InputDataError` whose message starts with the file name.
@@ -380,19 +468,7 @@ def read_graph(path: str | Path) -> Graph:
 
 
 def _graph_from_text(path: Path, text: str) -> Graph:
-    suffix = path.suffix.lower()
-    if suffix in (".dot", ".gv"):
-        return _read_dot_graph(path, text)
-    if suffix == ".json":
-        return _read_json_graph(path, text)
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        return _read_json_graph(path, text)
-    if _is_tetrad(stripped):
-        return _read_tetrad_graph(path, text)
-    if _DOT_START.match(stripped):
-        return _read_dot_graph(path, text)
-    return _read_csv_graph(path, text)
+    return _READERS[_format_of(path, text)](path, text)
 
 
 def read_graphs(path: str | Path) -> list[tuple[Optional[int], Graph]]:
@@ -403,9 +479,7 @@ def read_graphs(path: str | Path) -> list[tuple[Optional[int], Graph]]:
     """
     path = Path(path)
     text = read_text_file(path)  # read once: ``-`` is standard input
-    if path.suffix.lower() not in (".dot", ".gv") and (
-        path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "["))
-    ):
+    if _format_of(path, text) == "json":
         obj = _load_json(path, text)
         local = _local_graphs(obj)
         if local is None:

@@ -18,7 +18,8 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("cryptography")
 
-from bnsl_cli.cli.serve import check_consent, resolve_secure_sum  # noqa: E402
+from bnsl_cli.cli.serve import resolve_secure_sum  # noqa: E402
+from bnsl_cli.net.session import check_consent  # noqa: E402
 from bnsl_cli.errors import RefusedError  # noqa: E402
 from bnsl_cli.federated.methods.registry import method_spec  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402

@@ -19,16 +19,17 @@ import csv
 import gzip
 import io
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from bnsl_cli.errors import InputDataError
+from bnsl_cli.io.columns import as_point, is_number
 from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.graphs import format_float
-from bnsl_cli.io.table import ReadOptions, resolve_sep
+from bnsl_cli.io.table import MISSING, ReadOptions, resolve_sep
 
 __all__ = [
     "MODES",
@@ -38,6 +39,7 @@ __all__ = [
     "group_indices",
     "split_indices",
     "split_table_file",
+    "text_columns",
 ]
 
 MODES = ("random", "contiguous", "sizes", "group")
@@ -167,6 +169,9 @@ class SplitResult:
     texts: tuple[str, ...]
     groups: tuple[str | None, ...]
     n_rows: int
+    #: the columns copied as text (besides the group column), and the rows --na drop-rows left out
+    text_columns: tuple[str, ...] = ()
+    dropped_rows: int = 0
 
 
 def _raw_rows(text: str, sep: str = ",") -> list[list[str]]:
@@ -180,6 +185,18 @@ def _csv_text(rows, sep: str = ",") -> str:
     return buf.getvalue()
 
 
+def text_columns(header: Sequence[str], body: Sequence[Sequence[str]], decimal: str = ".") -> list[str]:
+    """The columns that hold text: every cell that is not missing (empty, ``NA``, … :data:`MISSING`)
+    reads as no number (``'Adelie'``, ``'F'``, ``'yes'``). A column with numbers and text is not one of
+    them: its text cells are errors the reader names (``'oops' is not a number``)."""
+    out = []
+    for j, name in enumerate(header):
+        cells = [r[j] for r in body if j < len(r) and r[j] != "" and r[j] not in MISSING]
+        if cells and not any(is_number(as_point(c, decimal)) for c in cells):
+            out.append(name)
+    return out
+
+
 def split_table_file(
     path: str | Path,
     participants: int | None = None,
@@ -191,29 +208,49 @@ def split_table_file(
     sep: str | None = None,
     encoding: str = "utf-8",
     decimal: str = ".",
+    options: ReadOptions | None = None,
 ) -> SplitResult:
-    """Read and validate ``path`` (see :func:`bnsl_cli.io.data.read_table`) and split its rows.
-    ``encoding``: the text encoding of ``path``; the shards are always written as UTF-8.
-    ``sep``: its field separator (default: detected); ``decimal``: the decimal mark of its numbers
-    (the shards are comma-separated with ``.``: a decimal comma is written as a point).
+    """Read and validate ``path`` as ``bnsl learn`` reads it (:func:`bnsl_cli.io.csv_reader.read_table`
+    with ``options``: ``--columns``, ``--drop``, ``--index-col``, ``--na``, ``--header``, ``--encoding``,
+    ``--decimal``; without ``options``, ``encoding`` and ``decimal``) and split its rows.
+    ``sep``: its field separator (default: detected). The shards are UTF-8, comma-separated, with ``.``
+    as the decimal mark.
 
-    Values are written with their original text (a row's cells are copied, only surrounding
-    spaces removed), so every value reads back exactly; the header names are kept, and in
-    ``group`` mode the ``by`` column is dropped. The input file is never modified.
+    Values are written with their original text (a row's cells are copied, only surrounding spaces
+    removed), so every value reads back exactly. Columns: the ones the options select, in the file's
+    order — text columns (:func:`text_columns`: sex, species, yes/no) kept as text, and the
+    ``--index-col`` column kept too (the shards are read with the same options); in ``group`` mode the
+    ``by`` column (numbers or text) is dropped. ``--na drop-rows`` drops the rows with a missing value in
+    a numeric column before the split (``dropped_rows``); text cells are copied as they are. The input
+    file is never modified.
     """
     path = Path(path)
     if mode == "group" and not by:
         raise ValueError("mode 'group' needs a column name (--by)")
     if by and mode != "group":
         raise ValueError("a group column is only used in mode 'group'")
-    keep = [by] if by else None
+    opts = (options if options is not None else ReadOptions(encoding=encoding, decimal=decimal)).check()
     try:  # read once: parsed below and copied row by row into the shards
         stored = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError:
         stored = None  # the reader names the problem
-    opts = ReadOptions(encoding=encoding, decimal=decimal).check()
-    table = read_table(path, keep=keep, check_constant=False, sep=sep, data=stored, options=opts)
-    delim = table.sep or resolve_sep(path, sep)
+    raw, delim = None, None
+    text_cols: list[str] = []
+    if stored is not None:
+        try:
+            delim = resolve_sep(path, sep)
+            raw = _raw_rows(_decoded(path, stored, opts), delim)
+        except (ValueError, UnicodeDecodeError, csv.Error):
+            raw = None  # the reader names the problem
+        if raw and opts.header != "no" and not all(is_number(as_point(c, opts.decimal)) for c in raw[0]):
+            header0 = [h.strip() for h in raw[0]]
+            chosen = set(opts.columns) if opts.columns is not None else set(header0)
+            skip = set(opts.drop) | {by, opts.index_col}
+            text_cols = [c for c in text_columns(header0, raw[1:], opts.decimal) if c in chosen and c not in skip]
+    keep = list(dict.fromkeys([c for c in (by, opts.index_col, *text_cols) if c]))
+    table = read_table(path, keep=keep or None, check_constant=False, sep=sep, data=stored,
+                       options=replace(opts, index_col=None) if opts.index_col else opts)
+    delim = table.sep or delim or resolve_sep(path, sep)
     n = table.n
     groups = None
     if by:
@@ -226,23 +263,25 @@ def split_table_file(
             )
     indices = split_indices(n, participants, mode=mode, sizes=sizes, groups=groups, seed=seed)
 
-    if path.name.lower().endswith(".gz") or stored[:2] == b"\x1f\x8b":
-        stored = gzip.decompress(stored)
-    text = stored.decode("utf-8-sig" if opts.encoding == "utf-8" else opts.encoding)
-    raw = _raw_rows(text, delim)
+    if raw is None:
+        raw = _raw_rows(_decoded(path, stored, opts), delim)
     header = [h.strip() for h in raw[0]]
-    if table.decimal != ".":  # the shards' numbers use "." (the group column's text is left as it is)
-        raw = [raw[0]] + [[c if header[k:k + 1] == [by] else c.replace(table.decimal, ".") for k, c in enumerate(r)]
-                          for r in raw[1:]]
     body = raw[1:]
-    keep_cols = [k for k, h in enumerate(header) if h != by]
+    used = set(table.names) | set(keep)
+    keep_cols = [k for k, h in enumerate(header) if h != by and h in used]
+    numeric = [k for k in keep_cols if header[k] in table.names]
+    if table.decimal != ".":  # the shards' numbers use "." (text columns are left as they are)
+        body = [[c.replace(table.decimal, ".") if k in numeric else c for k, c in enumerate(r)] for r in body]
+    if table.dropped_rows:  # --na drop-rows: the rows the reader kept, in order
+        body = [r for r in body if not any(k < len(r) and (r[k] == "" or r[k] in MISSING) for k in numeric)]
     out_header = [header[k] for k in keep_cols]
     exact = len(body) == n and all(len(r) == len(header) for r in body)
+    col_of = {name: j for j, name in enumerate(table.names)}
     if exact:  # double-check on a sample that the text rows are the parsed rows
         sample = np.unique(np.r_[0, n - 1, np.linspace(0, n - 1, num=min(n, 50)).astype(int)])
         for i in sample:
-            vals = [float(body[i][k]) for k in keep_cols]
-            if not np.array_equal(np.array(vals), table.X[i]):
+            vals = [float(body[i][k]) for k in numeric]
+            if not np.array_equal(np.array(vals), table.X[i, [col_of[header[k]] for k in numeric]]):
                 exact = False
                 break
     texts = []
@@ -250,11 +289,19 @@ def split_table_file(
         if exact:
             rows = ([body[i][k] for k in keep_cols] for i in idx)
         else:
-            rows = ([format_float(v) for v in table.X[i]] for i in idx)
+            rows = ([format_float(table.X[i, col_of[header[k]]]) if header[k] in col_of else str(table.extra[header[k]][i])
+                     for k in keep_cols] for i in idx)
         texts.append(_csv_text([out_header, *rows]))  # shards are always comma-separated
     if by:
         values, _ = group_indices(groups)
         shard_groups = tuple(values)
     else:
         shard_groups = (None,) * len(indices)
-    return SplitResult(tuple(out_header), tuple(indices), tuple(texts), shard_groups, n)
+    return SplitResult(tuple(out_header), tuple(indices), tuple(texts), shard_groups, n,
+                       tuple(c for c in text_cols if c != by), int(table.dropped_rows))
+
+
+def _decoded(path: Path, stored: bytes, opts: ReadOptions) -> str:
+    if path.name.lower().endswith(".gz") or stored[:2] == b"\x1f\x8b":
+        stored = gzip.decompress(stored)
+    return stored.decode("utf-8-sig" if opts.encoding == "utf-8" else opts.encoding)

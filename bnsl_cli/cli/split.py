@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from bnsl_cli.cli import dataopts as _dataopts
 from bnsl_cli.cli.common import err_console, fail, print_json
 
 SCHEMA_VERSION = 1
@@ -36,6 +37,7 @@ def _parse_sizes(text: str) -> list[float]:
     return values
 
 
+@_dataopts.with_read_options(after="seed", panel=None)
 def command(
     data: Path = typer.Argument(
         ..., metavar="DATA.csv",
@@ -74,19 +76,16 @@ def command(
         "standard input]; the shards are comma-separated CSV.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No table on stderr."),
-    encoding: str = typer.Option(
-        "utf-8", "--encoding", metavar="NAME",
-        help="Text encoding of DATA (e.g. latin-1, cp1252, utf-16); the shards are written as UTF-8.",
-    ),
-    decimal: str = typer.Option(
-        ".", "--decimal", metavar="[.|,]",
-        help="Decimal mark of DATA's numbers (, for 1,5); the shards are written with '.'.",
-    ),
+    **read,
 ) -> None:
     """Split the rows of DATA.csv into P participant shards DIR/participant-01.csv … (every row exactly once).
 
-    Values are copied with their original text and the header names are kept. DIR/manifest.json records
-    the input, mode, seed and every shard (with --by: which group went to which file).
+    DATA is read as bnsl learn reads it, with the same options (--columns, --drop, --index-col, --na,
+    --header, --encoding, --decimal, --sep). Values are copied with their original text and the header
+    names are kept; text columns (sex, species, yes/no) are copied as text, --na drop-rows leaves out the
+    rows with a missing number before the split, and --by takes a column of numbers or text. The shards
+    are UTF-8, comma-separated, with '.' as the decimal mark. DIR/manifest.json records the input, the
+    options, mode, seed and every shard (with --by: which group went to which file).
     """
     import numpy as np
 
@@ -128,14 +127,16 @@ def command(
         raise fail(f"{out}: directory is not empty; choose another --out or add --force", 2)
 
     # --- read and split (nothing is written before this succeeded) ------------------------------
+    from bnsl_cli.cli import dataopts
+
+    opts = dataopts.read_options(**read)
     if sep is None:  # the file's own separator, detected as the reader detects it (the splitter copies its cells)
         from bnsl_cli.io.csv_reader import file_separator
-        from bnsl_cli.io.table import ReadOptions
 
-        sep = file_separator(data, ReadOptions(encoding=encoding, decimal=decimal))
+        sep = file_separator(data, opts)
     try:
         result = split_table_file(data, participants, mode=chosen, sizes=proportions, by=by, seed=seed, sep=sep,
-                                  encoding=encoding, decimal=decimal)
+                                  options=opts)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
     P = len(result.texts)
@@ -172,6 +173,12 @@ def command(
         "seed_given": seed_given,
         "by": by,
         "sizes": proportions,
+        "text_columns": list(result.text_columns),
+        "dropped_rows": result.dropped_rows,
+        "read": {k: v for k, v in (("columns", read.get("columns")), ("drop", read.get("drop")),
+                                   ("index_col", read.get("index_col")), ("na", read.get("na")),
+                                   ("header", read.get("header")), ("encoding", read.get("encoding")),
+                                   ("decimal", read.get("decimal"))) if v is not None},
         "shards": shards,
     }
     if by is not None:

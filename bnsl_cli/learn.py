@@ -9,6 +9,8 @@ This module also re-exports the public names a script needs.
 
 from __future__ import annotations
 
+import time
+
 from typing import Callable, Optional, Union
 
 from bnsl_cli.bootstrap import run_replicates
@@ -56,12 +58,14 @@ def learn(
         for t in tables:
             check_magnitudes(t)
     replicates = None
+    started = time.perf_counter()  # report.json's timing.wall_s covers the replicates too
     if plan.bootstrap and not plan.private:  # a private run's method resamples its releases instead
         replicates = run_replicates(tables, plan, bootstrap_progress)
     with single_blas_thread():
         fleet = local_fleet(plan, tables)
     try:
-        return run(plan, fleet, progress, input_record=input_record, replicates=replicates)
+        return run(plan, fleet, progress, input_record=input_record, replicates=replicates,
+                   started=started if replicates is not None else None)
     finally:
         fleet.close()
 

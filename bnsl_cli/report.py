@@ -301,7 +301,9 @@ def _head(plan: RunPlan) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "orientation": ORIENTATION,
-        "method": plan.method + (" (dp)" if plan.private else ""),
+        # the registry's name (what --method takes), and the label runs are shown with
+        "method": plan.method,
+        "method_label": plan.method + (" (dp)" if plan.private else ""),
         "options": options,
         "seed": plan.seed,
         "versions": versions(),

@@ -77,6 +77,7 @@ def run(
     input_record: Optional[InputRecord] = None,
     network: Optional[NetworkRecord] = None,
     replicates: Optional[Replicates] = None,
+    started: Optional[float] = None,
 ) -> LearnResult:
     """Run ``plan`` with the participants reached through ``fleet`` (which the caller closes). The
     fleet checks the replies against the limits this plan's public facts give
@@ -87,7 +88,9 @@ def run(
     a non-private ``--bootstrap`` (:func:`bnsl_cli.bootstrap.run_replicates`); a private driver
     that resamples its releases puts its own in ``outcome.confidence``."""
     check_split_allowed(plan, bool(fleet.secure_sum))  # split noise: secure sums only
-    t0 = time.perf_counter()  # timing.wall_s: the run itself (every module is imported at the top)
+    # timing.wall_s: the run itself (every module is imported at the top), from ``started`` when the
+    # caller ran more before it (a non-private --bootstrap's replicates: the whole command's learning)
+    t0 = time.perf_counter() if started is None else float(started)
     spec = method_spec(plan.method)
     fleet.limits = ReplyLimits(plan, spec.reply_rules(plan) if spec.reply_rules is not None else {})
     weak = weak_participants(plan)  # warned before the rounds, reported after

@@ -111,7 +111,7 @@ def print_run_summary(result, out, quiet: bool) -> None:
     rep = result.report
     comm = rep.get("communication", {})
     edges = int((result.W != 0).sum()) if result.local is None else None
-    parts = [f"[bold]{rep['method']}[/]", f"{rep.get('rounds')} rounds"]
+    parts = [f"[bold]{rep.get('method_label', rep['method'])}[/]", f"{rep.get('rounds')} rounds"]
     if edges is not None:
         parts.append(f"{edges} edges")
     pol = rep.get("polish") or {}

@@ -182,6 +182,7 @@ def _serve(
     # (a replicate plan), then the run itself; the sites rejoin for each (bnsl join does so on its own)
     boot = int(cfg.bootstrap) if cfg.dp is None else 0
     plan = replicates = result = None
+    started = None  # the first session's plan: report.json's timing.wall_s covers every session
     graphs: list = []
     address = listen
     for session in range(boot + 1):
@@ -209,6 +210,9 @@ def _serve(
             this, spec = session_plan(cfg, hellos, choices)
             if plan is None:
                 plan = this
+                import time
+
+                started = time.perf_counter()
             elif this != plan:
                 from bnsl_cli.net.common import FederationError
 
@@ -249,7 +253,8 @@ def _serve(
                 sites=tuple(_site_record(s) for s in fleet.sites),
             )
             with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
-                result = run(plan, fleet, None if quiet else _progress, network=network, replicates=replicates)
+                result = run(plan, fleet, None if quiet else _progress, network=network, replicates=replicates,
+                             started=started if boot else None)
             if od is not None:
                 output.write_learn_outputs(od, result, plan.method)
             output.write_single_outputs(singles, result)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -78,6 +79,9 @@ def csv_error(path: Path, message: str, line: Optional[int], text: str = "") -> 
 
 
 _NA_HINT = "; pass --na drop-rows to drop the rows that hold one"
+#: a date or a time of day as exports write them (2024-01-03, 03/01/2024, 3.1.2024, 12:30, 2024-01-03T12:30:00Z)
+_DATE = re.compile(r"\d{1,4}([-/.])\d{1,2}\1\d{1,4}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
+                   r"|\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?")
 
 
 def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error", decimal=".") -> InputDataError | None:
@@ -127,6 +131,8 @@ def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error
                     hint = f" (with --decimal {decimal} a '.' is no decimal mark; a thousands separator?)"
                 elif any(s in c for s in ";\t|") and len(names) == 1:
                     hint = " (another separator? pass --sep)"
+                elif _DATE.fullmatch(c):
+                    hint = f" (a date or time? leave the column out with --drop {names[k]} or choose --columns)"
                 elif any(ch.isalpha() for ch in c):
                     hint = f" (a text column? leave it out with --drop {names[k]} or choose --columns)"
                 return InputDataError(f"{shown}: row {line_no}, column {names[k]!r}: {c!r} is not a number{hint}")

@@ -114,7 +114,7 @@ def run_folder_texts(result, method: str) -> dict:
         texts["edges.csv"] = edges_csv_text(result.W, result.names, confidence)
         if confidence is not None:
             texts["strength.csv"] = strength_csv_text(confidence, result.names)
-        texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report['method']}",
+        texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report.get('method_label', result.report['method'])}",
                                       strength=None if confidence is None else confidence.strength)
         if is_dag(result.W):
             texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)

@@ -148,15 +148,32 @@ def check_constant_columns(table: Table) -> None:
 def identifier_columns(tables: Sequence[Table]) -> list[str]:
     """Columns that look like row identifiers in every table (all with the same columns): integer
     values, all distinct, and either strictly increasing or decreasing in file order or a run of
-    consecutive integers in any order — at least :data:`_ID_MIN_ROWS` rows in all. Measurements
-    rarely do that; a row number or a record id does."""
+    consecutive integers in any order — at least :data:`_ID_MIN_ROWS` rows in all — or, from
+    :data:`_RANDOM_ID_MIN_ROWS` rows on, integers all distinct over every shard (a random id).
+    Measurements rarely do that; a row number or a record id does."""
     if not tables or sum(t.n for t in tables) < _ID_MIN_ROWS:
         return []
+    total = sum(t.n for t in tables)
     out = []
     for j, name in enumerate(tables[0].names):
         if all(_looks_like_id(t.X[:, j]) for t in tables):
             out.append(name)
+        elif total >= _RANDOM_ID_MIN_ROWS and _unique_integers([t.X[:, j] for t in tables]):
+            out.append(name)
     return out
+
+
+#: From this many rows in all, integer values that are all distinct over every shard (a random
+#: patient or record id) are taken as an identifier too: integer measurements over so many rows
+#: almost always repeat a value (the birthday bound), an id never does.
+_RANDOM_ID_MIN_ROWS = 100
+
+
+def _unique_integers(columns) -> bool:
+    x = np.concatenate(columns)
+    if not np.all(np.abs(x) < 2**53) or not np.all(x == np.round(x)):
+        return False
+    return np.unique(x).size == x.size
 
 
 def _looks_like_id(x: np.ndarray) -> bool:
@@ -182,7 +199,7 @@ def sample_warnings(tables: Sequence[Table], options: Optional[ReadOptions] = No
     for name in identifier_columns(tables):
         hint = f"--index-col {name}" if opts.index_col is None else f"--drop {name}"
         warnings.warn(
-            f"column {name!r} looks like a row identifier (distinct integers in sequence) and is learned as a "
+            f"column {name!r} looks like a row identifier (distinct integers) and is learned as a "
             f"variable; pass {hint} to leave it out",
             IdentifierColumnWarning,
             stacklevel=3,

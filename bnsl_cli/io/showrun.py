@@ -147,7 +147,8 @@ def load_run(path, participant: int | None = None) -> Run:
         if entry is None:
             raise InputDataError(f"{rep_path}: the report has no participant {participant}; choose another --participant")
         g = graph_from_json_obj(rep_path, entry, f" (participant {participant})")
-        report = {**report, "method": f"{report['method']}, participant {participant}"}
+        label = report.get("method_label", report["method"])
+        report = {**report, "method_label": f"{label}, participant {participant}"}
         if isinstance(sd, list) and sd and all(isinstance(x, list) for x in sd):  # one list per participant
             sd = sd[participant - 1] if participant <= len(sd) else None
         where = folder / f"participant-{participant:02d}"
@@ -427,9 +428,9 @@ def _page(run: Run, graph_svg: bytes, graph_png: bytes | None, truth_html: str |
         title = f"bnsl show: {run.source.name}"
         head = [("file", str(run.source)), ("nodes", len(run.names)), ("edges", edges)]
     else:
-        title = f"bnsl {rep.get('method')}: {run.folder.name or str(run.folder)}"
+        title = f"bnsl {rep.get('method_label', rep.get('method'))}: {run.folder.name or str(run.folder)}"
         pv = rep.get("privacy") or {}
-        head = [("method", rep.get("method")), ("nodes", len(run.names)), ("edges", edges),
+        head = [("method", rep.get("method_label", rep.get("method"))), ("nodes", len(run.names)), ("edges", edges),
                 ("rounds", rep.get("rounds")), ("converged", rep.get("converged")), ("seed", rep.get("seed"))]
         if pv:
             head += [("ε", pv.get("epsilon")), ("δ", pv.get("delta"))]
@@ -513,7 +514,7 @@ def render_run(run: Run, formats=FORMATS, truth=None, truth_name=None, view: str
     if run.source is not None:
         title = f"bnsl show: {run.source.name}"
     else:
-        title = f"bnsl {run.report.get('method')}"
+        title = f"bnsl {run.report.get('method_label', run.report.get('method'))}"
     draw = matrix_figure if view == "matrix" else graph_figure
     fig = draw(run.W, run.names, truth=T, title=title, strength=run.strength, sd=run.sd)
     names = output_names(run)

@@ -120,3 +120,45 @@ def test_an_error_quoting_a_huge_cell_stays_readable(tmp_path):
     assert res.exit_code == 3, res.output
     (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert line.startswith("error:") and str(csv) in line and len(line) <= 700
+
+
+@pytest.mark.parametrize("cell", ["2024-01-03", "03/01/2024", "3.1.2024", "12:30", "2024-01-03T12:30:00Z"])
+def test_a_date_column_error_names_drop(tmp_path, cell):
+    csv = tmp_path / "dates.csv"
+    csv.write_text("a,b,when\n" + "".join(f"{i},{i * 2 % 7},{cell}\n" for i in range(6)))
+    res, _ = _run("learn", str(csv), str(csv), "-q")
+    assert res.exit_code == 3, res.output
+    assert "a date or time? leave the column out with --drop when" in res.stderr
+
+
+def test_a_random_id_column_is_warned_about(tmp_path):
+    rng = np.random.default_rng(5)
+    ids = rng.choice(10**6, size=240, replace=False)
+    X = rng.normal(size=(240, 3))
+    paths = []
+    for k in range(2):
+        p = tmp_path / f"s{k}.csv"
+        rows = range(k * 120, (k + 1) * 120)
+        p.write_text("patient_id,a,b,c\n" + "".join(f"{ids[i]},{X[i, 0]:.5f},{X[i, 1]:.5f},{X[i, 2]:.5f}\n" for i in rows))
+        paths.append(str(p))
+    res, _ = _run("learn", *paths, "-q")  # (the id's spread may then stop the run: the warning comes first)
+    assert "column 'patient_id' looks like a row identifier" in res.stderr and "--index-col patient_id" in res.stderr
+    # integer measurements repeat a value: no warning
+    counts = rng.poisson(20, size=240)
+    for k, p in enumerate(paths):
+        rows = range(k * 120, (k + 1) * 120)
+        open(p, "w").write("count,a,b,c\n" + "".join(f"{counts[i]},{X[i, 0]:.5f},{X[i, 1]:.5f},{X[i, 2]:.5f}\n" for i in rows))
+    res, _ = _run("learn", *paths, "-q")
+    assert res.exit_code == 0 and "row identifier" not in res.stderr, res.output
+
+
+def test_a_bootstrap_runs_timing_covers_its_replicates(tmp_path):
+    import json
+
+    res = runner.invoke(app, ["learn", TINY, "--bootstrap", "4", "--workers", "1", "--seed", "1",
+                              "--out", str(tmp_path / "b"), "-q"])
+    assert res.exit_code == 0, res.output
+    boot = json.loads((tmp_path / "b" / "report.json").read_text())["timing"]["wall_s"]
+    res = runner.invoke(app, ["learn", TINY, "--seed", "1", "--out", str(tmp_path / "p"), "-q"])
+    plain = json.loads((tmp_path / "p" / "report.json").read_text())["timing"]["wall_s"]
+    assert boot > 2.5 * plain  # four replicates and the run, not the run alone

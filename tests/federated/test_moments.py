@@ -110,7 +110,7 @@ def test_dp_fed_moments_ledger(shards):
     eps = 4.0
     r = _quiet(tables, LearnConfig(method="fed-moments", dp=DPConfig(epsilon=eps), seed=7))
     pv = r.report["privacy"]
-    assert r.report["method"] == "fed-moments (dp)"
+    assert r.report["method"] == "fed-moments" and r.report["method_label"] == "fed-moments (dp)"
     assert math.isclose(pv["epsilon"], eps, rel_tol=1e-9) and pv["epsilon"] <= eps * (1 + 1e-12)
     plan = pv["plan"]
     mult = plan["sigma_multiplier"]

@@ -50,7 +50,7 @@ def _main(grid: Grid, context: Context) -> None:
         _flwr_log(logging.ERROR, "bnsl: error: %s", " ".join(str(exc).split()))
         raise SystemExit(getattr(exc, "exit_code", 1)) from None
     rep = result.report
-    _info(f"{rep['method']}: {rep.get('rounds')} rounds, {int((result.W != 0).sum())} edges"
+    _info(f"{rep.get('method_label', rep['method'])}: {rep.get('rounds')} rounds, {int((result.W != 0).sum())} edges"
           + (f"; run folder {context.run_config.get('out')}" if context.run_config.get("out") else ""))
 
 

@@ -237,7 +237,9 @@ def _serve(
                 log(f"bootstrap replicate {session + 1}/{boot}: {int((graphs[-1] != 0).sum())} edges")
                 ok = True
                 continue
-            log(f"all {participants} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
+            from bnsl_cli.net.session import plan_summary
+
+            log(f"all {participants} sites accepted the plan ({plan_summary(plan)})")
             from bnsl_cli.report import NetworkRecord
 
             if boot:

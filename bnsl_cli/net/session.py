@@ -21,7 +21,8 @@ from bnsl_cli.plan.run_plan import RunPlan
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
 from bnsl_cli.privacy.split_noise import split_noise_plan, split_of
 
-__all__ = ["SessionChoices", "check_choices", "session_plan", "plan_columns", "check_consent"]
+__all__ = ["SessionChoices", "check_choices", "session_plan", "plan_columns", "check_consent", "plan_summary",
+           "ExchangeProgress"]
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,39 @@ def check_consent(plan, hellos) -> None:
         f"{', '.join(no)} did not accept {'distributed' if distributed else 'split'} noise (each site adds a share of "
         f"the noise; its guarantee then rests on the secure sum): every site joins with --accept-split-noise, or {other}"
     )
+
+
+def plan_summary(plan) -> str:
+    """What the sites accepted, for the coordinator's log: the method and how many exchanges of which
+    kind the plan runs at most (ADMM rounds; a private fed-suffstats run's stages; a fixed sequence)."""
+    from bnsl_cli.federated.method_spec import Rounds
+
+    spec = method_spec(plan.method)
+    if spec.rounds is Rounds.ADMM:
+        return f"{plan.method}, at most {plan.rounds} rounds"
+    if plan.private:
+        stages = sum(1 for r in plan.privacy.releases if getattr(r.kind, "value", r.kind) == "whitened-moments")
+        if stages:
+            return f"{plan.method}, {stages} stages"
+    return f"{plan.method}, a fixed sequence of exchanges"
+
+
+class ExchangeProgress:
+    """A ``progress(info)`` callback for a coordinator's log: one line per exchange of the run (the
+    first, every ``every``-th and any that took more than ``slow_s``), with its time."""
+
+    def __init__(self, log, every: int = 10, slow_s: float = 30.0):
+        import time
+
+        self.log, self.every, self.slow_s = log, int(every), float(slow_s)
+        self._clock = time.monotonic
+        self._last = self._clock()
+
+    def __call__(self, info: dict) -> None:
+        now = self._clock()
+        took, self._last = now - self._last, now
+        r = int(info.get("round", 0))
+        if r == 1 or r % self.every == 0 or took > self.slow_s:
+            extra = f", {info['edges']} edges" if "edges" in info else ""
+            self.log(f"exchange {r}: {took:.1f} s{extra}")
+

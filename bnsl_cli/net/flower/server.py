@@ -35,7 +35,7 @@ from pathlib import Path
 from bnsl_cli.errors import OptionError
 from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.net import layout
-from bnsl_cli.net.session import SessionChoices, check_choices, session_plan
+from bnsl_cli.net.session import ExchangeProgress, SessionChoices, check_choices, plan_summary, session_plan
 
 __all__ = ["NOT_ON_FLOWER", "RUN_OPTION_FIELDS", "RunConfig", "coordinate", "learn_config"]
 
@@ -248,7 +248,7 @@ def coordinate(grid, run_config, *, log: Callable[[str], None] | None = None, fl
         od = _prepare_out(rc, P if plan.personal else 0)
         body = plan.to_dict()
         fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
-        log(f"all {P} sites accepted the plan ({plan.method}, at most {plan.rounds} rounds)")
+        log(f"all {P} sites accepted the plan ({plan_summary(plan)})")
         network = NetworkRecord(
             listen=f"Flower run (SuperLink), run tag {fleet.run_tag}", mutual_tls=False,
             secure_sum_bits=rc.secure_sum_bits if spec is not None else None,
@@ -259,7 +259,7 @@ def coordinate(grid, run_config, *, log: Callable[[str], None] | None = None, fl
             carrier=("Flower (SuperLink ↔ SuperNodes; TLS and node authentication are Flower's)",
                      "Flower node ids (SuperNode authentication is the federation's setting)"),
         )
-        result = run(plan, fleet, network=network)
+        result = run(plan, fleet, ExchangeProgress(log), network=network)  # a line per 10 exchanges, with its time
         if od is not None:
             from bnsl_cli.io.run_folder import write_run_folder
 

@@ -13,11 +13,11 @@ parsed, and pandas maps that file into memory):
   file not separated by ``,``;
 - the header line is parsed here (so duplicate names are never renamed by the parser); the rest of a
   file on disk (not compressed, UTF-8) is parsed by pandas' C parser from the file's path, in one
-  call (pandas reads a large file in parallel threads), each column copied out and let go of in
-  turn, then transposed into one ``n × d`` float64 array; meanwhile a thread reads its bytes once
-  more for the hash. Other inputs (standard input, ``.gz``, other encodings) are parsed in chunks of
-  rows straight into one preallocated ``n × d`` float64 array (its row count estimated from the file
-  size, grown if needed, trimmed at the end);
+  call (pandas reads a large file in parallel threads), each column then copied into its place in
+  one ``n × d`` float64 array; meanwhile a thread reads its bytes once more for the hash. Other
+  inputs (standard input, ``.gz``, other encodings) are parsed in chunks of rows straight into one
+  preallocated ``n × d`` float64 array (its row count estimated from the file size, grown if
+  needed, trimmed at the end);
 - validation is vectorised per chunk (finite values; the parser rejects text cells, missing values
   and rows with extra fields); only a file that fails — or whose bytes hold a token the fast path
   cannot judge (``_``, ``true``/``false`` words) — is read again by the slow, strict checker, which
@@ -366,19 +366,14 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     def take(df) -> None:
         """Validate a parsed block of rows and add it (its text columns too)."""
         texts_of = {k: df[header.index(k)].to_numpy(dtype=str) for k in keep}
-        if by_path:  # the whole file: each column copied, then let go of, so the frame never doubles in memory
-            cols = np.empty((len(num_idx), len(df)), dtype=np.float64)
-            for k, j in enumerate(num_idx):
-                cols[k] = df.pop(j).to_numpy(dtype=np.float64)
-            del df
-            block = cols.T.copy(order="C")
-            del cols
-        elif identity:
+        if identity and not by_path:
             block = df.to_numpy(dtype=np.float64)
-        else:
+        else:  # each column (a view of the frame's) copied into place: O(n·d), the frame and one copy at most
+            # (never DataFrame.pop: it walks every remaining block, one per column, so d pops cost O(d²))
             block = np.empty((len(df), len(num_idx)), dtype=np.float64)
             for k, j in enumerate(num_idx):
                 block[:, k] = df[j].to_numpy(dtype=np.float64)
+            del df
         keep_rows = None
         if not np.isfinite(block).all():
             if not na_drop or np.isinf(block).any():

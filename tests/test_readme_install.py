@@ -1,7 +1,7 @@
 """The README's first set-up command is all a new user runs: in a copy of the repository, exactly that
-command (read from the README, not repeated here) makes a fresh virtual environment, and then every
-command the README's tour shows on the shipped example works in it — ``learn``, ``learn --dp``, ``show``,
-``evaluate``, ``privacy-budget`` and ``refit``. CI installs every extra for the rest of the suite, so
+command (read from the README, not repeated here) makes a fresh virtual environment, and then the
+main commands work in it on the shipped example — ``learn``, ``learn --dp``, ``show``, ``evaluate``,
+``privacy-budget`` and ``refit``. CI installs every extra for the rest of the suite, so
 only this test sees a dependency that an extra, not the first command, brings (``learn --dp`` once
 needed the ``net`` extra's ``cryptography``)."""
 

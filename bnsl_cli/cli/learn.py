@@ -183,12 +183,12 @@ def command(
         None, "--min-strength", metavar="S|auto",
         help="With --bootstrap: return the averaged network, the edges of strength ≥ S oriented by the "
         "replicates' majority and kept acyclic; auto: S estimated from the strengths (Scutari & Nagarajan "
-        "2013, README). Without it the run's own graph is kept and annotated.",
+        "2013, docs/cli.md). Without it the run's own graph is kept and annotated.",
         rich_help_panel=CONFIDENCE,
     ),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output directory (adjacency.csv, edges.csv, cpdag.csv, graph.dot, report.json), "
-        "written as one unit (README: output folders). Without it the edge list (source,target,weight) is "
+        "written as one unit (docs/cli.md: output folders). Without it the edge list (source,target,weight) is "
         "printed on stdout.",
         rich_help_panel=dataopts.OUTPUT,
     ),
@@ -208,7 +208,7 @@ def command(
         1, "--workers", envvar="BNSL_WORKERS",
         help="Worker processes that host the participants (at most one per participant; 1 = all in this "
         "process). Only encoded messages cross between processes; results are identical. Helps on idle "
-        "cores; on a busy shared machine it was slower (README).",
+        "cores; on a busy shared machine it was slower (docs/cli.md).",
         rich_help_panel=dataopts.METHOD,
     ),
     trace: bool = typer.Option(

@@ -180,8 +180,6 @@ def resolve_delta(delta, samples) -> tuple[float, str]:
     if samples is not None:
         if samples < 1:
             raise OptionError(f"--samples must be a positive row count, got {samples}")
-        from bnsl_cli.privacy.defaults import default_delta
-
         delta = default_delta([samples])
         if delta == 1.0 / float(samples) ** 2:
             return delta, f"1/N**2 with N = {samples} rows"

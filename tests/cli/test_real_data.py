@@ -151,10 +151,11 @@ def test_learn_and_serve_help_is_grouped_into_panels():
     pytest.importorskip("grpc")
     serve = run("serve", "--help", env={"COLUMNS": "200"}).stdout
     assert "╭─ Network ─" in serve and "--secure-sum" in serve.split("╭─ Network ─")[1].split("╰")[0]
-    # serve --help and the README say the same about the secure-sum rounding
-    readme = (ROOT / "README.md").read_text()
+    # serve --help and docs/federation.md (which holds the README's former serve/join reference) say the
+    # same about the secure-sum rounding
+    doc = (ROOT / "docs" / "federation.md").read_text()
     for figure in ("1e-10 for fed-bnsl", "5e-3 for fed-moments"):
-        assert figure in readme and figure in " ".join(serve.replace("│", " ").split()), figure
+        assert figure in doc and figure in " ".join(serve.replace("│", " ").split()), figure
 
 
 def test_debug_after_the_subcommand():
@@ -308,11 +309,14 @@ def _ignored(path: str) -> bool:
 
 
 def test_the_readme_and_quick_examples_write_only_ignored_folders():
+    """Every folder that a command of the README or of the documents its reference moved to (docs/cli.md,
+    docs/data.md, docs/federation.md) writes, run from the checkout, is one git ignores."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    readme = (ROOT / "README.md").read_text()
+    docs = [ROOT / "README.md"] + [ROOT / "docs" / name for name in ("cli.md", "data.md", "federation.md")]
+    text = "\n".join(p.read_text() for p in docs).replace("\\\n", " ")  # a command continued with \ is one line
     targets = set()
-    for line in readme.splitlines():
+    for line in text.splitlines():
         if not line.startswith("$ bnsl") and "bnsl learn" not in line:
             continue
         targets.update(re.findall(r"--out (\S+)", line))
@@ -346,13 +350,14 @@ def test_split_reads_other_encodings_and_writes_utf8(tmp_path):
 
 
 def test_the_readme_own_data_walk_through_prints_what_it_shows(monkeypatch):
-    """README *Your own data*: every ``bnsl`` line of the console block, run on the shipped files,
-    prints the lines shown under it (``…`` ends what is shown) and fails or succeeds as shown."""
+    """README, *Five minutes with your own data*: every ``bnsl`` line of its first console block, run on
+    the shipped files, prints the lines shown under it (``…`` ends what is shown) and fails or succeeds as
+    shown."""
     import shlex
 
     monkeypatch.chdir(ROOT)  # the commands name the files relative to the checkout
     readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Your own data")[1].split("```console")[1].split("```")[0]
+    block = readme.split("## Five minutes with your own data")[1].split("```console")[1].split("```")[0]
     runs: list = []
     for line in block.strip().splitlines():
         if line.startswith("$ "):
@@ -375,16 +380,17 @@ def test_the_readme_own_data_walk_through_prints_what_it_shows(monkeypatch):
 
 
 def test_the_readme_own_data_continuation_prints_what_it_shows(monkeypatch, tmp_path):
-    """README *Your own data*, continued: the knowledge file and the bnlearn arc list it shows are the
-    shipped ones, and every ``bnsl`` line (run with its output folder moved to a temporary one) prints
-    the lines shown under it — timings aside — and writes the pictures it names."""
+    """README, *Five minutes with your own data*, step 6: the knowledge file and the bnlearn arc list it
+    shows are the shipped ones, and every ``bnsl`` line (run with its output folder moved to a temporary
+    one) prints the lines shown under it — timings (``… s`` in the README) aside — and writes the pictures
+    it names."""
     import re
     import shlex
 
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)  # the commands name the shipped files relative to the checkout
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Continued: what you know")[1].split("\n## ")[0]
+    section = readme.split("### 6. What you know")[1].split("\n## ")[0]
     blocks = [b.split("```")[0] for b in section.split("```console")[1:]]
     assert len(blocks) == 2
     runs: list = []
@@ -400,7 +406,7 @@ def test_the_readme_own_data_continuation_prints_what_it_shows(monkeypatch, tmp_
     out = tmp_path / "run"
 
     def norm(line: str) -> str:
-        return re.sub(r"\d+\.\d+ s$", "<T> s", line.rstrip())
+        return re.sub(r"(\d+\.\d+|…) s$", "<T> s", line.rstrip())
 
     bnsl_runs = [(cmd, shown) for cmd, shown in runs if cmd.startswith("bnsl ")]
     assert [cmd.split()[1] for cmd, _ in bnsl_runs] == ["learn", "show", "evaluate"]

@@ -18,7 +18,7 @@ from bnsl_cli.federated.methods.registry import METHODS, method_spec
 from bnsl_cli.io.csv_reader import check_magnitudes
 from bnsl_cli.numerics import single_blas_thread
 from bnsl_cli.plan.options import DPConfig, LearnConfig
-from bnsl_cli.plan.run_plan import RunPlan, default_delta, default_steps
+from bnsl_cli.plan.run_plan import RunPlan, check_verdict, default_delta, default_steps
 from bnsl_cli.plan.shapes import Shapes
 from bnsl_cli.report import InputRecord
 from bnsl_cli.run import SCHEMA_VERSION, LearnResult, local_fleet, run
@@ -53,6 +53,7 @@ def learn(
     With ``--bootstrap B`` (non-private) the B replicates on resampled rows run first
     (:func:`bnsl_cli.bootstrap.run_replicates`; ``bootstrap_progress(done, B)`` after each)."""
     plan = options if isinstance(options, RunPlan) else RunPlan.resolve(options, Shapes.of_tables(tables))
+    check_verdict(plan)  # a private plan expected to be lost in its noise is refused before any value is drawn
     if not plan.private:
         # values whose squares overflow the moments are bad input (a private run clips them instead)
         for t in tables:

@@ -497,7 +497,7 @@ def weak_participants(plan: RunPlan) -> tuple[list, Optional[str]]:
     if not weak:
         return [], None
     shown = weak[:3]
-    listed = ", ".join(f"participant {k} ({p.rows} rows)" for k, p in shown)
+    listed = ", ".join(f"{p.label} (participant {k}, {p.rows} rows)" for k, p in shown)
     if len(weak) > len(shown):
         listed += f" and {len(weak) - len(shown)} more"
     # the δ below which every participant's n_p·δ is at most WEAK_N_DELTA, on a 1-2-5 step

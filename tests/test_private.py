@@ -244,12 +244,19 @@ def test_a_participant_with_few_rows_is_warned_about_by_file():
 
     sim = simulate(4, 4, participants=2, samples=400, seed=3)
     tables = [Table(sim.shards[0], tuple(sim.names), "big.csv"), Table(sim.shards[1][:10], tuple(sim.names), "tiny.csv")]
+    # the default δ, min(1/n_min², 0.01/n_max) = 0.01/400, never makes a participant's guarantee weak
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         res = learn(tables, LearnConfig(method="fed-sparse", rounds=2, polish=False, dp=DPConfig(epsilon=5.0, value_bound=10.0)))
+    assert not [w for w in rec if issubclass(w.category, PrivacyWarning)]
+    assert res.report["privacy"]["participants"][1]["file"] == "tiny.csv"
+    # a δ given as 1/10² (what the default used to be) weakens big.csv's guarantee, and tiny.csv's
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        res = learn(tables, LearnConfig(method="fed-sparse", rounds=2, polish=False,
+                                        dp=DPConfig(epsilon=5.0, value_bound=10.0, delta=0.01)))
     weak = [str(w.message) for w in rec if issubclass(w.category, PrivacyWarning)]
-    # one line; the default δ = 1/10² was set by tiny.csv, and weakens big.csv's guarantee too
-    assert len(weak) == 1 and "smallest participant, tiny.csv (participant 2, 10 rows)" in weak[0]
+    assert len(weak) == 1 and "tiny.csv (participant 2, 10 rows)" in weak[0] and "δ = 0.01 was given" in weak[0]
     assert "big.csv (participant 1" in weak[0]
     # for a federation: no advice to move rows between sites, one short line with the δ that fixes it
     assert "merge" not in weak[0] and len(weak[0]) < 300 and "give --delta 2e-05 or smaller" in weak[0]

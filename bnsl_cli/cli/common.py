@@ -28,8 +28,9 @@ STATE = {"debug": False}
 
 
 #: The longest error line printed: a message that quotes user input (a cell, a name) is cut in the
-#: middle beyond this, so that a 70,000-digit cell does not become a 70 kB line.
-MAX_ERROR_CHARS = 600
+#: middle beyond this (the longest message bnsl writes itself is about 800), so that a 70,000-digit cell
+#: does not become a 70 kB line.
+MAX_ERROR_CHARS = 1200
 
 
 def clip_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:

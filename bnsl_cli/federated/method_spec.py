@@ -123,10 +123,11 @@ class MethodSpec:
     #: from the plan's public facts (:mod:`bnsl_cli.federated.reply_limits`; ``None``: the blanket
     #: checks only). ``run`` hands the limits built from them to the fleet.
     reply_rules: Optional[Callable] = None
-    #: ``plan_verdict(plan) -> Optional[str]``: for a private plan, the refusal (a one-line reason) when
-    #: its releases are expected to be lost in their noise, from public inputs only (rows per site,
-    #: columns, ε, δ, sites, noise layout); ``None``: it works. ``RunPlan.resolve`` refuses with it before
-    #: any value is drawn, and ``privacy-budget`` answers with the same function.
+    #: ``plan_verdict(plan) -> (verdict, message)``: for a private plan, ``works``, ``warns`` (a one-line
+    #: warning) or ``refused`` (a one-line reason: its releases are expected to be lost in their noise),
+    #: from public inputs only (rows per site, columns, ε, δ, sites, noise layout).
+    #: ``plan.run_plan.check_verdict`` applies it before any value is drawn, and ``privacy-budget``
+    #: answers with the same function.
     plan_verdict: Optional[Callable] = None
 
     @property

@@ -17,8 +17,9 @@ from typing import Optional
 from bnsl_cli.errors import FederationError, OptionError, RefusedError
 from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.net.site_sessions import check_session_caps
-from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.run_plan import RunPlan, check_verdict
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
+from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import split_noise_plan, split_of
 
 __all__ = ["SessionChoices", "check_choices", "session_plan", "plan_columns", "check_consent", "plan_summary",
@@ -69,6 +70,7 @@ def session_plan(cfg, hellos, choices: SessionChoices) -> tuple[RunPlan, Optiona
     plan = RunPlan.resolve(cfg, shapes)
     if choices.split_noise:
         plan = split_noise_plan(plan)
+    check_verdict(plan)  # a plan expected to be lost in its noise is never sent
     check_consent(plan, hellos)
     check_session_caps(plan, hellos)  # every site's session cap, before any session is answered
     spec = None
@@ -133,7 +135,7 @@ def plan_summary(plan) -> str:
     if spec.rounds is Rounds.ADMM:
         return f"{plan.method}, at most {plan.rounds} rounds"
     if plan.private:
-        stages = sum(1 for r in plan.privacy.releases if getattr(r.kind, "value", r.kind) == "whitened-moments")
+        stages = sum(1 for r in plan.privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS)
         if stages:
             return f"{plan.method}, {stages} stages"
     return f"{plan.method}, a fixed sequence of exchanges"

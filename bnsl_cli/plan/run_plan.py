@@ -15,10 +15,11 @@ receives the plan and checks it against its own limits before it releases anythi
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
-from bnsl_cli.errors import BnslError, OptionError, PrivacyBudgetError
+from bnsl_cli.errors import BnslError, NoisyReleaseWarning, OptionError, PrivacyBudgetError
 from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.plan.options import LearnConfig
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_ROUNDS",
     "default_acyclicity",
     "default_delta",
+    "check_verdict",
     "default_steps",
 ]
 
@@ -204,13 +206,7 @@ class RunPlan:
             )
             plan["privacy"] = distribute_noise(plan["privacy"], options.method, spec.distributed_noise, len(parts),
                                                dp.noise, dp.collusion_tolerance)
-        out = cls(**plan)
-        if out.private and spec.plan_verdict is not None:
-            # whether the run works is decided here, from public inputs only, before any value is drawn
-            why = spec.plan_verdict(out)
-            if why is not None:
-                raise PrivacyBudgetError(why)
-        return out
+        return cls(**plan)
 
     # -- serialisation ------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -255,6 +251,22 @@ class RunPlan:
             "personal": self.personal, "standardize": self.standardize, "trace": self.trace,
             "acyclicity": self.acyclicity,
         }
+
+
+def check_verdict(plan: "RunPlan") -> None:
+    """Refuse (:class:`PrivacyBudgetError`, exit 5) a private plan whose releases are expected to be lost
+    in their noise, and warn (:class:`NoisyReleaseWarning`) for one expected to be weak — the method's
+    ``plan_verdict``, from public inputs only, the rule ``privacy-budget`` answers with — so that whether
+    a run works, warns or is refused is decided before any value is drawn. The coordinator's
+    entry points call it (``learn``, and the session that ``serve`` and the Flower ServerApp share)
+    before a participant is built or a plan is sent."""
+    spec = method_spec(plan.method)
+    if plan.private and spec.plan_verdict is not None:
+        verdict, why = spec.plan_verdict(plan)
+        if verdict == "refused":
+            raise PrivacyBudgetError(why)
+        if verdict == "warns":
+            warnings.warn(why, NoisyReleaseWarning, stacklevel=2)
 
 
 def default_acyclicity(method: str, private: bool) -> str:

@@ -40,6 +40,7 @@ from bnsl_cli.privacy.defaults import (
     POLISH_SHARE,
     SELECTION_SHARE,
     dp_steps,
+    default_delta,
 )
 from bnsl_cli.privacy.ledger import NEIGHBOURING_RELATION, SPLIT_ASSUMPTION
 from bnsl_cli.privacy.release_plan import ledger_of, range_multiplier, release_list, spend_of

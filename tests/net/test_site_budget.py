@@ -44,7 +44,7 @@ def test_a_second_full_budget_run_is_refused_by_default_across_a_restart(tmp_pat
         check_plan(_body(_plan()), _table(), limits, "s1", budget=SiteBudget(ledger, limits.max_total_epsilon))
     # a smaller run does not fit either: the budget is spent
     with pytest.raises(RefusedError, match="--max-total-epsilon"):
-        check_plan(_body(_plan(0.5)), _table(), limits, "s1", budget=SiteBudget(ledger, 5.0))
+        check_plan(_body(_plan(2.0)), _table(), limits, "s1", budget=SiteBudget(ledger, 5.0))
     assert len(ledger.read_text().splitlines()) == 1  # a refused plan is not recorded
 
 

@@ -82,8 +82,8 @@ def _sized(rows, d=4):
 
 def test_the_default_max_delta_is_a_fixed_public_bound():
     """Without --max-delta a site accepts δ ≤ DEFAULT_MAX_DELTA = 1e-5, whatever its rows (before:
-    1 / its rows, so a 2,000-row site accepted δ = 5e-4); the default δ = 1/n_min² of learn/serve
-    --dp is within it whenever every site has at least 317 rows."""
+    1 / its rows, so a 2,000-row site accepted δ = 5e-4); the default δ of learn/serve --dp (at most
+    1/n_min²) is within it whenever every site has at least 317 rows."""
     from bnsl_cli.net.policy import DEFAULT_MAX_DELTA
 
     assert DEFAULT_MAX_DELTA == 1e-5 and SiteLimits().max_delta == DEFAULT_MAX_DELTA
@@ -97,9 +97,10 @@ def test_the_default_max_delta_is_a_fixed_public_bound():
     for rows in ([317, 400, 5000], [500, 500, 500], [100_000, 1000, 2000]):
         tabs = _sized(rows)
         body = _body(tabs, LearnConfig(**private, dp=DPConfig(epsilon=5.0, accountant="zcdp")))
-        assert body["plan"]["privacy"]["delta"] == 1.0 / min(rows) ** 2
+        # learn's default: min(1/n_min², 0.01/n_max), never above 1/n_min²
+        assert body["plan"]["privacy"]["delta"] == min(1.0 / min(rows) ** 2, 0.01 / max(rows))
         assert check_plan(body, tabs[0], limits, "site0").epsilon <= 5.0 * (1 + 1e-9)
-    small = _sized([1000, 300, 1000])  # 1/300² = 1.1e-5 > 1e-5: a fleet with a site this small states its δ
+    small = _sized([900, 300, 900])  # min(1/300², 0.01/900) = 1.1e-5 > 1e-5: a fleet with a site this small states its δ
     with pytest.raises(RefusedError, match="exceeds this site's --max-delta 1e-05"):
         check_plan(_body(small, LearnConfig(**private, dp=DPConfig(epsilon=5.0, accountant="zcdp"))), small[0], limits, "site0")
 

@@ -132,14 +132,37 @@ def _epsilon_at(pv, rho_star: float) -> float:
     return float(spend_of(planned_releases(rho_star), pv.delta, pv.conversion, pv.accountant)[0])
 
 
-def plan_verdict(plan) -> Optional[str]:
-    """The refusal of a private plan whose releases are expected to be lost in their noise
-    (:func:`usable_margins` below 1), ``None`` when it works: public inputs only, the rule
-    ``privacy-budget`` quotes (:func:`site_utility`'s verdict)."""
+#: A plan whose smaller margin (:func:`usable_margins`) is below this is refused; from it up to 1 it runs
+#: with a warning (the releases are expected to be weak: a draw may leave the graph empty); from 1 on it
+#: works. At 0.5 the scale histograms' pair signal is 2.5 noise stds (half the 5 a clean read needs) and the
+#: last stage's weight 1.5: below that the releases are expected to be lost (3 sites of 221 / 133 / 88 rows,
+#: d = 11, ε = 5, per-site noise, margin 0.48: three of eight unseeded runs lost every stage; 5 × 1,000 rows,
+#: d = 50, ε = 1, margin 0.88: the graph below the empty graph's SHD).
+REFUSE_MARGIN = 0.5
+
+
+def verdict_of(margins) -> str:
+    """``works``, ``warns`` or ``refused`` from :func:`usable_margins`' two margins."""
+    m = min(margins)
+    return "works" if m >= 1.0 else "warns" if m >= REFUSE_MARGIN else "refused"
+
+
+def plan_verdict(plan) -> tuple[str, Optional[str]]:
+    """``(verdict, message)`` of a private plan, from public inputs only — the rule ``privacy-budget``
+    quotes (:func:`site_utility`'s verdict): ``refused`` with the refusal, ``warns`` with a one-line
+    warning, ``works`` with ``None``."""
     d = len(plan.names)
-    if min(usable_margins(plan, d)) >= 1.0:
-        return None
-    return unusable_message(plan, d)
+    verdict = verdict_of(usable_margins(plan, d))
+    if verdict == "refused":
+        return verdict, unusable_message(plan, d)
+    if verdict == "warns":
+        eps, rows = usable_at(plan, d)
+        return verdict, (
+            f"fed-suffstats: at ε = {plan.privacy.epsilon:g} the released statistics of {plan.n_total} rows over "
+            f"{plan.P} sites (d = {d}) are expected to be weak (below the rule's thresholds, above half of them): the "
+            f"graph may be empty on some draws; ε ≥ {round_up(eps):g} or ≥ {rows} rows per site are expected to work"
+        )
+    return verdict, None
 
 
 def empty_graph_message(plan, d: int) -> str:
@@ -299,8 +322,8 @@ def site_utility(spec, pv, rows, d: int, tolerance: int = 0) -> dict:
         out[key] = {
             "tau": tau, "n_eff": expected_effective_rows(n, tau, d), "noise_rows": 1.0 / tau**2,
             "noise_scale": scale, "warns": scale > NOISE_SCALE_WARN,
-            # plan_verdict's rule (what learn --dp refuses before any noise is drawn)
-            "verdict": "works" if min(stage_margin, hist_margin) >= 1.0 else "refused",
+            # plan_verdict's rule (what learn --dp decides before any noise is drawn)
+            "verdict": verdict_of((stage_margin, hist_margin)),
             "stage_margin": stage_margin, "histogram_margin": hist_margin,
             "epsilon_min": round_up(eps), "epsilon_min_exact": eps, "rows_per_site_min": rows_needed,
         }
@@ -330,8 +353,11 @@ def _utility_rows(u: dict) -> list:
         margins = f"stage weight {v['stage_margin']:.3g} ×, histogram signal {v['histogram_margin']:.3g} × their thresholds"
         how = (f"{who}: expected to run ({margins}, both ≥ 1)" + ("; learn warns: noise scale above 1" if v["warns"] else "")
                if v["verdict"] == "works" else
-               f"{who}: by the rule, expected lost in the noise ({margins}; both must be ≥ 1); "
-               f"≥ {v['rows_per_site_min']} rows per site would do")
+               f"{who}: runs with a warning, expected weak ({margins}; ≥ {REFUSE_MARGIN:g} runs, ≥ 1 works); "
+               f"≥ {v['rows_per_site_min']} rows per site would work"
+               if v["verdict"] == "warns" else
+               f"{who}: by the rule, expected lost in the noise ({margins}; below {REFUSE_MARGIN:g}: refused before "
+               f"any noise); ≥ {v['rows_per_site_min']} rows per site would work")
         rows.append((f"verdict, {label}", v["verdict"], how))
     rows += [(f"smallest epsilon that works, {label}", u[key]["epsilon_min"],
               f"the same rule at these rows and delta (a refused run says ε ≥ {u[key]['epsilon_min_exact']:.3g}), "
@@ -435,9 +461,9 @@ def _noise_table(spec, pv, *, nodes, sites, tolerance, samples=None, site_rows=N
     if site_rows is not None:
         assumptions["verdict"] = (
             "give --nodes d for the last stage's noise, n_eff and the verdict" if utility is None else
-            "the rule a refused run quotes: the last stage's clipped weight 3 noise stds and the scale histograms' "
-            "pair signal 5 noise stds above their noise, on expected values (whitening basis, Gaussian columns); a "
-            "run checks the weights it releases, so it can go through below the smallest epsilon, noisier")
+            "the rule learn --dp applies before any noise: the last stage's clipped weight 3 noise stds and the scale "
+            "histograms' pair signal 5 noise stds above their noise, on expected values (whitening basis, Gaussian "
+            f"columns): both margins ≥ 1 works, the smaller ≥ {REFUSE_MARGIN:g} runs with a warning, below is refused")
     data = {"mode": "calibrate", "method": spec.name, **summary, "nodes": nodes, "sites": P,
             "collusion_tolerance": tolerance, "calibrations": calib, "noise_scale": scales,
             "epsilon_spent": summary["epsilon_planned"], "rho_spent": summary["rho_planned"],

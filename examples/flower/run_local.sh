@@ -27,10 +27,21 @@ OUT_DIR=$2
 shift 2
 APP_DIR=$(cd "${BNSL_FLOWER_APP:-$(dirname "$0")}" && pwd)
 EXPECT=${BNSL_FLOWER_EXPECT:-report.json}
-BIN=${BNSL_FLOWER_BIN:-$(dirname "$(command -v flwr || echo ./flwr)")}
+# the folder of flwr and the Python that runs bnsl: BNSL_FLOWER_BIN, else the repository's own .venv (the
+# README's set-up: no activated venv needed), else the folder of `bnsl` or `flwr` on PATH
+find_bin() {
+    local repo_venv
+    repo_venv="$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin"
+    for dir in "$repo_venv" "$(dirname "$(command -v bnsl 2>/dev/null || echo /nonexistent/bnsl)")" \
+               "$(dirname "$(command -v flwr 2>/dev/null || echo /nonexistent/flwr)")"; do
+        if [ -x "$dir/flwr" ] && [ -x "$dir/python" ]; then echo "$dir"; return; fi
+    done
+    echo "$repo_venv"
+}
+BIN=${BNSL_FLOWER_BIN:-$(find_bin)}
 PY="$BIN/python"
 for exe in flwr flower-superlink flower-supernode python; do
-    [ -x "$BIN/$exe" ] || { echo "error: $BIN/$exe not found (pip install -e '.[net,flower]' && pip install --no-deps 'flwr>=1.42,<1.43'; or set BNSL_FLOWER_BIN)" >&2; exit 2; }
+    [ -x "$BIN/$exe" ] || { echo "error: $BIN/$exe not found (pip install -e '.[flower]' in the repository's .venv; or set BNSL_FLOWER_BIN to the folder holding flwr and the python with bnsl)" >&2; exit 2; }
 done
 shopt -s nullglob
 SHARDS=("$SHARD_DIR"/*.csv)
@@ -169,7 +180,20 @@ RUN_PID=$!
 code=0
 wait "$RUN_PID" || code=$?
 RUN_PID=
+# plain-text logs: Flower colours its log lines; the files keep the text only
+"$PY" - "$WORK/logs" <<'PYEOF' || true
+import pathlib, re, sys
+ansi = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+for log in pathlib.Path(sys.argv[1]).glob("*.log"):
+    text = log.read_text(errors="replace")
+    if "\x1b[" in text:
+        log.write_text(ansi.sub("", text))
+PYEOF
 grep -E "bnsl:|ERROR|Error|error" "$WORK/logs/flwr-run.log" >&2 || true
+if [ $code -eq 124 ]; then
+    echo "error: the Flower run did not finish within ${BNSL_FLOWER_TIMEOUT:-900} s (BNSL_FLOWER_TIMEOUT=SECONDS allows more); see $WORK/logs" >&2
+    exit 6
+fi
 if [ $code -ne 0 ] || [ ! -f "$OUT_ABS/$EXPECT" ]; then
     echo "error: the Flower run failed (flwr run exit $code); see $WORK/logs" >&2
     [ $code -ne 0 ] || code=6

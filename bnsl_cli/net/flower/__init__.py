@@ -1,7 +1,7 @@
 """bnsl as a Flower app: the same run, the same bytes and the same site guard over a Flower federation.
 
-Needs the optional extra (Python ≥ 3.11): ``pip install 'bnsl-cli[net,flower]'`` then ``pip install
---no-deps 'flwr>=1.42,<1.43'`` (flwr pins typer below bnsl's; see ``docs/federation.md``, section "Flower"). Nothing here imports ``flwr`` at module level except
+Needs the optional extra (Python ≥ 3.11): ``pip install 'bnsl-cli[flower]'`` (it brings flwr 1.42; see
+``docs/federation.md``, section "Flower"). Nothing here imports ``flwr`` at module level except
 :mod:`.app`, the module Flower loads; the rest of bnsl never imports this package.
 
 Modules:
@@ -39,7 +39,7 @@ def need_flwr():
         import flwr
     except ImportError:
         raise BnslError(
-            "the Flower app needs the optional extra (Python >= 3.11): pip install 'bnsl-cli[net,flower]' && "
-            "pip install --no-deps 'flwr>=1.42,<1.43' (docs/federation.md, section Flower)"
+            "the Flower app needs the optional extra (Python >= 3.11): pip install 'bnsl-cli[flower]' "
+            "(docs/federation.md, section Flower)"
         ) from None
     return flwr

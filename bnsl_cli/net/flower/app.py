@@ -47,8 +47,10 @@ def _main(grid: Grid, context: Context) -> None:
     except BnslError as exc:  # a site that stopped, a refused plan, a bad option: one line, no traceback
         import logging
 
+        # logged and returned (an exception would add Flower's traceback, and an exit could cut the log
+        # stream before this line reaches `flwr run`); the run folder is not written
         _flwr_log(logging.ERROR, "bnsl: error: %s", " ".join(str(exc).split()))
-        raise SystemExit(getattr(exc, "exit_code", 1)) from None
+        return
     rep = result.report
     _info(f"{rep.get('method_label', rep['method'])}: {rep.get('rounds')} rounds, {int((result.W != 0).sum())} edges"
           + (f"; run folder {context.run_config.get('out')}" if context.run_config.get("out") else ""))

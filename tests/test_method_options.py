@@ -83,7 +83,7 @@ def test_learn_dp_uses_the_dp_default_and_the_report_says_so(shards):
     res = _learn(shards, "--dp", "--epsilon", 5)
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
-    assert rep["method"] == f"{DP_DEFAULT_METHOD} (dp)"
+    assert rep["method"] == DP_DEFAULT_METHOD and rep["method_label"] == f"{DP_DEFAULT_METHOD} (dp)"
     assert rep["options"]["method"] == DP_DEFAULT_METHOD
     res = _learn(shards, "--rounds", 3)
     assert res.exit_code == 0, res.output
@@ -94,14 +94,14 @@ def test_bnsl_method_still_chooses_the_method(shards):
     res = _learn(shards, "--dp", "--epsilon", 5, "--rounds", 2, env={"BNSL_METHOD": "fed-sparse"})
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
-    assert rep["method"] == "fed-sparse (dp)" and rep["options"]["rounds"] == 2
+    assert rep["method"] == "fed-sparse" and rep["method_label"] == "fed-sparse (dp)" and rep["options"]["rounds"] == 2
 
 
 def test_an_environment_value_the_method_does_not_take_is_left_out(shards):
     # BNSL_ROUNDS set for fed-sparse runs does not stop a --dp run of the default method ...
     res = _learn(shards, "--dp", "--epsilon", 5, env={"BNSL_ROUNDS": "3", "BNSL_LAMBDA": "0.02"})
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["method"] == f"{DP_DEFAULT_METHOD} (dp)"
+    assert json.loads(res.stdout)["method_label"] == f"{DP_DEFAULT_METHOD} (dp)"
     # ... and still counts where it applies
     res = _learn(shards, "--rounds", 2, env={"BNSL_LAMBDA": "0.02"})
     assert json.loads(res.stdout)["options"]["lam"] == 0.02

@@ -106,7 +106,7 @@ def _tables(P: int = 3, n: int = 150, seed: int = 4) -> list:
     return out
 
 
-HEAD = ["schema_version", "orientation", "method", "options", "seed", "versions", "data"]
+HEAD = ["schema_version", "orientation", "method", "method_label", "options", "seed", "versions", "data"]
 ADMM = ["rounds", "stopped_early", "converged", "final", "history", "communication", "timing",
         "removed_for_acyclicity", "warnings", "polish", "solver_issues"]
 SOLVER = ["rounds", "converged", "final", "history", "communication", "timing", "removed_for_acyclicity",

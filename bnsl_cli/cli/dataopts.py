@@ -166,10 +166,10 @@ def exact_scale_warning(tables) -> None:
 
 
 def split_names(text: Optional[str]) -> Optional[tuple]:
-    """``"a, b,c"`` → ``("a", "b", "c")`` (None stays None). Names keep inner spaces."""
-    if text is None:
-        return None
-    return tuple(p.strip() for p in text.split(","))
+    """:func:`bnsl_cli.io.table.split_names` (imported when called: start-up stays light)."""
+    from bnsl_cli.io.table import split_names as split
+
+    return split(text)
 
 
 def read_options(

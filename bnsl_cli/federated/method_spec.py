@@ -129,6 +129,9 @@ class MethodSpec:
     #: ``plan.run_plan.check_verdict`` applies it before any value is drawn, and ``privacy-budget``
     #: answers with the same function.
     plan_verdict: Optional[Callable] = None
+    #: ``plan_exchanges(plan) -> str``: what a plan runs, for the coordinator's log, when its exchanges
+    #: are not ADMM rounds (e.g. "4 stages"); ``None``: "a fixed sequence of exchanges"
+    plan_exchanges: Optional[Callable] = None
 
     @property
     def split_noise(self) -> bool:

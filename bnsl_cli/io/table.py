@@ -50,6 +50,14 @@ ReadProgress = Callable[[int, Optional[int]], None]
 MISSING = ("NA", "N/A", "n/a", "na", "NaN", "nan", "NAN", "null", "NULL", "None", "?")
 
 
+def split_names(text: Optional[str]) -> Optional[tuple]:
+    """``"a, b,c"`` → ``("a", "b", "c")`` (None stays None): how ``--columns``/``--drop`` lists are read
+    (``learn``, ``split``, ``serve``). Names keep inner spaces."""
+    if text is None:
+        return None
+    return tuple(p.strip() for p in text.split(","))
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """Which columns and rows of a data file are used, and how its text is read.

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bnsl_cli.errors import FederationError, OptionError, RefusedError
+from bnsl_cli.federated.method_spec import Rounds
 from bnsl_cli.federated.methods.registry import method_spec
+from bnsl_cli.io.table import split_names
 from bnsl_cli.net.site_sessions import check_session_caps
 from bnsl_cli.plan.run_plan import RunPlan, check_verdict
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
-from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.privacy.split_noise import split_noise_plan, split_of
 
 __all__ = ["SessionChoices", "check_choices", "session_plan", "plan_columns", "check_consent", "plan_summary",
@@ -87,7 +88,7 @@ def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = Non
     ``--drop`` (comma-separated). Raises :class:`~bnsl_cli.errors.OptionError` for a name the sites
     do not hold or fewer than two columns left."""
     names = list(names)
-    chosen, gone = _split(columns), _split(drop) or ()
+    chosen, gone = split_names(columns), split_names(drop) or ()
     for opt, given in (("--columns", chosen or ()), ("--drop", gone)):
         for n in given:
             if n not in names:
@@ -96,13 +97,6 @@ def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = Non
     if len(out) < 2:
         raise OptionError("--columns/--drop leave fewer than two columns; a graph needs two variables")
     return tuple(out)
-
-
-def _split(text: Optional[str]):
-    """``"a, b,c"`` → ``("a", "b", "c")`` (None stays None), as ``bnsl learn --columns`` splits."""
-    if text is None:
-        return None
-    return tuple(n.strip() for n in str(text).split(","))
 
 
 def check_consent(plan, hellos) -> None:
@@ -127,17 +121,13 @@ def check_consent(plan, hellos) -> None:
 
 
 def plan_summary(plan) -> str:
-    """What the sites accepted, for the coordinator's log: the method and how many exchanges of which
-    kind the plan runs at most (ADMM rounds; a private fed-suffstats run's stages; a fixed sequence)."""
-    from bnsl_cli.federated.method_spec import Rounds
-
+    """What the sites accepted, for the coordinator's log: the method and what its plan runs (ADMM rounds,
+    or what the method declares, ``MethodSpec.plan_exchanges``)."""
     spec = method_spec(plan.method)
     if spec.rounds is Rounds.ADMM:
         return f"{plan.method}, at most {plan.rounds} rounds"
-    if plan.private:
-        stages = sum(1 for r in plan.privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS)
-        if stages:
-            return f"{plan.method}, {stages} stages"
+    if spec.plan_exchanges is not None:
+        return f"{plan.method}, {spec.plan_exchanges(plan)}"
     return f"{plan.method}, a fixed sequence of exchanges"
 
 

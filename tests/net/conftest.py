@@ -298,3 +298,39 @@ def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=
             th.join(30)
             assert not th.is_alive()
     return result, spy, errors
+
+
+def join_against(csv: Path, tmp_path: Path, join_args: list, plan_for, attack=None):
+    """``bnsl join --insecure JOIN_ARGS`` of ``csv`` against a coordinator in this process (one site, real
+    gRPC on loopback) that sends ``plan_for(shapes)`` (a :class:`RunPlan`), then runs ``attack(fleet, plan)``.
+    Returns ``(hello, what the coordinator saw raised, the site's exit code, its stderr, its transcript
+    records)``."""
+    import json
+
+    from bnsl_cli.io.csv_reader import read_table
+    from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.plan.shapes import ParticipantShape, Shapes
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    fleet = NetworkFleet("127.0.0.1:0", 1, timeout=30)
+    tpath = tmp_path / "site.transcript.jsonl"
+    site = Party(["join", f"127.0.0.1:{fleet.port}", str(csv), "--insecure", *join_args,
+                  "--transcript", str(tpath), "--timeout", "30"])
+    raised = hello = None
+    try:
+        (hello,) = fleet.gather(30)
+        t = read_table(csv)
+        plan = plan_for(Shapes(tuple(t.names), (ParticipantShape(hello["site"], hello["rows"]),)))
+        body = plan.to_dict()
+        try:
+            fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": None})
+            if attack is not None:
+                attack(fleet, plan)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            raised = exc
+    finally:
+        fleet.close(ok=False)
+    code, _, err = site.done(60)
+    records = [json.loads(line) for line in tpath.read_text().splitlines()]
+    return hello, raised, code, err, records
+

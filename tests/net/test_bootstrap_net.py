@@ -54,7 +54,6 @@ def _plan_dict(**changes) -> dict:
 
 
 def _plan(**changes):
-    from dataclasses import replace
 
     from bnsl_cli.plan.run_plan import RunPlan
 

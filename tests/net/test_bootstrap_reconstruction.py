@@ -9,13 +9,12 @@ against a real ``bnsl join``."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 
 from bnsl_cli.confidence import resample_rows
-from bnsl_cli.errors import GuardRefusedError, RefusedError
+from bnsl_cli.errors import RefusedError
 from bnsl_cli.io.table import Table
 from bnsl_cli.net.policy import SiteGuard, SiteLimits
 from bnsl_cli.net.site_sessions import BootstrapSessions, Resampling, sessions_bound
@@ -119,35 +118,16 @@ def test_the_coordinator_refuses_a_bootstrap_beyond_a_sites_cap_before_the_first
 
 def _against_join(csv, tmp_path, first_plan):
     """``bnsl join --insecure --allow-non-private`` of ``csv`` against a coordinator that sends
-    ``first_plan(plan)`` and then asks for the column statistics. Returns (what the coordinator saw
-    raised, the site's exit code and stderr, its transcript records)."""
+    ``first_plan(plan)`` and then asks for the column statistics (:func:`tests.net.conftest.join_against`)."""
     pytest.importorskip("grpc")
     from bnsl_cli.federated.messages import StatsRequest
-    from bnsl_cli.io.csv_reader import read_table
-    from bnsl_cli.net.fleet import NetworkFleet
-    from tests.net.conftest import Party
+    from tests.net.conftest import join_against
 
-    fleet = NetworkFleet("127.0.0.1:0", 1, timeout=30)
-    tpath = tmp_path / "site.transcript.jsonl"
-    site = Party(["join", f"127.0.0.1:{fleet.port}", str(csv), "--insecure", "--allow-non-private",
-                  "--transcript", str(tpath), "--timeout", "30"])
-    raised = None
-    try:
-        (hello,) = fleet.gather(30)
-        t = read_table(csv)
-        shapes = Shapes(tuple(t.names), (ParticipantShape(hello["site"], hello["rows"]),))
-        plan = RunPlan.resolve(LearnConfig(method="fed-moments", bootstrap=B, seed=SEED), shapes)
-        body = first_plan(plan).to_dict()
-        try:
-            fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": None})
-            fleet.exchange(StatsRequest(0, plan.d).encode())
-        except Exception as exc:  # noqa: BLE001 - the test inspects it
-            raised = exc
-    finally:
-        fleet.close(ok=False)
-    code, _, err = site.done(60)
-    records = [json.loads(line) for line in tpath.read_text().splitlines()]
-    return hello, raised, code, err, records
+    def plan_for(shapes):
+        return first_plan(RunPlan.resolve(LearnConfig(method="fed-moments", bootstrap=B, seed=SEED), shapes))
+
+    return join_against(csv, tmp_path, ["--allow-non-private"], plan_for,
+                        lambda fleet, plan: fleet.exchange(StatsRequest(0, plan.d).encode()))
 
 
 @pytest.mark.slow  # two bnsl join processes

@@ -8,7 +8,6 @@ coordinator in this process that sends more rounds than its plan, a replayed rou
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import replace
 
@@ -31,9 +30,8 @@ from bnsl_cli.federated.methods.registry import method_spec  # noqa: E402
 from bnsl_cli.net.policy import SiteGuard, SiteLimits, SpendGuard, check_plan, guarded_participant  # noqa: E402
 from bnsl_cli.plan.options import DPConfig, LearnConfig  # noqa: E402
 from bnsl_cli.plan.run_plan import RunPlan  # noqa: E402
-from bnsl_cli.plan.shapes import ParticipantShape, Shapes  # noqa: E402
+from bnsl_cli.plan.shapes import Shapes  # noqa: E402
 from bnsl_cli.privacy.releases import ReleaseKind  # noqa: E402
-from tests.net.conftest import Party  # noqa: E402
 
 LIMITS = SiteLimits(max_epsilon=8.0, max_delta=1.0)
 ROUNDS, STEPS = 5, 20
@@ -368,29 +366,13 @@ def _malicious(csv, tmp_path, attack):
     """``bnsl join --insecure`` of ``csv`` against a coordinator in this process that resolves an
     honest private plan (5 rounds) and then runs ``attack(fleet, plan)``. Returns (what the
     attack raised, the site's exit code and stderr, its transcript records)."""
-    from bnsl_cli.net.fleet import NetworkFleet
-    from bnsl_cli.io.csv_reader import read_table
+    from tests.net.conftest import join_against
 
-    fleet = NetworkFleet("127.0.0.1:0", 1, timeout=30)
-    tpath = tmp_path / "site.transcript.jsonl"
-    site = Party(["join", f"127.0.0.1:{fleet.port}", str(csv), "--insecure", "--max-epsilon", "8",
-                  "--transcript", str(tpath), "--timeout", "30"])
-    raised = None
-    try:
-        (hello,) = fleet.gather(30)
-        t = read_table(csv)
-        shapes = Shapes(tuple(t.names), (ParticipantShape(hello["site"], hello["rows"]),))
-        plan = RunPlan.resolve(LearnConfig(method="fed-sparse", rounds=ROUNDS, steps=STEPS, dp=DPConfig(epsilon=5.0, value_bound=10.0)), shapes)
-        body = plan.to_dict()
-        fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": None})
-        try:
-            attack(fleet, plan)
-        except Exception as exc:  # noqa: BLE001 - the test inspects it
-            raised = exc
-    finally:
-        fleet.close(ok=False)
-    code, _, err = site.done(60)
-    records = [json.loads(line) for line in tpath.read_text().splitlines()]
+    def plan_for(shapes):
+        return RunPlan.resolve(LearnConfig(method="fed-sparse", rounds=ROUNDS, steps=STEPS,
+                                           dp=DPConfig(epsilon=5.0, value_bound=10.0)), shapes)
+
+    _, raised, code, err, records = join_against(csv, tmp_path, ["--max-epsilon", "8"], plan_for, attack)
     return raised, code, err, records
 
 

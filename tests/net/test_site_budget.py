@@ -91,9 +91,7 @@ def test_the_site_guard_records_before_the_participant_is_built(tmp_path):
 @pytest.mark.slow  # two bnsl join processes
 def test_join_refuses_a_second_run_over_its_total_budget(tmp_path):
     pytest.importorskip("grpc")
-    from bnsl_cli.io.csv_reader import read_table
-    from bnsl_cli.net.fleet import NetworkFleet
-    from tests.net.conftest import Party
+    from tests.net.conftest import join_against
 
     csv = tmp_path / "site.csv"
     X = np.random.default_rng(3).normal(size=(800, 3))
@@ -101,27 +99,11 @@ def test_join_refuses_a_second_run_over_its_total_budget(tmp_path):
     ledger = tmp_path / "site.budget.jsonl"
     outcomes = []
     for k in range(2):
-        fleet = NetworkFleet("127.0.0.1:0", 1, timeout=30)
-        tpath = tmp_path / f"t{k}.jsonl"
-        site = Party(["join", f"127.0.0.1:{fleet.port}", str(csv), "--insecure", "--max-epsilon", "5",
-                      "--max-delta", "1e-4", "--budget-ledger", str(ledger), "--transcript", str(tpath),
-                      "--timeout", "30"])
-        raised = None
-        try:
-            (hello,) = fleet.gather(30)
-            assert hello["limits"]["max_total_epsilon"] == 5.0
-            t = read_table(csv)
-            shapes = Shapes(tuple(t.names), (ParticipantShape(hello["site"], hello["rows"]),))
-            plan = RunPlan.resolve(LearnConfig(dp=DPConfig(epsilon=5.0), method="fed-moments"), shapes)
-            body = plan.to_dict()
-            try:
-                fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": None})
-            except Exception as exc:  # noqa: BLE001 - the test inspects it
-                raised = exc
-        finally:
-            fleet.close(ok=False)
-        code, _, err = site.done(60)
-        outcomes.append((raised, code, err, [json.loads(line) for line in tpath.read_text().splitlines()]))
+        hello, raised, code, err, records = join_against(
+            csv, tmp_path / f"run{k}", ["--max-epsilon", "5", "--max-delta", "1e-4", "--budget-ledger", str(ledger)],
+            lambda shapes: RunPlan.resolve(LearnConfig(dp=DPConfig(epsilon=5.0), method="fed-moments"), shapes))
+        assert hello["limits"]["max_total_epsilon"] == 5.0
+        outcomes.append((raised, code, err, records))
     first, second = outcomes
     assert first[0] is None
     accepted = [r for r in first[3] if r.get("event") == "plan" and r.get("decision") == "accepted"]

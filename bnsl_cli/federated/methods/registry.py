@@ -47,6 +47,7 @@ from bnsl_cli.federated.methods.admm.budget import dp_fed_bnsl_budget, dp_pgcd_b
 from bnsl_cli.federated.methods.moments.budget import dp_fed_moments_budget
 from bnsl_cli.federated.methods.suffstats.budget import budget_table as fed_suffstats_budget
 from bnsl_cli.federated.methods.suffstats.budget import plan_verdict as fed_suffstats_verdict
+from bnsl_cli.federated.methods.suffstats.releases import plan_exchanges as suffstats_exchanges
 from bnsl_cli.federated.site_sequence import POLISH_REQUEST, STATS_EXCHANGE
 from bnsl_cli.federated.methods import admm, moments, pooled, suffstats
 from bnsl_cli.federated.methods.admm.site import DenseParticipant, SparseParticipant
@@ -194,6 +195,7 @@ _SPECS = (
         budget_options=frozenset({"--sites", "--collusion-tolerance"}),
         budget_table=fed_suffstats_budget,
         plan_verdict=fed_suffstats_verdict,
+        plan_exchanges=suffstats_exchanges,
         site_sequence=suffstats.site_sequence,
     ),
     MethodSpec(

@@ -76,6 +76,11 @@ MECHANISM = (
 def stage_releases(privacy) -> list:
     return [r for r in privacy.releases if r.kind == ReleaseKind.WHITENED_MOMENTS]
 
+
+def plan_exchanges(plan) -> str:
+    """What a fed-suffstats plan runs, for the coordinator's log (the registry's ``plan_exchanges``)."""
+    return f"{len(stage_releases(plan.privacy))} stages" if plan.private else "one stage of moments"
+
 def release_sensitivity(kind: ReleaseKind, d: int) -> float:
     """Replace-one L2 sensitivity of one fed-suffstats release over ``d`` columns (docs/privacy.md):
     the scale histograms ``2√d`` (one count moves in two bins of each of two histograms per column),

@@ -32,7 +32,8 @@ class SessionChoices:
     """What the transport's options decided: the secure sum (and its fixed-point bits), split noise
     (``serve --split-noise``), and the columns chosen by name (``--columns``/``--drop``)."""
 
-    secure_sum: bool = False
+    #: ``None``: not decided yet (the Flower app decides it once it knows the sites' number)
+    secure_sum: Optional[bool] = False
     scale_bits: int = 32
     split_noise: bool = False
     columns: Optional[str] = None
@@ -48,7 +49,7 @@ def check_choices(cfg, choices: SessionChoices) -> None:
     spec = method_spec(cfg.method)
     if not spec.federated or spec.pooled:
         raise OptionError(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network")
-    if choices.split_noise and not choices.secure_sum:
+    if choices.split_noise and choices.secure_sum is False:
         raise OptionError("--split-noise needs --secure-sum (split noise is private only under a secure sum)")
     if choices.split_noise and (cfg.dp is None or not spec.split_noise):
         able = " or ".join(m for m in METHODS if method_spec(m).split_noise)

@@ -112,11 +112,12 @@ class SiteBudget:
             before = self.total(None, records) if records else (0.0, 0.0, 0.0)
             eps, delta, rho = self.total(plan, records)
             if not eps <= self.max_total_epsilon * (1 + 1e-12):
-                raise RefusedError(
-                    f"the plan would take this site's total spend to ε = {eps:.4g} (δ = {delta:.3g}; {len(records)} earlier "
-                    f"run(s) spent ε = {before[0]:.4g}), more than its --max-total-epsilon {self.max_total_epsilon:g} "
-                    f"(ledger {self.path})"
-                )
+                why = (f"the plan would take this site's total spend to ε = {eps:.4g} (δ = {delta:.3g}; {len(records)} "
+                       f"earlier run(s) spent ε = {before[0]:.4g}), more than its --max-total-epsilon "
+                       f"{self.max_total_epsilon:g}")
+                err = RefusedError(f"{why} (ledger {self.path})")
+                err.public_reason = why  # the coordinator is not told where the site keeps its ledger
+                raise err
             pv = plan.privacy
             rec = {
                 "version": LEDGER_VERSION, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "site": site,

@@ -135,3 +135,16 @@ def test_flower_refuses_a_second_run_over_the_nodes_total_budget(tmp_path):
     assert isinstance(result, SiteRefusedError) and "--max-total-epsilon 5" in str(result)
     ledger = tmp_path / "state-1" / "budget.jsonl"
     assert len(ledger.read_text().splitlines()) == 1
+
+
+def test_the_refusal_the_coordinator_hears_names_no_path(tmp_path):
+    from bnsl_cli.errors import public_reason
+
+    ledger = tmp_path / "private-folder" / "site.budget.jsonl"
+    limits = SiteLimits(max_epsilon=5.0)
+    check_plan(_body(_plan()), _table(), limits, "s1", budget=SiteBudget(ledger, 5.0))
+    with pytest.raises(RefusedError) as info:
+        check_plan(_body(_plan()), _table(), limits, "s1", budget=SiteBudget(ledger, 5.0))
+    assert str(ledger) in str(info.value)  # the site's own message says where its ledger is
+    said = public_reason(info.value)
+    assert "--max-total-epsilon 5" in said and "private-folder" not in said

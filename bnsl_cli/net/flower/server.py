@@ -202,9 +202,11 @@ def resolve_secure_sum(cfg, participants: int, choice: str) -> tuple:
 
 
 def _check_layout(cfg, rc: RunConfig) -> None:
-    """The session's checks that need no site (:func:`bnsl_cli.net.session.check_choices`); the secure
-    sum is decided with the sites' number, so split noise is checked against it then."""
-    check_choices(cfg, SessionChoices(secure_sum=rc.split_noise or rc.secure_sum == "on", split_noise=bool(rc.split_noise)))
+    """The session's checks that need no site (:func:`bnsl_cli.net.session.check_choices`); with
+    ``secure-sum = auto`` the secure sum is decided with the sites' number, and what depends on it is
+    checked then (:func:`bnsl_cli.net.session.session_plan`)."""
+    check_choices(cfg, SessionChoices(secure_sum={"on": True, "off": False}.get(rc.secure_sum),
+                                      split_noise=bool(rc.split_noise)))
 
 
 def _prepare_out(rc: RunConfig, personal_sites: int):

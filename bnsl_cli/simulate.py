@@ -235,7 +235,8 @@ def simulate_sem(
 
     ``N[:, j]`` has mean 0 and variance ``noise_scale**2`` (a scalar, or one value per column) for
     every noise type. Columns are filled one generation of the DAG at a time (parents before
-    children): ``X[:, G] = X[:, pa(G)] @ W[pa(G), G] + N[:, G]``.
+    children): ``X[:, j] = Σ_{p ∈ pa(j)} X[:, p]·W[p, j] + N[:, j]``, summed in the parents' index
+    order with elementwise operations, so the rows are the same on every CPU.
     """
     W = np.asarray(W, dtype=float)
     d = W.shape[0]
@@ -249,9 +250,14 @@ def simulate_sem(
     levels = topological_order(W)
     X = _noise(noise, (int(n), d), scale, _rng(rng))
     for level in levels[1:]:
-        Wl = W[:, level]
-        parents = np.flatnonzero(np.any(Wl != 0, axis=1))
-        X[:, level] += X[:, parents] @ Wl[parents]
+        for j in level:
+            # one exactly rounded multiply and add per parent, in index order (not a matrix product,
+            # whose summation order depends on the BLAS kernel the CPU selects): the same rows on
+            # every machine
+            acc = np.zeros(X.shape[0])
+            for p in np.flatnonzero(W[:, j]):
+                acc += X[:, p] * W[p, j]
+            X[:, j] += acc
     return X
 
 

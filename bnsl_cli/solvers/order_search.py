@@ -24,6 +24,9 @@ ORDER_SWEEPS = 100
 #: (128 MB) or the families more entries than the next; the result does not depend on them, only
 #: the time (measured at d = 200: peak RSS 340 MB).
 _ORDER_CACHE_FLOATS = 1 << 24
+#: Two costs closer than this (relative) are equal: a move must gain more, and of positions that tie
+#: the first is kept.
+_TIE = 1e-9
 _ORDER_CACHE_FAMILIES = 1 << 20
 
 
@@ -263,11 +266,13 @@ def order_search(
                     fam = scores.joined(v, mask, fam, rest[p - 1])
                     mask |= 1 << rest[p - 1]
                 c = before + fam.cost + after[p]
-                if c < best_c:
+                # positions whose costs agree to rounding (members of one equivalence class, say)
+                # keep the first: which one the last bits favour depends on the CPU's kernels
+                if c < best_c and not (best_c < np.inf and c > best_c - _TIE * max(1.0, abs(best_c))):
                     best_p, best_c = p, c
                 if p < len(rest):
                     before += without[p].cost
-            if best_p is not None and best_p != pos and best_c < total - 1e-9 * max(1.0, abs(total)):
+            if best_p is not None and best_p != pos and best_c < total - _TIE * max(1.0, abs(total)):
                 order = rest[:best_p] + [v] + rest[best_p:]
                 current = scores.families(order)
                 total = float(sum(f.cost for f in current))

@@ -55,7 +55,7 @@ from bnsl_cli.io.columns import (
     too_few_columns,
 )
 from bnsl_cli.io.csv_check import csv_error, find_bad_cell
-from bnsl_cli.io.csv_source import Source, transcode
+from bnsl_cli.io.csv_source import Source, may_hold_long_lines, transcode
 from bnsl_cli.io.table import (
     MISSING,
     STDIN,
@@ -324,7 +324,11 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
     dtypes = {k: (object if h in skip else np.float64) for k, h in enumerate(header)}
     dropped = [0]
 
+    hashing = None  # (a file parsed by its path: the thread that reads its bytes meanwhile)
+
     def slow(default: str) -> InputDataError:
+        if hashing is not None:
+            hashing.join()  # what reading the bytes found first (a line too long to parse, say)
         text = src.all_text()
         return find_bad_cell(path, text, header, skip, sep, has_header, opts.na, opts.decimal) or InputDataError(
             f"{shown}: {default}"
@@ -358,7 +362,7 @@ def _read(src, path, sep, keep, min_rows, check_constant, columns, small=False, 
 
     # a file on disk is parsed by pandas from its path; meanwhile a thread reads its bytes for the hash
     # (and the tokens the fast path cannot judge): hashing releases the GIL, as pandas' parser does
-    by_path = feed is src and src.local
+    by_path = feed is src and src.local and not may_hold_long_lines(path)
     hashing = _Consume(src) if by_path else None
 
     import pandas as pd

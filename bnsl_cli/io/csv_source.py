@@ -20,13 +20,37 @@ from typing import Callable, Optional
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.table import STDIN, display_name
 
-__all__ = ["Source", "encoding_error", "check_readable", "transcode", "is_gzip"]
+__all__ = ["Source", "encoding_error", "check_readable", "transcode", "is_gzip", "may_hold_long_lines", "MAX_LINE_BYTES"]
 
 _BLOCK = 1 << 20  # bytes per read of the underlying file
+#: The longest line a data file may have (64 MiB: about 2.6 million cells of 25 characters). A longer
+#: one is a file without line ends or not a CSV file at all; it is refused when the reading reaches it,
+#: before a parser tries to hold it.
+MAX_LINE_BYTES = 64 << 20
 #: Bytes that never occur in a valid number but do in words some pandas versions read as numbers
 #: (``1_000``; ``True``/``False``): a file holding one is judged by the strict checker. Single
 #: bytes, so each test is one ``memchr`` over the block.
 _SUSPECT = (b"_", b"r", b"R", b"s", b"S")
+
+
+def may_hold_long_lines(path: Path) -> bool:
+    """Whether the file ``path`` may hold a line longer than :data:`MAX_LINE_BYTES`: some stretch of
+    half that length without a line end (each probe is one ``memchr`` that stops at the first line end,
+    so a CSV file costs one touched page per 32 MiB). A parser that reads such a file by its path would
+    hold the whole line before any check; the reader then streams it through :class:`Source`, which
+    refuses the line when the reading passes the limit."""
+    import mmap
+
+    half = MAX_LINE_BYTES // 2
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size <= half:
+                return False
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return any(mm.find(b"\n", start, start + half) < 0 for start in range(0, size - half + 1, half))
+    except (OSError, ValueError):
+        return False  # (unreadable here: the reading says so)
 
 
 def is_gzip(path: Path) -> bool:
@@ -46,6 +70,8 @@ class Source:
         self.progress = progress
         self.suspect = False
         self._pending = b""
+        self._line_run = 0  # text bytes since the last line end
+        self._lines = 0  # line ends read
         self._buffered: Optional[bytes] = None  # stdin: kept for the slow checker
         self.plain = plain
         if data is not None or str(path) == STDIN:
@@ -93,9 +119,39 @@ class Source:
                 b = self._gz.read(n)
             except (OSError, EOFError, zlib.error) as exc:
                 raise InputDataError(f"{display_name(self.path)}: not a valid gzip file ({exc})") from None
-        if b and not self.suspect:
-            self.suspect = any(s in b for s in _SUSPECT)
+        if b:
+            self._check_lines(b)
+            if not self.suspect:
+                self.suspect = any(s in b for s in _SUSPECT)
         return b
+
+    def _check_lines(self, b: bytes) -> None:
+        """Refuse a line longer than :data:`MAX_LINE_BYTES` as soon as the reading passes its limit."""
+        first = b.find(b"\n")
+        if first < 0:
+            self._line_run += len(b)
+        elif self._line_run + first > MAX_LINE_BYTES:
+            self._line_run += first
+        else:
+            self._lines += 1
+            self._line_run = 0
+            start = first + 1
+            if len(b) - start > MAX_LINE_BYTES:  # (a read larger than the limit: every line in it)
+                while (nl := b.find(b"\n", start)) >= 0 and nl - start <= MAX_LINE_BYTES:
+                    self._lines += 1
+                    start = nl + 1
+                if nl >= 0:
+                    self._line_run = nl - start
+            if self._line_run <= MAX_LINE_BYTES:
+                self._lines += b.count(b"\n", start)
+                self._line_run = len(b) - b.rfind(b"\n") - 1
+        if self._line_run > MAX_LINE_BYTES:
+            raise InputDataError(
+                f"{display_name(self.path)}: line {self._lines + 1} is longer than "
+                + (f"{MAX_LINE_BYTES >> 20} MB " if MAX_LINE_BYTES >= 1 << 20 else f"{MAX_LINE_BYTES} bytes ")
+                + 
+                "(a file without line ends, or not a CSV file)"
+            )
 
     def read(self, n: int = -1) -> bytes:
         """File-like ``read`` for the parser: pending bytes first, then the stream."""

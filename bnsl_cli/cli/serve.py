@@ -158,7 +158,7 @@ def _serve(
         from rich.markup import escape
 
         console.print(f"[bold yellow]warning:[/] {escape(layout_warning)}", soft_wrap=True)
-    from bnsl_cli.net.session import SessionChoices, check_choices, session_plan
+    from bnsl_cli.net.session import SessionChoices, check_choices
 
     choices = SessionChoices(secure_sum=bool(secure_sum), scale_bits=secure_sum_bits, split_noise=bool(split_noise),
                              **(select or {}))
@@ -176,100 +176,49 @@ def _serve(
                                   strength=bool(cfg.bootstrap))
 
     from bnsl_cli.net.fleet import NetworkFleet
+    from bnsl_cli.net.session import coordinate
+    from bnsl_cli.report import NetworkRecord
 
     log = (lambda m: None) if quiet else (lambda m: console.print(m, highlight=False, markup=False))
-    # serve --bootstrap B without --dp: B sessions first, each on the sites' rows resampled at the sites
-    # (a replicate plan), then the run itself; the sites rejoin for each (bnsl join does so on its own)
-    boot = int(cfg.bootstrap) if cfg.dp is None else 0
-    plan = replicates = result = None
-    started = None  # the first session's plan: report.json's timing.wall_s covers every session
-    graphs: list = []
-    address = listen
-    for session in range(boot + 1):
-        last = session == boot
-        try:
-            fleet = NetworkFleet(address, participants, creds, timeout=timeout, log=log,
-                                 handshake_timeout=handshake_timeout, allow_sites=allowed,
-                                 secure_sum=secure_sum, scale_bits=secure_sum_bits)
-        except BaseException:
-            if od is not None:
-                od.abort()
-            raise
-        address = f"{listen.rsplit(':', 1)[0]}:{fleet.port}"  # port 0: the later sessions keep the port
-        ok = False
-        try:
-            if session == 0:
-                if port_file is not None:
-                    port_file.write_text(f"{fleet.port}\n")
-                log(
-                    f"listening on {host}:{fleet.port} ({'mutual TLS' if creds else 'plaintext, loopback'}); "
-                    f"waiting for {participants} site(s)"
-                )
-            hellos = fleet.gather(join_timeout)
-            # the one coordinator session (serve and the Flower ServerApp): plan, consent, session caps, keys
-            this, spec = session_plan(cfg, hellos, choices)
-            if plan is None:
-                plan = this
-                import time
+    address = [listen]  # port 0: the later sessions of a --bootstrap keep the first one's port
 
-                started = time.perf_counter()
-            elif this != plan:
-                from bnsl_cli.net.common import FederationError
+    def open_fleet():
+        fleet = NetworkFleet(address[0], participants, creds, timeout=timeout, log=log,
+                             handshake_timeout=handshake_timeout, allow_sites=allowed,
+                             secure_sum=secure_sum, scale_bits=secure_sum_bits)
+        address[0] = f"{listen.rsplit(':', 1)[0]}:{fleet.port}"
+        return fleet
 
-                raise FederationError(
-                    f"the sites that rejoined for bootstrap session {session + 1} are not those of the first session "
-                    "(names, rows or columns differ)"
-                )
-            if not last:
-                from dataclasses import replace
+    def on_listening(fleet):
+        if port_file is not None:
+            port_file.write_text(f"{fleet.port}\n")
+        log(f"listening on {host}:{fleet.port} ({'mutual TLS' if creds else 'plaintext, loopback'}); "
+            f"waiting for {participants} site(s)")
 
-                this = replace(plan, replicate=session, trace=False)  # each site resamples from its own stream
-            body = this.to_dict()
-            fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
-            from bnsl_cli.run import run
+    def network_of(fleet, spec):
+        return NetworkRecord(
+            listen=f"{host}:{fleet.port}",
+            mutual_tls=bool(creds),
+            secure_sum_bits=secure_sum_bits if spec is not None else None,
+            coordinator_certificate_sha256=getattr(getattr(fleet, "identity", None), "sha256", None),
+            allow_sites=sorted(allowed) if allowed is not None else None,
+            sites=tuple(_site_record(s) for s in fleet.sites),
+        )
 
-            if not last:
-                import warnings
+    def finish(result, plan):
+        if od is not None:
+            output.write_learn_outputs(od, result, plan.method)
+        output.write_single_outputs(singles, result)
 
-                with warnings.catch_warnings():  # a replicate's own warnings: the run's are reported once
-                    warnings.simplefilter("ignore")
-                    graphs.append(run(this, fleet).W)
-                log(f"bootstrap replicate {session + 1}/{boot}: {int((graphs[-1] != 0).sum())} edges")
-                ok = True
-                continue
-            from bnsl_cli.net.session import plan_summary
-
-            log(f"all {participants} sites accepted the plan ({plan_summary(plan)})")
-            from bnsl_cli.report import NetworkRecord
-
-            if boot:
-                from bnsl_cli.confidence import EdgeCounts, Replicates
-
-                replicates = Replicates(EdgeCounts.of(graphs), boot, (), NETWORK_BOOTSTRAP_SOURCE)
-            network = NetworkRecord(
-                listen=f"{host}:{fleet.port}",
-                mutual_tls=bool(creds),
-                secure_sum_bits=secure_sum_bits if spec is not None else None,
-                coordinator_certificate_sha256=getattr(getattr(fleet, "identity", None), "sha256", None),
-                allow_sites=sorted(allowed) if allowed is not None else None,
-                sites=tuple(_site_record(s) for s in fleet.sites),
-            )
-            with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
-                result = run(plan, fleet, None if quiet else _progress, network=network, replicates=replicates,
-                             started=started if boot else None)
-            if od is not None:
-                output.write_learn_outputs(od, result, plan.method)
-            output.write_single_outputs(singles, result)
-            ok = True
-        except (KeyboardInterrupt, Exception) as exc:  # Ctrl-C, SIGTERM, a fault, a bug
-            from bnsl_cli.net.fleet import stopped_because
-
-            fleet.abort(stopped_because(exc))  # sites a fault already stopped are not told twice
-            raise
-        finally:
-            if od is not None and not ok:
-                od.abort()
-            fleet.close(ok=ok)
+    try:
+        with dataopts.convergence_warnings(bool(learn_options.get("verbose"))):
+            result = coordinate(cfg, choices, open_fleet, join_timeout=join_timeout, network_of=network_of,
+                                finish=finish, log=log, progress=None if quiet else _progress,
+                                on_listening=on_listening)
+    except BaseException:
+        if od is not None:
+            od.abort()
+        raise
     output.print_run_summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
@@ -277,13 +226,6 @@ def _serve(
         from bnsl_cli.io.graphs import edges_csv_text
 
         sys.stdout.write(edges_csv_text(result.W, result.names))
-
-
-#: the report's ``confidence.source`` of ``serve --bootstrap`` without --dp
-NETWORK_BOOTSTRAP_SOURCE = (
-    "each site resampled its own rows (with replacement, as many as it has) for every replicate, from a stream "
-    "the coordinator never learns, one session of the protocol per replicate before the run itself"
-)
 
 
 def _site_record(site):

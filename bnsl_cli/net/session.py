@@ -151,3 +151,73 @@ class ExchangeProgress:
             extra = f", {info['edges']} edges" if "edges" in info else ""
             self.log(f"exchange {r}: {took:.1f} s{extra}")
 
+
+
+#: the report's ``confidence.source`` of a networked ``--bootstrap`` without --dp
+NETWORK_BOOTSTRAP_SOURCE = (
+    "each site resampled its own rows (with replacement, as many as it has) for every replicate, from a stream "
+    "the coordinator never learns, one session of the protocol per replicate before the run itself"
+)
+
+
+def coordinate(cfg, choices: SessionChoices, open_fleet, *, join_timeout: float, network_of, finish,
+               log=lambda message: None, progress=None, on_listening=None):
+    """The coordinator's sessions with its sites, start to finish (``bnsl serve``): without --dp and with
+    ``--bootstrap B``, ``B`` replicate sessions (each site resamples its own rows from a stream it never
+    sends; the sites rejoin for each and must be those of the first) and then the run itself; otherwise
+    the run alone. ``open_fleet()`` listens for one session's sites (the later sessions on the first
+    one's address), ``network_of(fleet, spec)`` is the report's network entry,
+    ``finish(result, plan)`` writes the outputs while the sites are still connected (an error there
+    stops them as any other fault does), ``on_listening(fleet)`` is called once, when the first session
+    listens. Returns the run's :class:`~bnsl_cli.run.LearnResult`. Every fault stops the sites with
+    its public reason and closes the fleet before it propagates."""
+    import time
+    import warnings
+    from dataclasses import replace
+
+    from bnsl_cli.confidence import EdgeCounts, Replicates
+    from bnsl_cli.net.fleet import stopped_because
+    from bnsl_cli.run import run
+
+    boot = int(cfg.bootstrap) if cfg.dp is None else 0
+    plan = started = None  # the first session's plan; report.json's timing.wall_s covers every session
+    graphs: list = []
+    for session in range(boot + 1):
+        last = session == boot
+        fleet = open_fleet()
+        ok = False
+        try:
+            if session == 0 and on_listening is not None:
+                on_listening(fleet)
+            hellos = fleet.gather(join_timeout)
+            this, spec = session_plan(cfg, hellos, choices)
+            if plan is None:
+                plan, started = this, time.perf_counter()
+            elif this != plan:
+                raise FederationError(
+                    f"the sites that rejoined for bootstrap session {session + 1} are not those of the first session "
+                    "(names, rows or columns differ)"
+                )
+            if not last:
+                this = replace(plan, replicate=session, trace=False)  # each site resamples from its own stream
+            body = this.to_dict()
+            fleet.start(lambda i: {"plan": body, "index": i, "secure_sum": spec})
+            if not last:
+                with warnings.catch_warnings():  # a replicate's own warnings: the run's are reported once
+                    warnings.simplefilter("ignore")
+                    graphs.append(run(this, fleet).W)
+                log(f"bootstrap replicate {session + 1}/{boot}: {int((graphs[-1] != 0).sum())} edges")
+                ok = True
+                continue
+            log(f"all {len(hellos)} sites accepted the plan ({plan_summary(plan)})")
+            replicates = Replicates(EdgeCounts.of(graphs), boot, (), NETWORK_BOOTSTRAP_SOURCE) if boot else None
+            result = run(plan, fleet, progress, network=network_of(fleet, spec), replicates=replicates,
+                         started=started if boot else None)
+            finish(result, plan)
+            ok = True
+        except (KeyboardInterrupt, Exception) as exc:  # Ctrl-C, SIGTERM, a fault, a bug
+            fleet.abort(stopped_because(exc))  # sites a fault already stopped are not told twice
+            raise
+        finally:
+            fleet.close(ok=ok)
+    return result

@@ -222,6 +222,10 @@ def command(
 
     Orientation of every output: W\\[i, j] is the weight of the edge i -> j (rows are parents).
     """
+    if dp and epsilon is not None:  # the public bound first: a huge ε is answered before the learners load
+        from bnsl_cli.privacy.limits import validate_epsilon
+
+        validate_epsilon(epsilon)
     from bnsl_cli.federated.methods.registry import default_method, method_spec
     from bnsl_cli.io.shards import read_shards
     from bnsl_cli.knowledge import KnowledgeSource

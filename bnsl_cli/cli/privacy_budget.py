@@ -9,6 +9,7 @@ stdout (``--json``: the JSON document instead), the assumptions block to stderr.
 # No ``from __future__ import annotations``: typer reads the option types at runtime.
 
 import math
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -23,11 +24,47 @@ class Conversion(str, Enum):
     simple = "simple"
 
 
+_WHOLE = re.compile(r"[+-]?[0-9][0-9_]*(?:\.0*)?")
+#: The message ``--samples`` has always given for one value that is not a whole number.
+NOT_AN_INTEGER = "Input should be a valid integer, unable to parse string as an integer"
+
+
+def _whole(text: str) -> Optional[int]:
+    """A whole number as ``--samples`` has always read one (``None`` otherwise)."""
+    s = text.strip()
+    return int(s.split(".")[0]) if _WHOLE.fullmatch(s) else None
+
+
+def parse_samples(text: Optional[str]) -> tuple:
+    """``--samples`` as typed: ``(N, None)`` for one row count N (the smallest participant's, checked by
+    :func:`resolve_delta` as ever), ``(None, (n1, n2, ...))`` for each site's rows separated by commas,
+    ``(None, None)`` when not given. ``ValueError`` (one line, the option's usage error) for one value
+    that is not a whole number (:data:`NOT_AN_INTEGER`) or a list with an empty entry, a non-number or
+    a count below 1."""
+    if text is None:
+        return None, None
+    if "," not in text:
+        n = _whole(text)
+        if n is None:
+            raise ValueError(NOT_AN_INTEGER)
+        return n, None
+    counts = []
+    for part in text.split(","):
+        n = None if not part.strip() else _whole(part)
+        if n is None:
+            what = "an empty entry" if not part.strip() else f"{part.strip()!r}, not a row count"
+            raise ValueError(f"{text!r} has {what}; give each site's rows as whole numbers separated by commas, "
+                             "e.g. 221,133,88")
+        if n < 1:
+            raise ValueError(f"{text!r}: every site needs at least one row, got {n}")
+        counts.append(n)
+    return None, tuple(counts)
+
+
 def _samples_option(text: str) -> tuple:
     """``--samples N`` or ``n1,n2,...``: ``(N, None)`` or ``(None, rows)``; a bad value is the option's
-    usage error (one line, exit 2)."""
-    from bnsl_cli.privacy.budget import parse_samples
-
+    usage error (one line, exit 2). Parsed here, without the accountant: a huge --epsilon is answered
+    at start-up speed."""
     try:
         return parse_samples(text)
     except ValueError as exc:
@@ -157,6 +194,10 @@ def command(
     The result table goes to stdout (--json: JSON instead), the assumptions block to stderr (-q: left out).
     Exit code 5 when the budget is invalid or cannot be met.
     """
+    if epsilon is not None:  # the public bound first: a huge ε is answered before the accountant loads
+        from bnsl_cli.privacy.limits import validate_epsilon
+
+        validate_epsilon(epsilon)
     from bnsl_cli.plan.budget import BudgetQuery, budget_method, budget_table
 
     samples_n, site_rows = samples or (None, None)

@@ -12,7 +12,8 @@ from typing import Optional
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
 from bnsl_cli.federated.methods.registry import METHODS, PRIVATE_METHODS, check_method_options, default_method, method_spec
 from bnsl_cli.knowledge import KnowledgeSource
-from bnsl_cli.privacy.accountant import accountant_option, validate_delta, validate_epsilon
+from bnsl_cli.privacy.accountant import accountant_option, validate_delta
+from bnsl_cli.privacy.limits import validate_epsilon
 from bnsl_cli.privacy.defaults import POLISH_SHARE
 
 __all__ = ["LearnConfig", "DPConfig", "check_dp", "CLIP_LEVELS", "CONVERSIONS"]

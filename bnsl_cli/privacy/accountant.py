@@ -38,6 +38,7 @@ import math
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
+from bnsl_cli.privacy.limits import validate_epsilon
 from bnsl_cli.privacy.pld import COARSE_DISCRETIZATION, DEFAULT_DISCRETIZATION, SKIP_MARGIN, epsilon_of_events, grid_fits
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
     "optimal_order",
     "rho_for_epsilon",
     "validate_delta",
-    "validate_epsilon",
 ]
 
 #: Names accepted for ``conversion``.
@@ -81,32 +81,6 @@ def _check_conversion(conversion: str) -> str:
             f"unknown zCDP conversion {conversion!r}; use one of: {', '.join(CONVERSIONS)}"
         )
     return conversion
-
-
-#: The largest ε a plan may target: a public maximum checked before any calibration, so that every
-#: calibration (and a site's check of a plan) runs in bounded time. A guarantee of e^(10⁶) protects
-#: nothing; far below it, ε = 1000 already makes the noise negligible on any data set bnsl reads.
-MAX_EPSILON = 1e6
-
-
-def validate_epsilon(epsilon: float) -> float:
-    """Return ``epsilon`` as a float if it is a finite number ``> 0`` and at most :data:`MAX_EPSILON`,
-    else raise PrivacyBudgetError."""
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise PrivacyBudgetError(f"epsilon must be a number, got {epsilon!r}") from None
-    if not (eps > 0 and math.isfinite(eps)):
-        raise PrivacyBudgetError(
-            f"epsilon must be a finite number > 0, got {epsilon!r}; a smaller epsilon means more privacy "
-            "(typical values 0.5 to 50)"
-        )
-    if eps > MAX_EPSILON:
-        raise PrivacyBudgetError(
-            f"epsilon {eps:.3g} is above the largest a private run takes ({MAX_EPSILON:g}): such a guarantee protects "
-            "nothing; run without --dp for a non-private run"
-        )
-    return eps
 
 
 def _step_down(x: float, ok) -> float:

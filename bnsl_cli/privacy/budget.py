@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -51,7 +50,6 @@ __all__ = [
     "BudgetTable",
     "COLUMNS",
     "DELTA_HELP",
-    "parse_samples",
     "resolve_delta",
     "rounds_steps",
     "check_multipliers",
@@ -133,43 +131,6 @@ class BudgetTable:
 # ------------------------------------------------------------------------------------------------
 # resolving the inputs
 # ------------------------------------------------------------------------------------------------
-
-
-_WHOLE = re.compile(r"[+-]?[0-9][0-9_]*(?:\.0*)?")
-#: The message ``--samples`` has always given for one value that is not a whole number.
-NOT_AN_INTEGER = "Input should be a valid integer, unable to parse string as an integer"
-
-
-def _whole(text: str) -> Optional[int]:
-    """A whole number as ``--samples`` has always read one (``None`` otherwise)."""
-    s = text.strip()
-    return int(s.split(".")[0]) if _WHOLE.fullmatch(s) else None
-
-
-def parse_samples(text: Optional[str]) -> tuple:
-    """``--samples`` as typed: ``(N, None)`` for one row count N (the smallest participant's, checked by
-    :func:`resolve_delta` as ever), ``(None, (n1, n2, ...))`` for each site's rows separated by commas,
-    ``(None, None)`` when not given. ``ValueError`` (one line, the option's usage error) for one value
-    that is not a whole number (:data:`NOT_AN_INTEGER`) or a list with an empty entry, a non-number or
-    a count below 1."""
-    if text is None:
-        return None, None
-    if "," not in text:
-        n = _whole(text)
-        if n is None:
-            raise ValueError(NOT_AN_INTEGER)
-        return n, None
-    counts = []
-    for part in text.split(","):
-        n = None if not part.strip() else _whole(part)
-        if n is None:
-            what = "an empty entry" if not part.strip() else f"{part.strip()!r}, not a row count"
-            raise ValueError(f"{text!r} has {what}; give each site's rows as whole numbers separated by commas, "
-                             "e.g. 221,133,88")
-        if n < 1:
-            raise ValueError(f"{text!r}: every site needs at least one row, got {n}")
-        counts.append(n)
-    return None, tuple(counts)
 
 
 def resolve_delta(delta, samples) -> tuple[float, str]:

@@ -45,7 +45,7 @@ class ReleaseKind(str, Enum):
 
 
 #: The smallest noise multiplier a planned release may have: one release at it costs ρ = 5·10¹¹, far
-#: beyond the largest ε a plan may target (:data:`~bnsl_cli.privacy.accountant.MAX_EPSILON`), and every
+#: beyond the largest ε a plan may target (:data:`~bnsl_cli.privacy.limits.MAX_EPSILON`), and every
 #: cost computed from it stays finite (a smaller one squared underflows).
 MIN_MULTIPLIER = 1e-6
 

@@ -78,20 +78,13 @@ def notears_linear(
         hv, gh = acyclicity(W)
         if not np.isfinite(hv):
             return np.inf, np.zeros_like(w)
-        # a trial point far out (a large rho times a large h) can overflow: it is an infinite
-        # objective, which the line search steps back from, not an infinite gradient it would stop on
-        with np.errstate(over="ignore", invalid="ignore"):
-            g = -SR + (rho * hv + alpha) * gh
-            gflat = g.ravel()
-            if lam_vec is not None:
-                obj = loss + 0.5 * rho * hv * hv + alpha * hv + float(lam_vec @ w)
-                grad = np.concatenate([gflat, -gflat]) + lam_vec
-            else:
-                obj = loss + 0.5 * rho * hv * hv + alpha * hv + lam * float(w.sum())
-                grad = np.concatenate([gflat + lam, -gflat + lam])
-        if not (np.isfinite(obj) and np.isfinite(grad).all()):
-            return np.inf, np.zeros_like(w)
-        return obj, grad
+        g = -SR + (rho * hv + alpha) * gh
+        gflat = g.ravel()
+        if lam_vec is not None:
+            obj = loss + 0.5 * rho * hv * hv + alpha * hv + float(lam_vec @ w)
+            return obj, np.concatenate([gflat, -gflat]) + lam_vec
+        obj = loss + 0.5 * rho * hv * hv + alpha * hv + lam * float(w.sum())
+        return obj, np.concatenate([gflat + lam, -gflat + lam])
 
     outer = 0
     converged = False

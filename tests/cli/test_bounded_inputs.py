@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from bnsl_cli.cli.app import app
 from bnsl_cli.errors import PrivacyBudgetError
-from bnsl_cli.privacy.accountant import MAX_EPSILON, rho_for_epsilon
+from bnsl_cli.privacy.accountant import rho_for_epsilon
+from bnsl_cli.privacy.limits import MAX_EPSILON
 
 runner = CliRunner()
 TINY = "examples/tiny/shards"

@@ -12,9 +12,10 @@ from typing import Optional
 
 import numpy as np
 
-from bnsl_cli.solvers.gaussian_score import bic_of, residual_floor
+from bnsl_cli.solvers.gaussian_score import bic_of
+from bnsl_cli.solvers.local_score import GaussianScore, LocalScore
 
-__all__ = ["ORDER_SWEEPS", "order_search", "topological_order", "best_of_orders"]
+__all__ = ["ORDER_SWEEPS", "OrderScores", "order_search", "topological_order", "best_of_orders"]
 
 
 #: An order search stops after this many sweeps over the nodes (each sweep offers every node every
@@ -46,71 +47,35 @@ class _Family:
 _INFEASIBLE = _Family(np.inf, (), None, 0)
 
 
-class _OrderScores:
-    """The best parents of each node among the nodes before it in an order (grow-shrink on the
-    per-node score), memoised by (node, the set of nodes before it as a bit mask).
+class OrderScores:
+    """The best parents of each node among the nodes before it in an order (grow-shrink on a
+    :class:`~bnsl_cli.solvers.local_score.LocalScore`), memoised by (node, the set of nodes before it
+    as a bit mask).
 
     A family's grow steps tell whether one more (or one fewer) node before it changes its parents:
     adding ``v`` changes nothing when ``v``'s gain is below the chosen node's at every step and not
     positive at the last one; removing ``v`` changes nothing when ``v`` was never chosen. Those
     families are taken over without a fit (the same parents a fit would find, to the bit)."""
 
-    def __init__(self, G: np.ndarray, n: int, penalty: float, forbidden=None, required=None):
-        self.G = G
-        self.d = d = G.shape[0]
-        self.half = n / 2.0
-        self.pen = float(penalty)
+    def __init__(self, score: LocalScore, forbidden=None, required=None):
+        self.score = score
+        self.d = d = score.d
         ok = np.ones((d, d), dtype=bool) if forbidden is None else ~np.asarray(forbidden, dtype=bool)
         np.fill_diagonal(ok, False)
         self.may_parent = ok  # may_parent[i, j]: i may be a parent of j
         req = np.zeros((d, d), dtype=bool) if required is None else np.asarray(required, dtype=bool)
         self.required = [tuple(int(i) for i in np.flatnonzero(req[:, j])) for j in range(d)]
         self.required_bits = [sum(1 << i for i in r) for r in self.required]
-        self.floors = np.array([residual_floor(G, j) for j in range(d)])
-        self.diag = np.diag(G).copy()
         self.nbytes = (d + 7) // 8
-        self.nowhere = np.full(d, -np.inf)
         self.steps: dict = {}
         self.memo: dict = {}
 
     def _step(self, j: int, S: tuple):
-        """``(RSS_j(S), gains, drops)``: ``gains[i]`` is the cost's fall when ``i`` joins ``S``
-        (−inf where it cannot), ``drops[k]`` when ``S[k]`` leaves it (one inverse of ``G_SS``).
-        Called with numpy's floating-point warnings off (:meth:`_fit`)."""
+        """The score's ``(cost, gains, drops)`` of ``j`` with the parents ``S``, memoised."""
         key = (j, S)
         hit = self.steps.get(key)
-        if hit is not None:
-            return hit
-        G = self.G
-        floor = self.floors[j]
-        drops = None
-        if not S:
-            C, Cd = G[:, j], self.diag
-        else:
-            Sa = list(S)
-            GS = G[Sa]
-            try:
-                Ainv = np.linalg.inv(GS[:, Sa])
-            except np.linalg.LinAlgError:
-                Ainv = None
-            if Ainv is None or not np.isfinite(Ainv).all():
-                hit = self.steps[key] = (np.inf, self.nowhere, np.full(len(S), -np.inf))
-                return hit
-            K = Ainv @ GS
-            C = G[:, j] - GS.T @ K[:, j]
-            Cd = self.diag - (GS * K).sum(axis=0)
-        R = float(C[j])
-        R = max(R, floor) if R == R and R != np.inf else np.inf
-        logR = np.log(R)
-        gain = self.half * (logR - np.log(np.maximum(R - C * C / Cd, floor))) - self.pen
-        gain[~((Cd > self.floors) & (gain > -np.inf) & (gain < np.inf))] = -np.inf  # NaN too
-        gain[j] = -np.inf
-        if S:
-            gain[Sa] = -np.inf
-            b = K[:, j]
-            drops = self.half * (logR - np.log(np.maximum(R + b * b / np.diag(Ainv), floor))) + self.pen
-            drops[~((drops > -np.inf) & (drops < np.inf))] = -np.inf
-        hit = self.steps[key] = (R, gain, drops)
+        if hit is None:
+            hit = self.steps[key] = self.score.step(j, S)
         return hit
 
     def _fit(self, j: int, mask: int) -> _Family:
@@ -125,7 +90,7 @@ class _OrderScores:
         inert = None
         chosen = 0
         while True:
-            R, gain, drops = self._step(j, tuple(sorted(S)))
+            cost, gain, drops = self._step(j, tuple(sorted(S)))
             g = np.where(allowed, gain, -np.inf)
             k = int(np.argmax(g))
             gk = g[k]
@@ -140,7 +105,7 @@ class _OrderScores:
         keep = self.required[j]
         while len(S) > len(keep):
             Ss = tuple(sorted(S))
-            R, _, drops = self._step(j, Ss)
+            cost, _, drops = self._step(j, Ss)
             if keep:
                 drops = drops.copy()
                 drops[[k for k, s in enumerate(Ss) if s in keep]] = -np.inf
@@ -148,13 +113,13 @@ class _OrderScores:
             if not drops[k] > 0:
                 break
             S.remove(Ss[k])
-            R = self._step(j, tuple(sorted(S)))[0]
+            cost = self._step(j, tuple(sorted(S)))[0]
         S = tuple(sorted(S))
         if len(self.steps) * d > _ORDER_CACHE_FLOATS or len(self.memo) > _ORDER_CACHE_FAMILIES:
             self.steps.clear()
             self.memo.clear()
         inert = inert | ~self.may_parent[:, j]
-        return _Family(self.half * np.log(R) + self.pen * len(S), S, inert, chosen)
+        return _Family(cost, S, inert, chosen)
 
     def family(self, j: int, mask: int) -> _Family:
         """Node ``j``'s family when the nodes of ``mask`` come before it."""
@@ -210,31 +175,31 @@ def topological_order(E: np.ndarray, last: bool = False) -> list:
 
 
 def order_search(
-    G: np.ndarray,
-    n: int,
+    score: LocalScore,
     order,
-    penalty: float,
     forbidden: Optional[np.ndarray] = None,
     required: Optional[np.ndarray] = None,
     max_sweeps: int = ORDER_SWEEPS,
-    scores: Optional[_OrderScores] = None,
+    scores: Optional[OrderScores] = None,
 ) -> Optional[tuple[np.ndarray, list]]:
-    """A search over the orders of the nodes on the per-node score (the best order search of
+    """A search over the orders of the nodes on a decomposable ``score`` (the best order search of
     Andrews et al. 2023): each node's parents are found by grow-shrink among the nodes before it,
     and every sweep moves each node in turn to the position that lowers the total cost
-    ``Σ_j n/2·log RSS_j(pa_j) + penalty·|E|`` most, until a sweep moves none. The per-node score
-    does not depend on the columns' units and moves whole orders, so it is not held up by an edge
-    set whose orientations were chosen by another score (a greedy search over edges is).
+    ``Σ_j cost(j, pa_j)`` most, until a sweep moves none. On the per-node Gaussian score
+    (:class:`~bnsl_cli.solvers.local_score.GaussianScore`: ``n/2·log RSS_j(pa_j) + penalty·|pa_j|``)
+    the cost does not depend on the columns' units, and the search moves whole orders, so it is not
+    held up by an edge set whose orientations were chosen by another score (a greedy search over
+    edges is).
 
     ``order``: the start (a list of every node). ``forbidden`` edges are never parents, ``required``
     ones always are (an order that puts a required edge's child first costs ``inf``). Returns the
     DAG (``E[i, j]`` = edge ``i → j``) and its order, or ``None`` when the start order's cost is
     not finite (an infeasible start or a singular family). ``scores`` shares the memoised families
-    between searches on the same moments and penalty."""
+    between searches on the same score and knowledge (its score and masks are then used)."""
     if scores is None:
-        scores = _OrderScores(G, n, penalty, forbidden, required)
+        scores = OrderScores(score, forbidden, required)
     order = [int(u) for u in order]
-    d = G.shape[0]
+    d = scores.d
     if sorted(order) != list(range(d)):
         raise ValueError("the start order must list every node once")
     total = float(sum(f.cost for f in scores.families(order)))
@@ -299,14 +264,14 @@ def best_of_orders(G, n, E0, allowed, penalty, search, forbidden, required):
     d = G.shape[0]
     empty = np.zeros((d, d), dtype=bool) if required is None else required.copy()
     found = [search(empty, "node"), search(E0, "node")]
-    scores = _OrderScores(G, n, penalty, forbidden, required)
+    scores = OrderScores(GaussianScore(G, n, penalty), forbidden, required)
     starts = []
     for E, _ in found:
         for last in (False, True):
             order = topological_order(E, last)
             starts += [order, order[::-1]]
     for order in starts:
-        res = order_search(G, n, order, penalty, forbidden, required, scores=scores)
+        res = order_search(scores.score, order, scores=scores)
         if res is not None:
             found.append(search(res[0], "node"))
     bics = [bic_of(G, n, E, "node", penalty) for E, _ in found]

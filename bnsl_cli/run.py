@@ -102,6 +102,9 @@ def run(
     # the count includes in-process participants' arithmetic on their rows: a private run neither
     # reports it nor lets it decide anything (it is not an accounted release)
     fp_seen = 0 if plan.private else fp["count"]
+    # from here on the graph is over the variables (categorical columns: not the expanded columns the
+    # sites' statistics were over); the report records their kinds
+    protocol, plan = plan, plan.on_variables()
     # original units, the scale warning (or error)
     units = after_rounds(spec, plan, outcome, pre, fp_seen)
     conf = outcome.confidence if outcome.confidence is not None else replicates
@@ -125,6 +128,8 @@ def run(
         network=network,
         confidence=conf_record,
     ))
+    if protocol.columns is not None:
+        report["columns"] = protocol.columns.to_dict()
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local,
                        confidence=counts)
 

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+#: the example data set of the checkout (``examples/tiny``): ``shards/``, one CSV per participant, its
+#: ``truth.csv`` and ``knowledge.txt``
+TINY = Path(__file__).resolve().parents[1] / "examples" / "tiny"
+
 #: the columns of :func:`write_small_shards` (a chain a -> b -> c)
 SMALL_COLUMNS = ("a", "b", "c")
 

@@ -160,14 +160,15 @@ def bench_mod():
         yield mod
 
 
-TINY = ["--dims", "6", "--seeds", "1", "--participants", "2", "--samples", "300"]
+#: the options of bench_learn.py for a grid of one tiny cell
+TINY_GRID = ["--dims", "6", "--seeds", "1", "--participants", "2", "--samples", "300"]
 
 
 @pytest.mark.slow  # the print/run/collect cycle is covered fast by test_print_run_skip_and_collect_one_tiny_cell
 def test_bench_learn_print_run_collect_matches_a_direct_run(tmp_path, cells_mod, bench_mod):
     cells, _ = cells_mod
     out = subprocess.run(
-        [sys.executable, str(BENCH / "bench_learn.py"), *TINY, "--acyclicity", "expm,logdet", "--print-commands",
+        [sys.executable, str(BENCH / "bench_learn.py"), *TINY_GRID, "--acyclicity", "expm,logdet", "--print-commands",
          "--out", str(tmp_path), "--bnsl", cells.default_bnsl()],
         capture_output=True, text=True, check=True,
     )
@@ -206,7 +207,7 @@ def test_bench_learn_print_run_collect_matches_a_direct_run(tmp_path, cells_mod,
 
 
 def test_bench_learn_print_commands_options(tmp_path, bench_mod):
-    run = lambda *a: subprocess.run([sys.executable, str(BENCH / "bench_learn.py"), *TINY, "--print-commands",  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, str(BENCH / "bench_learn.py"), *TINY_GRID, "--print-commands",  # noqa: E731
                                      "--out", str(tmp_path), *a], capture_output=True, text=True)
     r = run("--methods", "fed-sparse-plain,fed-bnsl", "--dp", "--epsilon", "5", "--acyclicity", "expm,logdet")
     assert r.returncode == 0

@@ -42,6 +42,55 @@ def drop_option(panel: Optional[str] = INPUT):
     )
 
 
+def categorical_option(panel: Optional[str] = INPUT):
+    return typer.Option(
+        None, "--categorical", metavar="A,B,...", rich_help_panel=panel,
+        help="Treat these columns as categorical (levels as written, e.g. integer codes). Without --dp a "
+        "column of text is categorical anyway.",
+    )
+
+
+def max_levels_option(panel: Optional[str] = INPUT):
+    from bnsl_cli.io.kinds import MAX_LEVELS
+
+    return typer.Option(
+        MAX_LEVELS, "--max-levels", metavar="K", rich_help_panel=panel,
+        help="Refuse a categorical column with more levels than this (an identifier or free text).",
+    )
+
+
+def categorical_tables(paths, tables_reader, declared, max_levels: int, read_opts, private: bool):
+    """Read the shards with their categorical columns (``declared``, and without --dp every column of
+    text in the files' first rows) as indicator columns: ``(tables, kinds)``; ``kinds`` is ``None`` when
+    there are none (the tables are then read exactly as before). ``tables_reader(keep)`` reads them
+    keeping those columns' text."""
+    from bnsl_cli.io import kinds as K
+    from bnsl_cli.io.csv_reader import file_separator
+
+    header, text = K.text_columns_of(paths, lambda p: file_separator(p, read_opts), read_opts.decimal)
+    wanted = list(declared or ())
+    if not private:
+        wanted += [c for c in text if c not in wanted]
+    if read_opts.columns:
+        wanted = [c for c in wanted if c in read_opts.columns]
+    wanted = [c for c in wanted if c not in (read_opts.drop or ())]
+    if not wanted:
+        return tables_reader(()), None
+    tables = tables_reader(tuple(wanted))
+    return K.encode(tables, wanted, max_levels, na_drop=read_opts.na == "drop-rows",
+                    order=list(read_opts.columns) if read_opts.columns else header)
+
+
+def categorical_names(text: Optional[str]) -> tuple:
+    """``--categorical A,B``: the names (empty entries refused)."""
+    if text is None:
+        return ()
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names):
+        raise typer.BadParameter(f"{text!r} has an empty name; give column names separated by commas")
+    return names
+
+
 def index_col_option(panel: Optional[str] = INPUT):
     return typer.Option(
         None, "--index-col", metavar="NAME", rich_help_panel=panel,

@@ -38,6 +38,8 @@ def command(
     sep: Optional[str] = dataopts.sep_option(),
     columns: Optional[str] = dataopts.columns_option(),
     drop: Optional[str] = dataopts.drop_option(),
+    categorical: Optional[str] = dataopts.categorical_option(),
+    max_levels: int = dataopts.max_levels_option(),
     index_col: Optional[str] = dataopts.index_col_option(),
     na: str = dataopts.na_option(),
     header: str = dataopts.header_option(),
@@ -226,6 +228,7 @@ def command(
         from bnsl_cli.privacy.limits import validate_epsilon
 
         validate_epsilon(epsilon)
+    from bnsl_cli.errors import OptionError
     from bnsl_cli.federated.methods.registry import default_method, method_spec
     from bnsl_cli.io.shards import read_shards
     from bnsl_cli.knowledge import KnowledgeSource
@@ -244,8 +247,20 @@ def command(
         raise common.fail("--dp needs --epsilon (e.g. --epsilon 5)", 2)
     if not dp and epsilon is not None:
         raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
+    if max_levels < 2:
+        raise common.fail(f"--max-levels must be at least 2, got {max_levels}", 2)
+    declared = dataopts.categorical_names(categorical)
+    paths = common.expand_shard_paths(shards or [], files_from)
+    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding, decimal, sep=sep)
+    text = _text_columns(paths, read_opts)
+    if dp and (declared or text):
+        raise common.fail(
+            f"column {(list(declared) + text)[0]!r} is categorical: under --dp a categorical column's levels must be public "
+            "input (a schema), which this version does not take yet; run without --dp, or leave it out with --drop", 2)
+    mixed = bool(declared or text)
+    given_method = method is not None
     if method is None:  # the one place a learn run's method is chosen when not given
-        method = default_method(dp)
+        method = default_method(dp, categorical=mixed)
     takes = method_spec(method).options
     env = {name for name, flag in ENV_METHOD_OPTIONS.items() if flag not in takes and common.from_env(ctx, name)}
     lam, rounds, steps = (None if n in env else v for n, v in (("lam", lam), ("rounds", rounds), ("steps", steps)))
@@ -275,10 +290,15 @@ def command(
         bootstrap=bootstrap, min_strength=min_strength,
     )
     cfg.trace = trace  # keep every per-round record in report.json
-    cfg.check()  # every option check lives in the run plan; these need no data
-    read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding, decimal, sep=sep)
+    try:
+        cfg.check()  # every option check lives in the run plan; these need no data
+    except OptionError as exc:
+        if not mixed or given_method:
+            raise
+        # the method was chosen for the categorical columns: say so beside what does not fit it
+        names = ", ".join(repr(c) for c in (list(declared) + text)[:3])
+        raise OptionError(f"{exc} (--method {method} is the default for data with categorical columns: {names})") from None
     local = method_spec(method).per_participant_graphs
-    paths = common.expand_shard_paths(shards or [], files_from)
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
 
@@ -290,7 +310,14 @@ def command(
         stdout_option="--json" if json_out else None,
     )
     progress = common.read_progress(quiet)
-    tables = read_shards(paths, progress=progress, options=read_opts, check_constant=not dp)  # no data-dependent check under --dp
+    def reader(keep):
+        return read_shards(paths, progress=progress, options=read_opts, check_constant=not dp,  # none under --dp
+                           keep=keep)
+
+    if mixed:
+        tables, _ = dataopts.categorical_tables(paths, reader, declared, max_levels, read_opts, bool(dp))
+    else:
+        tables = reader(())
     if progress is not None:
         progress.close()
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
@@ -370,3 +397,12 @@ def _bootstrap_progress(console, total: int):
             console.print(f"bootstrap: {done}/{of} replicates", highlight=False)
 
     return progress
+
+
+def _text_columns(paths, read_opts) -> list:
+    """The columns of text in some shard's first rows that the read options keep (categorical columns)."""
+    from bnsl_cli.io.csv_reader import file_separator
+    from bnsl_cli.io.kinds import text_columns_of
+
+    text = text_columns_of(paths, lambda p: file_separator(p, read_opts), read_opts.decimal)[1]
+    return [c for c in text if c not in (read_opts.drop or ()) and (not read_opts.columns or c in read_opts.columns)]

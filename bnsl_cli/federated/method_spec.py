@@ -132,6 +132,12 @@ class MethodSpec:
     #: ``plan_exchanges(plan) -> str``: what a plan runs, for the coordinator's log, when its exchanges
     #: are not ADMM rounds (e.g. "4 stages"); ``None``: "a fixed sequence of exchanges"
     plan_exchanges: Optional[Callable] = None
+    #: the column kinds the method learns from (:mod:`bnsl_cli.io.kinds`): ``"continuous"`` only, or
+    #: ``"categorical"`` too (its sites' statistics are over the indicator columns of the plan's
+    #: ``columns``, its driver scores the variables); a plan with a kind it lacks is refused
+    column_kinds: tuple = ("continuous",)
+    #: the kinds a private run of the method takes (levels under --dp must be public input, a schema)
+    dp_column_kinds: tuple = ("continuous",)
 
     @property
     def split_noise(self) -> bool:

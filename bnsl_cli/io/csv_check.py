@@ -17,7 +17,7 @@ from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.columns import as_point, is_number
 from bnsl_cli.io.table import MISSING, display_name
 
-__all__ = ["find_bad_cell", "csv_error"]
+__all__ = ["find_bad_cell", "csv_error", "is_date"]
 
 
 def find_bad_cell(
@@ -82,6 +82,12 @@ _NA_HINT = "; pass --na drop-rows to drop the rows that hold one"
 #: a date or a time of day as exports write them (2024-01-03, 03/01/2024, 3.1.2024, 12:30, 2024-01-03T12:30:00Z)
 _DATE = re.compile(r"\d{1,4}([-/.])\d{1,2}\1\d{1,4}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
                    r"|\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?")
+
+
+def is_date(cell: str) -> bool:
+    """Whether ``cell`` reads as a date or a time of day (``2024-01-03``, ``03/01/2024``, ``12:30``,
+    ``2024-01-03T12:30:00Z``)."""
+    return bool(_DATE.fullmatch(cell.strip()))
 
 
 def _find_bad_cell_rows(path, text, names, skip, sep, has_header=True, na="error", decimal=".") -> InputDataError | None:

@@ -61,6 +61,7 @@ def read_shards(
     options: Optional[ReadOptions] = None,
     min_columns: int = 2,
     check_constant: bool = True,
+    keep: Sequence[str] = (),
 ) -> list[Table]:
     """Read every participant shard, check that all have the same column names (any order),
     and return them with columns in the order of the first shard (of ``options.columns`` when
@@ -75,7 +76,8 @@ def read_shards(
     ``check_constant=False`` (private runs) skips both: whether a column is constant is a
     function of the rows that no mechanism protects, so a private run must not depend on it.
     ``progress(bytes_read, total_bytes)`` covers all files. :func:`sample_warnings` then warns
-    about identifier-like columns and small samples.
+    about identifier-like columns and small samples. ``keep``: columns read as text into each
+    table's ``extra`` (categorical columns, :func:`bnsl_cli.io.kinds.encode`).
     """
     if not paths:
         raise InputDataError("no data files given")
@@ -99,8 +101,8 @@ def read_shards(
             cb = (lambda b, _t, base=base: progress(base + b, total))  # noqa: E731
         ref = tables[0].names if tables else None
         try:
-            t = read_resolved(p, sep, None, min_rows, False, ref, cb, None, total, opts, min_columns,
-                              absent_drop_ok=several_drop)
+            t = read_resolved(p, sep, list(keep) or None, min_rows, False, ref, cb, None, total, opts,
+                              max(min_columns - len(keep), 0), absent_drop_ok=several_drop)
         except ShardMismatchError as exc:
             raise ShardMismatchError(str(exc).replace("columns differ (", f"columns differ from {display_name(tables[0].path)} (", 1)) from None
         tables.append(t)

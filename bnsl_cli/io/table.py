@@ -183,6 +183,9 @@ class Table:
     #: the field separator the file was read with (given, or detected) and the decimal mark of its numbers
     sep: str | None = field(default=None, compare=False)
     decimal: str = field(default=".", compare=False)
+    #: the variables' kinds when some are categorical (:class:`bnsl_cli.io.kinds.ColumnKinds`): ``X``
+    #: then holds their indicator columns (``names`` are the expanded ones)
+    columns: Optional[object] = field(default=None, compare=False)
 
     @property
     def n(self) -> int:

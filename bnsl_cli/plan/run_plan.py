@@ -16,11 +16,12 @@ receives the plan and checks it against its own limits before it releases anythi
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional
 
 from bnsl_cli.errors import BnslError, NoisyReleaseWarning, OptionError, PrivacyBudgetError
-from bnsl_cli.federated.methods.registry import method_spec
+from bnsl_cli.federated.methods.registry import METHODS, method_spec
+from bnsl_cli.io.kinds import CATEGORICAL, ColumnKinds
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.plan.options import LearnConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy
@@ -108,6 +109,9 @@ class RunPlan:
     #: its rows resampled from a stream of its own that the coordinator never learns
     #: (:mod:`bnsl_cli.net.site_sessions`); ``None``: the rows as they are
     replicate: Optional[int] = None
+    #: the variables' kinds when some are categorical (:class:`~bnsl_cli.io.kinds.ColumnKinds`): the
+    #: protocol's columns (``names``) are then the expanded ones, the graph is over ``columns.names``
+    columns: Optional[ColumnKinds] = None
 
     def forbidden_mask(self):
         """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
@@ -120,6 +124,16 @@ class RunPlan:
     @property
     def d(self) -> int:
         return len(self.names)
+
+    @property
+    def variables(self) -> tuple:
+        """The graph's nodes: the variables (``names`` unless some columns are categorical)."""
+        return self.names if self.columns is None else tuple(self.columns.names)
+
+    def on_variables(self) -> "RunPlan":
+        """The plan as the finished graph sees it: its names the variables (itself without categorical
+        columns)."""
+        return self if self.columns is None else replace(self, names=self.variables, columns=None)
 
     @property
     def P(self) -> int:
@@ -194,11 +208,15 @@ class RunPlan:
             privacy=None,
             acyclicity=default_acyclicity(solver.name, solver_dp)
             if options.acyclicity == "auto" else str(options.acyclicity),
-            knowledge=None if options.knowledge is None else options.knowledge.resolve(names),
+            knowledge=None if options.knowledge is None else options.knowledge.resolve(
+                names if shapes.columns is None else tuple(shapes.columns.names)),
             bootstrap=int(options.bootstrap),
             min_strength=None if options.min_strength in (None, "auto") else float(options.min_strength),
             min_strength_auto=options.min_strength == "auto",
+            columns=shapes.columns if shapes.columns is not None and shapes.columns.has_categorical else None,
         )
+        if plan["columns"] is not None:
+            check_kinds(spec, plan["columns"], dp is not None, bool(options.standardize))
         if dp is not None:
             delta = dp.delta if dp.delta is not None else default_delta([p.rows for p in parts])
             plan["privacy"] = resolve_privacy(
@@ -225,6 +243,10 @@ class RunPlan:
                 del d[key]
         if self.replicate is None:
             del d["replicate"]
+        if self.columns is None:  # a plan of continuous columns reads as before
+            del d["columns"]
+        else:
+            d["columns"] = self.columns.to_dict()
         return d
 
     @classmethod
@@ -236,8 +258,11 @@ class RunPlan:
         kw["participants"] = tuple(ParticipantShape(**p) for p in d["participants"])
         kw["penalty"] = PenaltyPlan(**d["penalty"])
         kw["privacy"] = None if d["privacy"] is None else PrivacyPlan.from_dict(d["privacy"])
+        c = d.get("columns")
+        kw["columns"] = None if c is None else ColumnKinds.from_dict(c)
         k = d.get("knowledge")
-        kw["knowledge"] = None if k is None else Knowledge.from_dict(k, kw["names"])
+        kw["knowledge"] = None if k is None else Knowledge.from_dict(
+            k, kw["names"] if kw["columns"] is None else kw["columns"].names)
         return cls(**kw)
 
     def options_dict(self) -> dict:
@@ -278,3 +303,28 @@ def default_acyclicity(method: str, private: bool) -> str:
     use expm."""
     spec = method_spec(method)
     return spec.dp_acyclicity if private else spec.default_acyclicity
+
+
+def check_kinds(spec, columns: ColumnKinds, private: bool, standardize: bool) -> None:
+    """A plan with categorical columns, checked against what the method declares it takes
+    (``MethodSpec.column_kinds``; ``dp_column_kinds`` in a private run). One line naming the first
+    categorical column and the methods that take it."""
+    first = next(n for n in columns.names if columns.kind(n) == CATEGORICAL)
+    if private:
+        if CATEGORICAL not in spec.dp_column_kinds:
+            raise OptionError(
+                f"column {first!r} is categorical: under --dp a categorical column's levels must be public input (a "
+                "schema), which this version does not take yet; run without --dp, or code the column as numbers "
+                "you are willing to treat as continuous"
+            )
+        return
+    if CATEGORICAL not in spec.column_kinds:
+        takes = [m for m in METHODS if CATEGORICAL in method_spec(m).column_kinds]
+        raise OptionError(
+            f"column {first!r} is categorical; --method {spec.name} takes continuous columns only "
+            f"({', '.join(takes)} takes categorical columns)"
+        )
+    if standardize:
+        raise OptionError(
+            f"--standardize: with categorical columns ({first!r}) the score is unit-free already; leave --standardize out"
+        )

@@ -25,10 +25,13 @@ class ParticipantShape:
 
 @dataclass(frozen=True)
 class Shapes:
-    """Column names and the participants' public shapes."""
+    """Column names and the participants' public shapes; ``columns``: the variables' kinds when some
+    are categorical (:class:`~bnsl_cli.io.kinds.ColumnKinds`; ``names`` are then the expanded columns
+    the sites' statistics are over)."""
 
     names: tuple
     participants: tuple
+    columns: Optional[object] = None
 
     @classmethod
     def of_tables(cls, tables) -> "Shapes":
@@ -38,4 +41,5 @@ class Shapes:
         return cls(
             names,
             tuple(ParticipantShape(str(t.path), int(t.n), getattr(t, "sha256", None)) for t in tables),
+            getattr(tables[0], "columns", None),
         )

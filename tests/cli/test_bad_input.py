@@ -19,17 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
-from tests._shards import write_small_shards
+from tests._cli import run
+from tests._shards import TINY, write_small_shards
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "examples" / "tiny"
-
-
-def run(*args, input=None, env=None):
-    return CliRunner().invoke(app, [str(a) for a in args], input=input, env=env)
 
 
 def one_line_error(res, code: int, *fragments: str) -> str:
@@ -59,13 +53,6 @@ def subprocess_env(**extra) -> dict:
 
 def bnsl_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "bnsl_cli", *map(str, args)]
-
-
-@pytest.fixture()
-def shards(tmp_path) -> Path:
-    dst = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", dst)
-    return dst
 
 
 @pytest.fixture()

@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.dag import is_dag
-
-TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-@pytest.fixture()
-def shards(tmp_path):
-    dst = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", dst)
-    return dst
+from tests._cli import run
+from tests._shards import TINY
 
 
 def _matrix(path: Path) -> np.ndarray:

@@ -17,7 +17,8 @@ from bnsl_cli.privacy.accountant import rho_for_epsilon
 from bnsl_cli.privacy.limits import MAX_EPSILON
 
 runner = CliRunner()
-TINY = "examples/tiny/shards"
+#: a relative path, as a user types it at the checkout's root (where the suite runs): examples/tiny's shards
+TINY_SHARDS = "examples/tiny/shards"
 
 
 def _run(*args):
@@ -27,7 +28,7 @@ def _run(*args):
 
 
 @pytest.mark.parametrize("args", [
-    ["learn", TINY, "--dp", "--epsilon", "1e308", "-q"],
+    ["learn", TINY_SHARDS, "--dp", "--epsilon", "1e308", "-q"],
     ["privacy-budget", "--epsilon", "1e308", "--samples", "1000,1000", "--nodes", "5", "-q"],
     ["privacy-budget", "--epsilon", "2e6", "--samples", "1000", "--nodes", "5", "-q"],
 ])
@@ -68,7 +69,7 @@ def test_a_site_refuses_a_plan_with_a_huge_epsilon_without_calibrating():
 def test_a_release_too_cheap_to_account_is_a_data_error(tmp_path):
     import json
 
-    res = runner.invoke(app, ["learn", TINY, "--dp", "--epsilon", "5", "--seed", "1", "--out", str(tmp_path / "run"), "-q"])
+    res = runner.invoke(app, ["learn", TINY_SHARDS, "--dp", "--epsilon", "5", "--seed", "1", "--out", str(tmp_path / "run"), "-q"])
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "run" / "report.json").read_text())
     for r in rep["privacy"]["plan"]["releases"]:
@@ -85,9 +86,9 @@ def test_a_release_too_cheap_to_account_is_a_data_error(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["privacy-budget", "--epsilon", "5", "--nodes", "0", "--samples", "100"], "--nodes must be at least 2"),
-    (["join", "127.0.0.1:1", f"{TINY}/participant-01.csv", "--insecure", "--max-epsilon", "5", "--max-delta", "inf"],
+    (["join", "127.0.0.1:1", f"{TINY_SHARDS}/participant-01.csv", "--insecure", "--max-epsilon", "5", "--max-delta", "inf"],
      "--max-delta must be > 0 and < 1"),
-    (["join", "127.0.0.1:1", f"{TINY}/participant-01.csv", "--insecure", "--max-epsilon", "5", "--timeout", "nan"],
+    (["join", "127.0.0.1:1", f"{TINY_SHARDS}/participant-01.csv", "--insecure", "--max-epsilon", "5", "--timeout", "nan"],
      "--timeout must be a finite number"),
     (["serve", "-P", "2", "--insecure", "--listen", "127.0.0.1:99999"], "port from 0 to 65535"),
 ])
@@ -156,10 +157,10 @@ def test_a_random_id_column_is_warned_about(tmp_path):
 def test_a_bootstrap_runs_timing_covers_its_replicates(tmp_path):
     import json
 
-    res = runner.invoke(app, ["learn", TINY, "--bootstrap", "4", "--workers", "1", "--seed", "1",
+    res = runner.invoke(app, ["learn", TINY_SHARDS, "--bootstrap", "4", "--workers", "1", "--seed", "1",
                               "--out", str(tmp_path / "b"), "-q"])
     assert res.exit_code == 0, res.output
     boot = json.loads((tmp_path / "b" / "report.json").read_text())["timing"]["wall_s"]
-    res = runner.invoke(app, ["learn", TINY, "--seed", "1", "--out", str(tmp_path / "p"), "-q"])
+    res = runner.invoke(app, ["learn", TINY_SHARDS, "--seed", "1", "--out", str(tmp_path / "p"), "-q"])
     plain = json.loads((tmp_path / "p" / "report.json").read_text())["timing"]["wall_s"]
     assert boot > 2.5 * plain  # four replicates and the run, not the run alone

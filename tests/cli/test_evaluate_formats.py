@@ -4,30 +4,24 @@ CPDAG estimates (undirected edges), and one clear line for a file that is none o
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.errors import InputDataError
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.io.graphs import cpdag_csv_text
 from bnsl_cli.metrics import cpdag, pdag_undirected, structure_metrics
+from tests._cli import run
+from tests._shards import TINY
 
-runner = CliRunner()
 
 # a -> b -> d <- c, b -> e; its CPDAG: a - b, b -> d <- c (a v-structure), b - e
 TRUTH = ",a,b,c,d,e\na,0,1,0,0,0\nb,0,0,0,1,1\nc,0,0,0,1,0\nd,0,0,0,0,0\ne,0,0,0,0,0\n"
 
 
-def run(*args):
-    return runner.invoke(app, ["evaluate", *map(str, args)])
-
-
 def _row(*args):
-    res = run(*args, "--json")
+    res = run("evaluate", *args, "--json")
     assert res.exit_code == 0, res.stderr
     return json.loads(res.stdout)[0]
 
@@ -75,7 +69,7 @@ def test_bnlearn_arc_listed_both_ways_is_an_undirected_edge(tmp_path, truth):
 def test_bnlearn_arc_strengths_are_refused_with_a_hint(tmp_path, truth):
     p = tmp_path / "strength.csv"
     p.write_text("from,to,strength,direction\na,b,0.9,0.7\nb,a,0.9,0.3\na,c,0.05,0.5\n")
-    line = _one_line(run(p, "--truth", truth))
+    line = _one_line(run("evaluate", p, "--truth", truth))
     assert str(p) in line and "'strength'" in line and "averaged.network" in line
 
 
@@ -126,7 +120,7 @@ def test_tetrad_older_comma_nodes_and_unnumbered_edges(tmp_path, truth):
 def test_bad_tetrad_files_are_one_line(tmp_path, truth, text, message):
     p = tmp_path / "bad.txt"
     p.write_text(text)
-    line = _one_line(run(p, "--truth", truth))
+    line = _one_line(run("evaluate", p, "--truth", truth))
     assert str(p) in line and message in line
 
 
@@ -150,7 +144,7 @@ def test_headerless_matrix_is_matched_by_position(tmp_path, truth):
 def test_headerless_matrix_of_another_size_is_one_line(tmp_path, truth):
     est = tmp_path / "amat.csv"
     est.write_text("0,1,0\n0,0,1\n0,0,0\n")
-    line = _one_line(run(est, "--truth", truth))
+    line = _one_line(run("evaluate", est, "--truth", truth))
     assert str(est) in line and "by position" in line and "5 nodes" in line
 
 
@@ -172,7 +166,7 @@ def test_cpdag_csv_of_the_truth_scores_zero_at_cpdag_and_skeleton_level(tmp_path
     C = cpdag(g.W)
     assert r["undirected"] == int(np.triu(C & C.T, 1).sum()) > 0
     assert r["shd_cpdag"] == 0 and r["shd_skeleton"] == 0 and r["shd"] == 0
-    res = run(p, "--truth", truth)  # the table: the SHD cpdag cell is filled, not empty
+    res = run("evaluate", p, "--truth", truth)  # the table: the SHD cpdag cell is filled, not empty
     assert res.exit_code == 0
     row = [ln for ln in res.stdout.splitlines() if "cpdag.csv" in ln][0]
     cells = [c.strip() for c in row.replace("│", "|").split("|") if c.strip()]
@@ -221,7 +215,7 @@ def test_unequal_two_cycle_or_directed_cycle_is_not_a_pdag():
 def test_a_file_that_is_no_graph_format_is_one_line_naming_the_formats(tmp_path, truth, text):
     p = tmp_path / "what.csv"
     p.write_text(text)
-    line = _one_line(run(p, "--truth", truth))
+    line = _one_line(run("evaluate", p, "--truth", truth))
     assert str(p) in line and "not a graph file bnsl knows" in line
     assert "bnlearn arc list (from,to)" in line and "Tetrad" in line
     assert "expected a 2 x 2 matrix" not in line
@@ -236,15 +230,14 @@ def test_library_message_starts_with_the_file(tmp_path):
 
 
 def test_learn_writes_the_cpdag(tmp_path):
-    tiny = Path(__file__).resolve().parents[2] / "examples" / "tiny"
     out = tmp_path / "run"
-    res = runner.invoke(app, ["learn", str(tiny / "shards"), "--out", str(out), "--rounds", "20", "-q", "--seed", "1"])
+    res = run("learn", TINY / "shards", "--out", out, "--rounds", "20", "-q", "--seed", "1")
     assert res.exit_code == 0, res.output
     g = read_graph(out / "adjacency.csv")
     c = read_graph(out / "cpdag.csv")
     assert c.names == g.names
     np.testing.assert_array_equal(c.W != 0, cpdag(g.W))
     assert set(np.unique(c.W)) <= {0.0, 1.0}
-    r = _row(out / "cpdag.csv", "--truth", tiny / "truth.csv")
-    r_dag = _row(out / "adjacency.csv", "--truth", tiny / "truth.csv")
+    r = _row(out / "cpdag.csv", "--truth", TINY / "truth.csv")
+    r_dag = _row(out / "adjacency.csv", "--truth", TINY / "truth.csv")
     assert r["shd_cpdag"] == r_dag["shd_cpdag"] and r["shd_skeleton"] == r_dag["shd_skeleton"]

@@ -2,27 +2,10 @@
 
 import json
 import math
-import shutil
-from pathlib import Path
 
 import numpy as np
-import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
-
-TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-@pytest.fixture()
-def shards(tmp_path):
-    dst = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", dst)
-    return dst
+from tests._cli import run
 
 
 def _rescaled(tmp_path, shards, factors, name="scaled"):
@@ -96,7 +79,7 @@ def test_extreme_scales_exit_with_one_clear_line_or_standardize(tmp_path, shards
 
 
 def test_privacy_budget_fed_moments():
-    res = CliRunner().invoke(app, ["privacy-budget", "--epsilon", "3", "--delta", "1e-6", "--method", "fed-moments", "--json"])
+    res = run("privacy-budget", "--epsilon", "3", "--delta", "1e-6", "--method", "fed-moments", "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     kinds = [r["release"] for r in data["releases"]]

@@ -1,26 +1,10 @@
 """``--require`` / ``--forbid`` / ``--knowledge`` / ``--require-file`` / ``--forbid-file`` on the command line."""
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
-
-TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-@pytest.fixture()
-def shards(tmp_path):
-    dst = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", dst)
-    return dst
+from tests._cli import run
 
 
 def _edges(out):

@@ -1,31 +1,15 @@
 import json
-import shutil
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
+from tests._cli import run
 from tests._shards import write_small_shards
-
-TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _one_line_error(res):
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1, res.stderr
     assert "Traceback" not in res.output
-
-
-@pytest.fixture()
-def shards(tmp_path):
-    dst = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", dst)
-    return dst
 
 
 def test_learn_writes_outputs_and_report(tmp_path, shards):

@@ -6,25 +6,19 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.privacy.accountant import epsilon_from_rho, rho_for_epsilon
 from bnsl_cli.privacy.defaults import DP_ROUNDS, POLISH_SHARE, dp_steps
+from tests._cli import run
 
-runner = CliRunner()
-
-
-def run(*args, env=None):
-    """privacy-budget with ``args``; the noise plans here are DP-Fed-Sparse-BNSL's, so ``--method fed-sparse``
-    unless a method is given (the default, fed-suffstats, is tested in tests/test_method_options.py)."""
-    if "--method" not in args:
-        args = ("--method", "fed-sparse", *args)
-    return runner.invoke(app, ["privacy-budget", *map(str, args)], env=env)
+#: the noise plans here are DP-Fed-Sparse-BNSL's, so ``--method fed-sparse`` where a test names no method
+#: (the default, fed-suffstats, is tested in tests/test_method_options.py)
+FED_SPARSE = ("--method", "fed-sparse")
 
 
 def run_json(*args, env=None):
-    res = run(*args, "--json", env=env)
+    """``privacy-budget *args --json``: it succeeds and its JSON is returned."""
+    res = run("privacy-budget", *args, "--json", env=env)
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -35,7 +29,7 @@ def run_json(*args, env=None):
 
 
 def test_plan_json_keys_and_values():
-    out = run_json("--epsilon", 2, "--delta", 1e-6, "--rounds", 30, "--steps", 40)
+    out = run_json(*FED_SPARSE, "--epsilon", 2, "--delta", 1e-6, "--rounds", 30, "--steps", 40)
     for key in ("epsilon", "delta", "rho", "gumbel_multiplier", "sigma_multiplier", "moment_multiplier",
                 "mean_multiplier", "rho_selection_per_step", "rho_update_per_step", "rho_per_step",
                 "selection_share", "moment_share", "mean_share", "polish_share", "rho_polish", "polish_multiplier",
@@ -61,7 +55,7 @@ def test_plan_json_keys_and_values():
 
 @pytest.mark.parametrize("d", [5, 20, 64])
 def test_nodes_set_steps_and_rounds_default(d):
-    out = run_json("--epsilon", 1, "--delta", 1e-8, "--nodes", d)
+    out = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--nodes", d)
     assert out["steps"] == dp_steps(d) == max(20, d // 2)
     assert out["rounds"] == DP_ROUNDS == 50
     # a = 1/2: both multipliers equal sqrt(K T / (rho* - rho_M - rho_mean - rho_pol))
@@ -73,30 +67,31 @@ def test_nodes_set_steps_and_rounds_default(d):
 
 
 def test_samples_sets_delta():
-    out = run_json("--epsilon", 1, "--samples", 5000, "--steps", 20)
+    out = run_json(*FED_SPARSE, "--epsilon", 1, "--samples", 5000, "--steps", 20)
     assert out["delta"] == pytest.approx(1 / 5000**2, rel=1e-15)
 
 
 def test_public_means_and_shares():
-    out = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--public-means")
+    out = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--public-means")
     assert out["mean_multiplier"] is None and out["mean_share"] == 0.0 and out["rho_means"] == 0.0
     assert "column-means" not in [e["release"] for e in out["events"]]
-    out = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--selection-share", 0.25)
+    out = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--selection-share", 0.25)
     assert out["rho_selection_per_step"] == pytest.approx(0.25 * out["rho_per_step"], rel=1e-12)
     assert out["gumbel_multiplier"] > out["sigma_multiplier"]
 
 
 def test_simple_conversion_option():
     # the conversion is the zCDP accountant's (the PLD accountant reads the ledger without one)
-    tight = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--accountant", "zcdp")
-    simple = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--conversion", "simple", "--accountant", "zcdp")
+    tight = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--accountant", "zcdp")
+    simple = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--steps", 20, "--conversion", "simple",
+                      "--accountant", "zcdp")
     assert simple["conversion"] == "simple"
     assert simple["rho"] == pytest.approx(rho_for_epsilon(1.0, 1e-8, "simple"), rel=1e-12)
     assert simple["sigma_multiplier"] > tight["sigma_multiplier"]  # the simple conversion is looser
 
 
 def test_env_var_epsilon():
-    out = run_json("--delta", 1e-8, "--steps", 20, env={"BNSL_EPSILON": "3"})
+    out = run_json(*FED_SPARSE, "--delta", 1e-8, "--steps", 20, env={"BNSL_EPSILON": "3"})
     assert out["epsilon"] == 3.0
 
 
@@ -109,7 +104,7 @@ def test_env_var_epsilon():
                                    ["--conversion", "simple"]])
 @pytest.mark.parametrize("eps, delta, K, T", [(1.0, 1e-8, 50, 20), (10.0, 4e-8, 12, 200), (0.5, 1e-5, 3, 7)])
 def test_plan_then_spend_gives_epsilon_back(eps, delta, K, T, extra):
-    plan = run_json("--epsilon", eps, "--delta", delta, "--rounds", K, "--steps", T, *extra)
+    plan = run_json(*FED_SPARSE, "--epsilon", eps, "--delta", delta, "--rounds", K, "--steps", T, *extra)
     args = ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
             "--sigma-multiplier", repr(plan["sigma_multiplier"]),
             "--moment-multiplier", repr(plan["moment_multiplier"]),
@@ -120,7 +115,7 @@ def test_plan_then_spend_gives_epsilon_back(eps, delta, K, T, extra):
         args += ["--polish-multiplier", repr(plan["polish_multiplier"])]
     if "--conversion" in extra:
         args += ["--conversion", "simple"]
-    spent = run_json(*args)
+    spent = run_json(*FED_SPARSE, *args)
     assert spent["mode"] == "spend"
     assert spent["accountant"] == plan["accountant"] == "pld"
     # the PLD accountant's ε moves in tiny steps with the scale (its grid), so the calibration lands
@@ -133,8 +128,8 @@ def test_plan_then_spend_gives_epsilon_back(eps, delta, K, T, extra):
 
 
 def test_spend_without_one_off_releases_counts_less():
-    plan = run_json("--epsilon", 1, "--delta", 1e-8, "--steps", 20)
-    spent = run_json("--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
+    plan = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--steps", 20)
+    spent = run_json(*FED_SPARSE, "--gumbel-multiplier", repr(plan["gumbel_multiplier"]),
                      "--sigma-multiplier", repr(plan["sigma_multiplier"]), "--steps", 20, "--delta", 1e-8)
     assert spent["epsilon"] < 1.0
     assert spent["rho"] == pytest.approx(plan["rho_iterations"], rel=1e-9)
@@ -154,13 +149,13 @@ def test_fed_sparse_plan_matches_learn_dp(polish):
         warnings.simplefilter("ignore")
         rep = learn(tables, LearnConfig(method="fed-sparse", seed=0, rounds=3, polish=polish, dp=DPConfig(epsilon=4.0))).report
     used = rep["privacy"]["plan"]
-    out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6,
+    out = run_json(*FED_SPARSE, "--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6,
                    *(() if polish else ("--polish-share", 0)))
     for key in ("rho", "gumbel_multiplier", "sigma_multiplier", "moment_multiplier", "mean_multiplier",
                 "polish_multiplier", "rho_polish", "rho_per_step"):
         assert out[key] == (None if used[key] is None else pytest.approx(used[key], rel=1e-12)), key
     assert (used["polish_multiplier"] is None) is (not polish)
-    spent = run_json("--gumbel-multiplier", repr(out["gumbel_multiplier"]),
+    spent = run_json(*FED_SPARSE, "--gumbel-multiplier", repr(out["gumbel_multiplier"]),
                      "--sigma-multiplier", repr(out["sigma_multiplier"]),
                      "--moment-multiplier", repr(out["moment_multiplier"]),
                      "--mean-multiplier", repr(out["mean_multiplier"]),
@@ -206,23 +201,23 @@ def test_fed_bnsl_plan_matches_learn_and_spend_agrees(public):
 def test_spend_mode_counts_the_value_range_releases():
     """Issue 12.5: spend mode counted only the one-off releases themselves, not the value-range
     histograms before them, and reported less than a run spends."""
-    plan = run_json("--epsilon", 5, "--delta", 1e-8, "--rounds", 10, "--steps", 20)
+    plan = run_json(*FED_SPARSE, "--epsilon", 5, "--delta", 1e-8, "--rounds", 10, "--steps", 20)
     args = ["--gumbel-multiplier", repr(plan["gumbel_multiplier"]), "--sigma-multiplier", repr(plan["sigma_multiplier"]),
             "--moment-multiplier", repr(plan["moment_multiplier"]), "--mean-multiplier", repr(plan["mean_multiplier"]),
             "--polish-multiplier", repr(plan["polish_multiplier"]), "--rounds", 10, "--steps", 20, "--delta", 1e-8]
-    spent = run_json(*args)
+    spent = run_json(*FED_SPARSE, *args)
     assert spent["epsilon"] == pytest.approx(5.0, rel=1e-9)
     kinds = [e["release"] for e in spent["releases"]]
     assert "value-range (raw)" in kinds and "value-range (centred)" in kinds
-    bounded = run_json(*args, "--value-bound", 3)  # a public bound: no range releases
+    bounded = run_json(*FED_SPARSE, *args, "--value-bound", 3)  # a public bound: no range releases
     assert bounded["epsilon"] < 5.0
     assert "value-range (raw)" not in [e["release"] for e in bounded["releases"]]
 
 
 def test_json_table_and_learn_print_the_same_multipliers():
     """Issue 12.4: --json, the table and learn's report show one set of numbers."""
-    out = run_json("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
-    res = run("--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
+    out = run_json(*FED_SPARSE, "--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
+    res = run("privacy-budget", *FED_SPARSE, "--epsilon", 4, "--samples", 1000, "--rounds", 3, "--nodes", 6)
     for e in out["releases"]:
         assert f"{e['noise_multiplier']:.6g}" in res.stdout, e
     assert out["moment_multiplier"] == pytest.approx(1.0 / math.sqrt(2 * 0.5 * 0.05 * out["rho"]), rel=1e-12)
@@ -234,7 +229,7 @@ def test_json_table_and_learn_print_the_same_multipliers():
 
 
 def test_rho_to_epsilon():
-    out = run_json("--rho", 0.1, "--delta", 1e-5)
+    out = run_json(*FED_SPARSE, "--rho", 0.1, "--delta", 1e-5)
     assert set(("epsilon", "delta", "rho")) <= set(out)
     assert out["epsilon"] == pytest.approx(1.914239, abs=1e-5)
     assert out["epsilon_simple"] == pytest.approx(0.1 + 2 * math.sqrt(0.1 * math.log(1e5)), rel=1e-12)
@@ -242,7 +237,7 @@ def test_rho_to_epsilon():
 
 @pytest.mark.parametrize("extra", [["--max-rho"], [], ["--max-rho", "--steps", "20"]])
 def test_max_rho(extra):
-    out = run_json("--epsilon", 1, "--delta", 1e-5, *extra)
+    out = run_json(*FED_SPARSE, "--epsilon", 1, "--delta", 1e-5, *extra)
     assert out["mode"] == "max-rho"
     assert out["rho"] == pytest.approx(rho_for_epsilon(1.0, 1e-5), rel=1e-12)
     assert epsilon_from_rho(out["rho"], 1e-5) == pytest.approx(1.0, rel=1e-9)
@@ -256,7 +251,7 @@ def test_max_rho(extra):
 def test_human_table_goes_to_stdout_and_the_assumptions_to_stderr():
     """Issue 21.6: the result table is the result (stdout, as evaluate's); the assumptions are context
     (stderr; -q leaves them out). In a pipe the table keeps its natural width: no line ends in spaces."""
-    res = run("--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20)
+    res = run("privacy-budget", *FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20)
     assert res.exit_code == 0, res.output
     for text in ("replace-one row of one participant", "Canonne", "rounds K", "steps T"):
         assert text in res.stderr and text not in res.stdout, text
@@ -265,14 +260,15 @@ def test_human_table_goes_to_stdout_and_the_assumptions_to_stderr():
     lines = res.stdout.splitlines()
     assert lines and all(ln == ln.rstrip() for ln in lines)
     assert max(map(len, lines)) < 134
-    quiet = run("--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20, "-q")
+    quiet = run("privacy-budget", *FED_SPARSE, "--epsilon", 1, "--delta", 1e-8, "--rounds", 50, "--steps", 20, "-q")
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout
 
 
 def test_human_spend_and_convert_tables():
-    res = run("--rho", 0.1, "--delta", 1e-5)
+    res = run("privacy-budget", *FED_SPARSE, "--rho", 0.1, "--delta", 1e-5)
     assert res.exit_code == 0 and "1.91424" in res.stdout
-    res = run("--gumbel-multiplier", 50, "--sigma-multiplier", 50, "--steps", 20, "--delta", 1e-5)
+    res = run("privacy-budget", *FED_SPARSE, "--gumbel-multiplier", 50, "--sigma-multiplier", 50, "--steps", 20,
+              "--delta", 1e-5)
     assert res.exit_code == 0
     assert "none counted" in res.stdout + res.stderr  # says that the one-off releases were not included
 
@@ -307,7 +303,7 @@ def _one_clean_line(res):
     ],
 )
 def test_budget_problems_exit_5(args, match):
-    res = run(*args)
+    res = run("privacy-budget", *FED_SPARSE, *args)
     assert res.exit_code == 5, res.output
     _one_clean_line(res)
     assert match in res.stderr
@@ -323,7 +319,7 @@ def test_budget_problems_exit_5(args, match):
     ],
 )
 def test_missing_delta_is_a_usage_error(args):
-    res = run(*args)
+    res = run("privacy-budget", *FED_SPARSE, *args)
     assert res.exit_code == 2, res.output
     _one_clean_line(res)
     for text in ("delta", "1/n_p", "--delta", "--samples"):
@@ -343,7 +339,7 @@ def test_missing_delta_is_a_usage_error(args):
     ],
 )
 def test_other_usage_errors_exit_2(args):
-    res = run(*args)
+    res = run("privacy-budget", *FED_SPARSE, *args)
     assert res.exit_code == 2, res.output
     _one_clean_line(res)
 
@@ -387,18 +383,18 @@ def test_spend_of_a_runs_release_list(tmp_path):
         rep = learn(tables, LearnConfig(method="fed-sparse", seed=0, rounds=3, dp=DPConfig(epsilon=3.0))).report
     path = tmp_path / "report.json"
     path.write_text(json.dumps(rep, default=str))
-    out = run_json("--releases", path)
+    out = run_json(*FED_SPARSE, "--releases", path)
     assert out["epsilon"] == pytest.approx(3.0, rel=1e-9) and out["delta"] == rep["privacy"]["delta"]
     assert out["releases"] == rep["privacy"]["plan"]["releases"]
-    assert run_json("--releases", path, "--delta", 1e-3)["epsilon"] < 3.0  # a larger δ, a smaller ε
+    assert run_json(*FED_SPARSE, "--releases", path, "--delta", 1e-3)["epsilon"] < 3.0  # a larger δ, a smaller ε
     plan = tmp_path / "plan.json"
-    plan.write_text(run("--epsilon", 2, "--delta", 1e-7, "--steps", 20, "--json").stdout)
-    assert run_json("--releases", plan)["epsilon"] == pytest.approx(2.0, rel=1e-9)
+    plan.write_text(run("privacy-budget", *FED_SPARSE, "--epsilon", 2, "--delta", 1e-7, "--steps", 20, "--json").stdout)
+    assert run_json(*FED_SPARSE, "--releases", plan)["epsilon"] == pytest.approx(2.0, rel=1e-9)
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    res = run("--releases", bad)
+    res = run("privacy-budget", *FED_SPARSE, "--releases", bad)
     assert res.exit_code == 3 and "no release list" in res.stderr
-    assert run("--releases", path, "--epsilon", 1).exit_code == 2
+    assert run("privacy-budget", *FED_SPARSE, "--releases", path, "--epsilon", 1).exit_code == 2
 
 
 def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
@@ -407,7 +403,7 @@ def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
     from bnsl_cli.privacy.ledger import SPLIT_ASSUMPTION
 
     plain = tmp_path / "plan.json"
-    plain.write_text(run("--method", "fed-moments", "--epsilon", 2, "--delta", 1e-7, "--json").stdout)
+    plain.write_text(run("privacy-budget", "--method", "fed-moments", "--epsilon", 2, "--delta", 1e-7, "--json").stdout)
     doc = json.loads(plain.read_text())
     kinds = [r["release"] for r in doc["releases"]]
     assert "moment-matrix" in kinds
@@ -416,19 +412,19 @@ def test_spend_of_a_split_noise_release_list_says_what_it_rests_on(tmp_path):
             r["split"] = 3
     split = tmp_path / "split.json"
     split.write_text(json.dumps(doc))
-    a, b = run_json("--releases", plain), run_json("--releases", split)
+    a, b = run_json(*FED_SPARSE, "--releases", plain), run_json(*FED_SPARSE, "--releases", split)
     assert b["epsilon"] == pytest.approx(a["epsilon"], rel=1e-12)
     marked = [e for e in b["events"] if e.get("split")]
     assert marked and all(e["split"] == 3 and e["assumption"] == SPLIT_ASSUMPTION for e in marked)
     assert not any(e.get("split") for e in a["events"])
-    res = run("--releases", split)
+    res = run("privacy-budget", *FED_SPARSE, "--releases", split)
     assert res.exit_code == 0
     text = " ".join((res.stdout + res.stderr).split())
     assert "noise split over 3 sites" in text and "no other site colludes" in text
-    other = run("--releases", plain)
+    other = run("privacy-budget", *FED_SPARSE, "--releases", plain)
     assert "noise split" not in " ".join((other.stdout + other.stderr).split())
     # -q: the result only (issue 21.6: --releases … -q printed the assumptions)
-    quiet = run("--releases", split, "-q")
+    quiet = run("privacy-budget", *FED_SPARSE, "--releases", split, "-q")
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout
 
 
@@ -438,7 +434,7 @@ def test_method_without_a_private_variant_is_a_one_line_usage_error(method, what
     """--method is checked against the registry: only methods with a private variant, named on error."""
     from bnsl_cli.federated.methods.registry import PRIVATE_METHODS
 
-    res = run("--method", method, "--epsilon", 1, "--samples", 100)
+    res = run("privacy-budget", "--method", method, "--epsilon", 1, "--samples", 100)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.exit_code == 2 and len(lines) == 1 and what in lines[0], res.stderr
     assert all(name in lines[0] for name in PRIVATE_METHODS)
@@ -474,7 +470,7 @@ def test_every_private_method_plans_what_learn_plans(extra):
     for method in PRIVATE_METHODS:
         if any(f in BUDGET_OPTIONS and f not in method_spec(method).budget_options for f in extra):
             # an option of another method's releases is refused, as learn --dp refuses it
-            res = run("--method", method, "--epsilon", 3, "--samples", 3000, "--nodes", 12, *extra)
+            res = run("privacy-budget", "--method", method, "--epsilon", 3, "--samples", 3000, "--nodes", 12, *extra)
             assert res.exit_code == 2 and f"does not apply to --method {method}" in res.stderr, res.output
             continue
         # 3,000 rows: enough for every method at ε = 3 (learn refuses a fed-suffstats plan at 500 before any noise)
@@ -510,8 +506,8 @@ def test_spend_mode_by_multipliers_refuses_a_method_without_such_releases():
 
     for method in PRIVATE_METHODS:
         if method_spec(method).distributed_noise:
-            res = run("--method", method, "--gumbel-multiplier", 3, "--sigma-multiplier", 2, "--steps", 20,
-                      "--delta", 1e-6)
+            res = run("privacy-budget", "--method", method, "--gumbel-multiplier", 3, "--sigma-multiplier", 2,
+                      "--steps", 20, "--delta", 1e-6)
             assert res.exit_code == 2 and "--releases" in res.stderr and res.stdout == "", res.output
 
 

@@ -7,18 +7,11 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
-
-runner = CliRunner()
+from tests._cli import run
 
 ROWS = (221, 133, 88)
 D = 10
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def budget(*args):
@@ -222,7 +215,7 @@ BEFORE = [
 
 @pytest.mark.parametrize("args, out_sha, err_sha", BEFORE)
 def test_one_number_prints_what_it_printed_before(args, out_sha, err_sha):
-    res = runner.invoke(app, ["privacy-budget", *args])
+    res = run("privacy-budget", *args)
     assert res.exit_code == 0, res.output
     assert hashlib.sha256(res.stdout.encode()).hexdigest() == out_sha
     assert hashlib.sha256(res.stderr.encode()).hexdigest() == err_sha

@@ -15,16 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app, hoist_root_flags
+from bnsl_cli.cli.app import hoist_root_flags
+from tests._cli import run
+from tests._shards import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "examples" / "tiny"
-
-
-def run(*args, **kw):
-    return CliRunner().invoke(app, [str(a) for a in args], **kw)
 
 
 def chain(n: int, seed: int = 0, scale=(1.0, 1.0, 1.0)) -> np.ndarray:
@@ -55,8 +51,16 @@ def test_learn_with_index_col_drop_and_na(messy, tmp_path):
     fast = ("--rounds", 20, "--no-polish", "--seed", 1)
     res = run("learn", messy, "--drop", "site", *fast)
     assert res.exit_code == 3 and "row 7, column 'c': missing value; pass --na drop-rows" in res.stderr
+    # a column of text is categorical (issue 42): the default method is then one that takes it, and an
+    # option of the continuous default says so
     res = run("learn", messy, "--na", "drop-rows", *fast)
-    assert res.exit_code == 3 and "'Zürich' is not a number (a text column? leave it out with --drop site" in res.stderr
+    assert res.exit_code == 2 and ("--rounds does not apply to --method fed-suffstats" in res.stderr
+                                   and "(--method fed-suffstats is the default for data with categorical columns: "
+                                   "'site')" in res.stderr), res.output
+    # this one has one level in every row
+    res = run("learn", messy, "--na", "drop-rows", "--seed", 1)
+    assert res.exit_code == 3 and ("column 'site' has one level ('Zürich') in every row: it carries no information "
+                                   "about the graph (leave it out with --drop site)") in res.stderr, res.output
     res = run("learn", messy, "--na", "drop-rows", "--drop", "site", *fast)
     assert res.exit_code == 0, res.output
     assert "column 'id' looks like a row identifier" in res.stderr and "--index-col id" in res.stderr
@@ -168,9 +172,7 @@ def test_debug_after_the_subcommand():
     assert proc.returncode == 3 and "Traceback" in proc.stderr and "no-such.csv: file not found" in proc.stderr
 
 
-def test_files_from_stdin(tmp_path):
-    shards = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", shards)
+def test_files_from_stdin(shards):
     listing = "\n".join(str(p) for p in sorted(shards.glob("*.csv"))) + "\n"
     res = run("learn", "--files-from", "-", "-q", "--rounds", 5, "--no-polish", input=listing)
     assert res.exit_code == 0, res.output
@@ -225,14 +227,8 @@ def test_join_honours_bnsl_quiet():
 # --- misleading messages ----------------------------------------------------------------------------
 
 
-def _nonconverging(tmp_path):
-    shards = tmp_path / "shards"
-    shutil.copytree(TINY / "shards", shards)
-    return shards
-
-
-def test_convergence_warnings_are_kept_in_the_report_and_printed_with_verbose(tmp_path):
-    shards = _nonconverging(tmp_path)
+def test_convergence_warnings_are_kept_in_the_report_and_printed_with_verbose(tmp_path, shards):
+    # two rounds on examples/tiny stop short of convergence
     res = run("learn", shards, "--rounds", 2, "--no-polish", "--out", tmp_path / "a", "--seed", 1)
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
@@ -368,7 +364,7 @@ def test_the_readme_own_data_walk_through_prints_what_it_shows(monkeypatch):
     assert len(bnsl_runs) == 4
     for cmd, shown in bnsl_runs:
         shown = shown[: shown.index("…")] if "…" in shown else shown
-        res = CliRunner().invoke(app, shlex.split(cmd)[1:], catch_exceptions=False)
+        res = run(*shlex.split(cmd)[1:], catch_exceptions=False)
         failed = any(s.startswith("error:") for s in shown)
         assert (res.exit_code != 0) == failed, (cmd, res.output)
         printed = res.stderr.splitlines() + res.stdout.splitlines()
@@ -411,7 +407,7 @@ def test_the_readme_own_data_continuation_prints_what_it_shows(monkeypatch, tmp_
     bnsl_runs = [(cmd, shown) for cmd, shown in runs if cmd.startswith("bnsl ")]
     assert [cmd.split()[1] for cmd, _ in bnsl_runs] == ["learn", "show", "evaluate"]
     for cmd, shown in bnsl_runs:
-        res = CliRunner().invoke(app, shlex.split(cmd)[1:], catch_exceptions=False, env={"COLUMNS": "200"})
+        res = run(*shlex.split(cmd)[1:], catch_exceptions=False, env={"COLUMNS": "200"})
         assert res.exit_code == 0, (cmd, res.output)
         printed = [norm(s) for s in res.stderr.splitlines() + res.stdout.splitlines()]
         for s in shown:

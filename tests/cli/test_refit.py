@@ -7,18 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.io.graphs import write_adjacency_csv, write_edges_csv
 from bnsl_cli.simulate import simulate
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, ["refit", *map(str, args)])
+from tests._cli import run
 
 
 def _write_data(path: Path, X, names):
@@ -43,7 +36,7 @@ def hetero(tmp_path):
 def test_refit_writes_one_adjacency_per_participant_and_recovers_weights(tmp_path, hetero):
     sim, shards, truths, est = hetero
     out = tmp_path / "out"
-    res = run(est, shards, "--out", out, "--truth-dir", truths, "--json")
+    res = run("refit", est, shards, "--out", out, "--truth-dir", truths, "--json")
     assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [r["participant"] for r in rows] == [1, 2, 3]
@@ -66,12 +59,12 @@ def test_mse_is_null_without_truth_and_rerun_into_same_dir_works(tmp_path, heter
     _, shards, _, est = hetero
     out = tmp_path / "out"
     for _ in range(2):
-        res = run(est, str(shards / "*.csv"), "--out", out, "--json", "--quiet")
+        res = run("refit", est, str(shards / "*.csv"), "--out", out, "--json", "--quiet")
         assert res.exit_code == 0, res.stderr
     rows = json.loads(res.stdout)
     assert len(rows) == 3 and all(r["mse"] is None for r in rows)
     # a rerun with fewer participants removes the outputs it no longer writes
-    res = run(est, shards / "participant-01.csv", shards / "participant-02.csv", "--out", out, "-q")
+    res = run("refit", est, shards / "participant-01.csv", shards / "participant-02.csv", "--out", out, "-q")
     assert res.exit_code == 0, res.stderr
     assert sorted(p.name for p in out.iterdir()) == ["participant-01.csv", "participant-02.csv", "summary.json"]
 
@@ -81,7 +74,7 @@ def test_ridge_shrinks_weights(tmp_path, hetero):
     sums = []
     for k, ridge in enumerate((0.0, 5.0)):
         out = tmp_path / f"r{k}"
-        res = run(est, shards, "--out", out, "--ridge", ridge, "-q")
+        res = run("refit", est, shards, "--out", out, "--ridge", ridge, "-q")
         assert res.exit_code == 0, res.stderr
         sums.append(np.abs(read_graph(out / "participant-01.csv").W).sum())
     assert sums[1] < 0.8 * sums[0]
@@ -91,7 +84,8 @@ def test_nodes_matched_by_name_and_edges_csv_estimate(tmp_path, hetero):
     sim, shards, truths, _ = hetero
     est = tmp_path / "edges.csv"
     write_edges_csv(est, sim.W, sim.names)  # an edges CSV cannot list isolated nodes
-    res = run(est, shards, "--files-from", "/dev/null", "--out", tmp_path / "o", "--truth-dir", truths, "--json", "-q")
+    res = run("refit", est, shards, "--files-from", "/dev/null", "--out", tmp_path / "o", "--truth-dir", truths,
+              "--json", "-q")
     assert res.exit_code == 0, res.stderr
     assert all(r["mse"] < 0.01 for r in json.loads(res.stdout))
 
@@ -123,7 +117,7 @@ def test_bad_input_exits_3_with_one_line(tmp_path, hetero, case):
         args += [other]
     elif case == "estimate_shape":
         args[0] = shards / "participant-01.csv"
-    res = run(*args, "--out", tmp_path / "o")
+    res = run("refit", *args, "--out", tmp_path / "o")
     assert res.exit_code == 3, (res.stdout, res.stderr)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:")
@@ -136,31 +130,30 @@ def test_refuses_to_clobber_foreign_files(tmp_path, hetero):
     out = tmp_path / "o"
     out.mkdir()
     (out / "participant-01.csv").write_text("precious\n")
-    res = run(est, shards, "--out", out)
+    res = run("refit", est, shards, "--out", out)
     assert res.exit_code == 2
     assert (out / "participant-01.csv").read_text() == "precious\n"
-    assert run(est, shards, "--out", out, "--force", "-q").exit_code == 0
+    assert run("refit", est, shards, "--out", out, "--force", "-q").exit_code == 0
 
 
 def test_negative_ridge_is_a_usage_error(tmp_path, hetero):
     _, shards, _, est = hetero
-    assert run(est, shards, "--out", tmp_path / "o", "--ridge", "-1").exit_code == 2
+    assert run("refit", est, shards, "--out", tmp_path / "o", "--ridge", "-1").exit_code == 2
 
 
 def test_refit_on_a_private_structure_says_its_weights_are_not_private(tmp_path, hetero):
     """Issue 12.9: refit on a DP structure wrote non-private weights without a word."""
     sim, shards, _, _ = hetero
     run_dir = tmp_path / "dprun"
-    res = runner.invoke(app, ["learn", str(shards), "-m", "fed-sparse", "--dp", "--epsilon", "20", "--rounds", "3", "-q",
-                              "--out", str(run_dir)])
+    res = run("learn", shards, "-m", "fed-sparse", "--dp", "--epsilon", "20", "--rounds", "3", "-q", "--out", run_dir)
     assert res.exit_code == 0, res.output
     out = tmp_path / "refit"
-    res = run(run_dir / "adjacency.csv", shards, "--out", out, "-q")
+    res = run("refit", run_dir / "adjacency.csv", shards, "--out", out, "-q")
     assert res.exit_code == 0, res.output
     assert "NOT differentially private" in res.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert "not differentially private" in summary["privacy"] and summary["structure_privacy"]["epsilon"] <= 20
-    res = run(hetero[3], shards, "--out", tmp_path / "plain", "-q")  # a structure from no private run
+    res = run("refit", hetero[3], shards, "--out", tmp_path / "plain", "-q")  # a structure from no private run
     assert "NOT differentially private" not in res.stderr
 
 
@@ -194,8 +187,8 @@ def test_refit_reuses_the_read_options_of_the_learn_run(tmp_path, hetero):
     _, shards, _, _ = hetero
     sites = _site_files(shards, tmp_path / "sites")
     learned = tmp_path / "run"
-    res = runner.invoke(app, ["learn", *map(str, sites), "--index-col", "id", "--drop", "site", "--rounds", "20",
-                              "--seed", "1", "-q", "--out", str(learned)])
+    res = run("learn", *sites, "--index-col", "id", "--drop", "site", "--rounds", "20", "--seed", "1", "-q",
+              "--out", learned)
     assert res.exit_code == 0, res.output
     recorded = json.loads((learned / "report.json").read_text())["input"]
     assert recorded["index_col"] == "id" and recorded["drop"] == ["site"]
@@ -203,9 +196,9 @@ def test_refit_reuses_the_read_options_of_the_learn_run(tmp_path, hetero):
     # give on the sites' files
     alone = tmp_path / "alone.csv"
     alone.write_text((learned / "adjacency.csv").read_text())
-    ref = run(alone, *sorted(shards.glob("*.csv")), "--out", tmp_path / "ref", "-q")
+    ref = run("refit", alone, *sorted(shards.glob("*.csv")), "--out", tmp_path / "ref", "-q")
     assert ref.exit_code == 0, ref.output
-    res = run(learned, *sites, "--out", tmp_path / "again")
+    res = run("refit", learned, *sites, "--out", tmp_path / "again")
     assert res.exit_code == 0, res.output
     assert "read the shards as the learn run did (--drop site --index-col id;" in res.stderr
     assert _weights(tmp_path / "again") == _weights(tmp_path / "ref")
@@ -213,20 +206,20 @@ def test_refit_reuses_the_read_options_of_the_learn_run(tmp_path, hetero):
     assert summary["input"]["index_col"] == "id" and summary["input"]["separators"] == [",", ";", ","]
     # an option given to refit replaces the recorded one (the others still apply): dropping x6 too
     # leaves a node of the structure without its column
-    res = run(learned, *sites, "--drop", "site,x6", "--out", tmp_path / "o", "-q")
+    res = run("refit", learned, *sites, "--drop", "site,x6", "--out", tmp_path / "o", "-q")
     assert res.exit_code == 3 and "node(s) 'x6' are not columns of the data" in res.stderr, res.output
     assert not (tmp_path / "o").exists()
     # without the report beside it, refit knows nothing of the learn run's options
-    res = run(alone, *sites, "--out", tmp_path / "o2", "-q")
+    res = run("refit", alone, *sites, "--out", tmp_path / "o2", "-q")
     assert res.exit_code == 3 and "'Site 1' is not a number" in res.stderr, res.output
-    res = run(alone, *sites, "--index-col", "id", "--drop", "site", "--out", tmp_path / "o3", "-q")
+    res = run("refit", alone, *sites, "--index-col", "id", "--drop", "site", "--out", tmp_path / "o3", "-q")
     assert res.exit_code == 0 and _weights(tmp_path / "o3") == _weights(tmp_path / "ref"), res.output
 
 
 def test_refit_reuses_a_recorded_decimal_comma_and_sep(tmp_path, hetero):
     _, shards, _, est = hetero
     sites = _site_files(shards, tmp_path / "sites", decimal_comma=True)
-    ref = run(est, *sorted(shards.glob("*.csv")), "--out", tmp_path / "ref", "-q")
+    ref = run("refit", est, *sorted(shards.glob("*.csv")), "--out", tmp_path / "ref", "-q")
     assert ref.exit_code == 0, ref.output
     # a report recording --decimal , (as `bnsl learn --decimal ,` writes it) beside the structure
     run_dir = tmp_path / "run"
@@ -235,12 +228,12 @@ def test_refit_reuses_a_recorded_decimal_comma_and_sep(tmp_path, hetero):
     entry = {"columns": None, "drop": ["site"], "index_col": "id", "na": "error", "header": "auto",
              "encoding": "utf-8", "decimal": ",", "sep": None, "separators": [",", ";", ","], "dropped_rows": [0, 0, 0]}
     (run_dir / "report.json").write_text(json.dumps({"input": entry}))
-    res = run(run_dir, *sites, "--out", tmp_path / "again")
+    res = run("refit", run_dir, *sites, "--out", tmp_path / "again")
     assert res.exit_code == 0, res.output
     assert "--decimal ," in res.stderr
     assert _weights(tmp_path / "again") == _weights(tmp_path / "ref")
     # without the recorded decimal mark the ';' site's numbers are named as decimal commas
-    res = run(run_dir, *sites, "--decimal", ".", "--out", tmp_path / "o")
+    res = run("refit", run_dir, *sites, "--decimal", ".", "--out", tmp_path / "o")
     assert res.exit_code == 3 and "Traceback" not in res.output, res.output
     (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]  # one line, saying which options were reused
     assert line.startswith("error: ") and "site2.csv" in line and "pass --decimal ," in line, line
@@ -250,5 +243,5 @@ def test_refit_reuses_a_recorded_decimal_comma_and_sep(tmp_path, hetero):
     # a recorded --sep is reused too: it forces ';' on every site, and the ',' sites are refused
     entry.update(decimal=".", sep=";")
     (run_dir / "report.json").write_text(json.dumps({"input": entry}))
-    res = run(run_dir, *sites, "--out", tmp_path / "o", "-q")
+    res = run("refit", run_dir, *sites, "--out", tmp_path / "o", "-q")
     assert res.exit_code == 3 and "site1.csv" in res.stderr and "--sep ','" in res.stderr, res.output

@@ -9,22 +9,15 @@ import shutil
 import struct
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.graph_formats import read_graph
+from tests._cli import run
+from tests._shards import TINY
 
 pytest.importorskip("matplotlib")
-
-TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _one_line_error(res, code):

@@ -16,9 +16,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
+from tests._cli import run
 
 pytest.importorskip("matplotlib")
 
@@ -285,17 +284,13 @@ def test_a_long_title_widens_a_small_picture():
 # the case, end to end: an 11-node graph learned from simulated data, the truth drawn over it
 # ------------------------------------------------------------------------------------------------
 
-def _run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
 @pytest.fixture(scope="module")
 def sachs_like(tmp_path_factory):
     base = tmp_path_factory.mktemp("sachs_like")
-    res = _run("simulate", "--nodes", 11, "--edges", 17, "--participants", 3, "--samples", 300, "--seed", 4,
-               "--out", base / "sim")
+    res = run("simulate", "--nodes", 11, "--edges", 17, "--participants", 3, "--samples", 300, "--seed", 4,
+              "--out", base / "sim")
     assert res.exit_code == 0, res.output
-    res = _run("learn", base / "sim" / "shards", "--out", base / "run", "--seed", 1, "-q")
+    res = run("learn", base / "sim" / "shards", "--out", base / "run", "--seed", 1, "-q")
     assert res.exit_code == 0, res.output
     return base
 
@@ -303,7 +298,7 @@ def sachs_like(tmp_path_factory):
 @pytest.mark.parametrize("view", ["--graph", "--matrix"])
 def test_sachs_like_run_with_its_truth_stays_inside(sachs_like, tmp_path, view):
     out = tmp_path / "pics"
-    res = _run("show", sachs_like / "run", "--truth", sachs_like / "sim" / "truth.csv", view, "--out", out, "-q")
+    res = run("show", sachs_like / "run", "--truth", sachs_like / "sim" / "truth.csv", view, "--out", out, "-q")
     assert res.exit_code == 0, res.output
     svg = (out / "graph.svg").read_bytes()
     assert not outside(svg)

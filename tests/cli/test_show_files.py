@@ -9,12 +9,12 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.dot import dot_text
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.io.graphs import adjacency_csv_text, edges_csv_text, graph_to_json
+from tests._cli import run
+from tests._shards import TINY
 
 pytest.importorskip("matplotlib")
 
@@ -25,10 +25,6 @@ def _W():
     W = np.zeros((5, 5))
     W[0, 1], W[1, 2], W[4, 0], W[4, 3], W[3, 2] = 1.2, -0.7, 0.4, 2.5, -0.05
     return W
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _one_line_error(res, code=3):
@@ -105,9 +101,8 @@ def test_an_edges_csv_with_strength_is_drawn_by_strength(tmp_path):
 
 
 def test_a_report_json_given_as_a_file_is_still_a_run(tmp_path):
-    tiny = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "tiny"
     out = tmp_path / "run"
-    assert run("learn", tiny / "shards", "--out", out, "--seed", 1, "-q").exit_code == 0
+    assert run("learn", TINY / "shards", "--out", out, "--seed", 1, "-q").exit_code == 0
     for p in out.glob("graph.*"):
         if p.suffix != ".dot":
             p.unlink()

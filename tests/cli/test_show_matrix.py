@@ -9,10 +9,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.graphs import adjacency_csv_text
+from tests._cli import run
 
 pytest.importorskip("matplotlib")
 
@@ -22,10 +21,6 @@ from bnsl_cli.io.draw import (
     matrix_order,
     prefer_matrix,
 )
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _ids(svg: bytes) -> set:

@@ -12,10 +12,10 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.graph_formats import read_graph
+from tests._cli import run
+from tests._shards import TINY
 
 pytest.importorskip("matplotlib")
 
@@ -32,10 +32,6 @@ malic,ash,-1.5,0.55,0.6
 alcohol,proline,256,0.31,1
 ash,proline,0.000453,0.12,0.5
 """
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def _one_line_error(res, code):
@@ -200,9 +196,8 @@ def test_bad_strength_is_one_line_exit_3_and_writes_nothing(tmp_path, bad, what)
 
 
 def test_a_learned_standardised_run_is_labelled_in_standard_deviations(tmp_path):
-    tiny = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "tiny"
     out = tmp_path / "run"
-    res = run("learn", tiny / "shards", "--out", out, "--standardize", "--seed", 1, "-q")
+    res = run("learn", TINY / "shards", "--out", out, "--standardize", "--seed", 1, "-q")
     assert res.exit_code == 0, res.output
     assert run("show", out, "--format", "svg", "--graph", "-q").exit_code == 0
     g = read_graph(out / "adjacency.csv")

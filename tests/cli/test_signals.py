@@ -10,8 +10,9 @@ import subprocess
 
 import pytest
 
+from tests._cli import run
 from tests._shards import write_small_shards
-from tests.cli.test_bad_input import bnsl_cmd, no_leftovers, run, subprocess_env
+from tests.cli.test_bad_input import bnsl_cmd, no_leftovers, subprocess_env
 
 
 @pytest.fixture(scope="module")

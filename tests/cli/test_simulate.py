@@ -10,18 +10,11 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.graph_formats import read_graph
 from bnsl_cli.simulate import simulate
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, ["simulate", *map(str, args)])
+from tests._cli import run
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
@@ -32,8 +25,8 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 def paper_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("sim")
     args = ["--nodes", 20, "--edges", 20, "--participants", 8, "--samples", 5000, "--seed", 1]
-    r1 = run(*args, "--out", base / "d")
-    r2 = run(*args, "--out", base / "again")
+    r1 = run("simulate", *args, "--out", base / "d")
+    r2 = run("simulate", *args, "--out", base / "again")
     return base, r1, r2
 
 
@@ -90,8 +83,8 @@ def test_manifest_records_options_files_and_orientation(paper_run):
 
 def test_different_seed_changes_data(tmp_path):
     common = ["--nodes", 6, "--edges", 6, "--participants", 2, "--samples", 30]
-    assert run(*common, "--seed", 1, "--out", tmp_path / "a").exit_code == 0
-    assert run(*common, "--seed", 2, "--out", tmp_path / "b").exit_code == 0
+    assert run("simulate", *common, "--seed", 1, "--out", tmp_path / "a").exit_code == 0
+    assert run("simulate", *common, "--seed", 2, "--out", tmp_path / "b").exit_code == 0
     a = (tmp_path / "a" / "shards" / "participant-01.csv").read_bytes()
     b = (tmp_path / "b" / "shards" / "participant-01.csv").read_bytes()
     assert a != b
@@ -99,7 +92,7 @@ def test_different_seed_changes_data(tmp_path):
 
 def test_single_participant_heterogeneous_and_json(tmp_path):
     out = tmp_path / "one"
-    r = run("--nodes", 12, "--edges", 15, "--participants", 1, "--samples", 40, "--seed", 3,
+    r = run("simulate", "--nodes", 12, "--edges", 15, "--participants", 1, "--samples", 40, "--seed", 3,
             "--out", out, "--json", "--graph", "sf", "--noise", "uniform", "--heterogeneous")
     assert r.exit_code == 0, r.output
     assert (out / "data.csv").exists() and not (out / "shards").exists()
@@ -112,7 +105,7 @@ def test_single_participant_heterogeneous_and_json(tmp_path):
 
 def test_heterogeneous_truths_share_support_and_signs(tmp_path):
     out = tmp_path / "het"
-    r = run("--nodes", 10, "--edges", 15, "--participants", 3, "--samples", 20, "--seed", 4,
+    r = run("simulate", "--nodes", 10, "--edges", 15, "--participants", 3, "--samples", 20, "--seed", 4,
             "--out", out, "--heterogeneous", "--spread", "0.4")
     assert r.exit_code == 0, r.output
     W = read_graph(out / "truth.csv").W
@@ -126,8 +119,9 @@ def test_heterogeneous_truths_share_support_and_signs(tmp_path):
 
 def test_rerun_into_own_output_replaces_it_and_removes_stale_shards(tmp_path):
     out = tmp_path / "d"
-    assert run("--nodes", 5, "--edges", 4, "--participants", 4, "--samples", 10, "--seed", 0, "--out", out).exit_code == 0
-    r = run("--nodes", 5, "--edges", 4, "--participants", 2, "--samples", 10, "--seed", 0, "--out", out)
+    assert run("simulate", "--nodes", 5, "--edges", 4, "--participants", 4, "--samples", 10, "--seed", 0,
+               "--out", out).exit_code == 0
+    r = run("simulate", "--nodes", 5, "--edges", 4, "--participants", 2, "--samples", 10, "--seed", 0, "--out", out)
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (out / "shards").iterdir()) == ["participant-01.csv", "participant-02.csv"]
 
@@ -137,12 +131,12 @@ def test_refuses_foreign_non_empty_directory_unless_forced(tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     args = ["--nodes", 5, "--edges", 4, "--participants", 2, "--samples", 10, "--seed", 0, "--out", out]
-    r = run(*args)
+    r = run("simulate", *args)
     assert r.exit_code == 2
     assert "not empty" in r.stderr and "--force" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
-    r = run(*args, "--force")
+    r = run("simulate", *args, "--force")
     assert r.exit_code == 0, r.output
     assert (out / "notes.txt").read_text() == "keep me" and (out / "truth.csv").exists()
 
@@ -167,7 +161,7 @@ def test_bad_options_exit_2_without_creating_anything(tmp_path, opts, fragment):
         if k not in args:
             args += [k, v]
     out = tmp_path / "never"
-    r = run(*args, "--out", out)
+    r = run("simulate", *args, "--out", out)
     assert r.exit_code == 2, r.output
     assert fragment in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -204,8 +198,8 @@ GOLDEN = {
 def test_single_noise_scale_is_byte_identical_to_before(tmp_path):
     import hashlib
 
-    assert run("-d", 6, "-e", 6, "-p", 2, "-n", 5, "--seed", 7, "--out", tmp_path / "a").exit_code == 0
-    assert run("-d", 5, "-e", 5, "--graph", "sf", "-p", 1, "-n", 4, "--seed", 3, "--noise-scale", "0.5",
+    assert run("simulate", "-d", 6, "-e", 6, "-p", 2, "-n", 5, "--seed", 7, "--out", tmp_path / "a").exit_code == 0
+    assert run("simulate", "-d", 5, "-e", 5, "--graph", "sf", "-p", 1, "-n", 4, "--seed", 3, "--noise-scale", "0.5",
                "--out", tmp_path / "b").exit_code == 0
     for (run_dir, rel), digest in GOLDEN.items():
         assert hashlib.sha256((tmp_path / run_dir / rel).read_bytes()).hexdigest() == digest, rel
@@ -218,7 +212,7 @@ def test_single_noise_scale_is_byte_identical_to_before(tmp_path):
 
 def test_noise_range_and_column_scale_are_recorded_and_truth_scaled_written(tmp_path):
     out = tmp_path / "s"
-    r = run("-d", 6, "-e", 8, "-p", 2, "-n", 200, "--seed", 3, "--noise-scale", "0.5,2",
+    r = run("simulate", "-d", 6, "-e", 8, "-p", 2, "-n", 200, "--seed", 3, "--noise-scale", "0.5,2",
             "--column-scale", "1e-3,1e6", "--weight-range", "0.2,1", "--out", out)
     assert r.exit_code == 0, r.output
     m = json.loads((out / "manifest.json").read_text())
@@ -234,7 +228,7 @@ def test_noise_range_and_column_scale_are_recorded_and_truth_scaled_written(tmp_
     X = read_table(out / "shards" / "participant-01.csv").X
     assert np.all(np.abs(X).max(axis=0) / s < 50)  # columns carry their factor
     # a rerun without --column-scale removes the stale truth-scaled.csv
-    assert run("-d", 6, "-e", 8, "-p", 2, "-n", 200, "--seed", 3, "--out", out).exit_code == 0
+    assert run("simulate", "-d", 6, "-e", 8, "-p", 2, "-n", 200, "--seed", 3, "--out", out).exit_code == 0
     assert not (out / "truth-scaled.csv").exists()
 
 
@@ -249,7 +243,7 @@ def test_noise_range_and_column_scale_are_recorded_and_truth_scaled_written(tmp_
     ],
 )
 def test_bad_scale_options_are_usage_errors(tmp_path, args, needle):
-    r = run("-d", 5, "-e", 4, "-p", 1, "-n", 10, *args, "--out", tmp_path / "x")
+    r = run("simulate", "-d", 5, "-e", 4, "-p", 1, "-n", 10, *args, "--out", tmp_path / "x")
     assert r.exit_code == 2
     assert needle in r.output and "Traceback" not in r.output
     assert not (tmp_path / "x").exists()

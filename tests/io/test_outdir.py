@@ -9,14 +9,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.io.atomic import atomic_write_text
 from bnsl_cli.io.outdir import OutputDir, OutputDirError, abort_pending
-from tests._shards import SMALL_COLUMNS, write_small_shards
-
-TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny"
+from tests._cli import run
+from tests._shards import SMALL_COLUMNS, TINY, write_small_shards
 
 
 def listing(d: Path) -> dict:
@@ -144,10 +141,6 @@ def test_files_and_folders_honour_the_umask(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # through the CLI
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture()

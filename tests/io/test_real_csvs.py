@@ -10,21 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from bnsl_cli.cli.app import app
 from bnsl_cli.errors import DataWarning, InputDataError
 from bnsl_cli.io.csv_reader import read_table
 from bnsl_cli.io.shards import read_shards
 from bnsl_cli.io.table import ReadOptions
+from tests._cli import run
 from tests._shards import SMALL_COLUMNS, write_small_shards
 
 FAST = ("--rounds", "20", "--no-polish", "--seed", "1", "-q")
 NOTE = "the unnamed first column is read as row labels"
-
-
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def with_row_labels(src: Path, dst: Path, style: str) -> Path:

@@ -196,6 +196,7 @@ _SPECS = (
         budget_table=fed_suffstats_budget,
         plan_verdict=fed_suffstats_verdict,
         plan_exchanges=suffstats_exchanges,
+        column_kinds=("continuous", "categorical"),
         site_sequence=suffstats.site_sequence,
     ),
     MethodSpec(
@@ -227,9 +228,14 @@ DEFAULT_METHOD = METHODS[0]
 DP_DEFAULT_METHOD = next(name for name, spec in _REGISTRY.items() if spec.dp_default)
 
 
-def default_method(private: bool) -> str:
+def default_method(private: bool, categorical: bool = False) -> str:
     """The method a run uses when none is given: :data:`DP_DEFAULT_METHOD` for a private run,
-    :data:`DEFAULT_METHOD` otherwise."""
+    :data:`DEFAULT_METHOD` otherwise; with categorical columns, the first of those the registry
+    lists that takes them (``MethodSpec.column_kinds``), the private default when none does."""
+    if categorical:
+        for name, spec in _REGISTRY.items():
+            if "categorical" in (spec.dp_column_kinds if private else spec.column_kinds):
+                return name
     return DP_DEFAULT_METHOD if private else DEFAULT_METHOD
 
 

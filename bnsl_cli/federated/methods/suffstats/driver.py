@@ -39,7 +39,9 @@ from bnsl_cli.federated.outcome import (
 from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, SuffstatsStage
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty, least_squares_weights
-from bnsl_cli.solvers.moment_search import backward_parents, learn_from_moments
+from bnsl_cli.io.kinds import CATEGORICAL
+from bnsl_cli.solvers.mixed_score import mixed_graph, mixed_weights
+from bnsl_cli.solvers.moment_search import MomentSearchResult, backward_parents, learn_from_moments
 from bnsl_cli.solvers.score_search import polish_graph
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, to_original_units
 
@@ -366,6 +368,12 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
             Hs = None if H is None else H / np.outer(sd, sd)
             res = learn_from_moments(Gs, n, tau, H=Hs, knowledge=plan.knowledge)
             W = res.W * sd[None, :] / sd[:, None]  # raw units, for the next basis
+        elif plan.columns is not None:
+            # categorical columns (a non-private run): the variables' graph by the degenerate Gaussian score
+            # on the exact moments of the expanded columns
+            Gs, Hs = G, H
+            res = mixed_search(G, n, plan)
+            W = res.W
         else:
             Gs, Hs = G, H
             res = learn_from_moments(G, n, tau, H=H, knowledge=plan.knowledge)
@@ -427,7 +435,10 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
     else:
         t0 = time.perf_counter()
         # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
-        W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))
+        if plan.columns is not None:
+            W, Wf, removed, choice = res.W, res.W, [], res.info["note"]
+        else:
+            W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))
         t_solve += time.perf_counter() - t0
     if plan.private and plan.bootstrap and L_ok is not None:
         # edge confidence from the last stage's release resampled (post-processing)
@@ -457,10 +468,24 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         confidence=confidence,
         method_entry=SuffstatsBasis(centre=centre.tolist(), scale=scale.tolist(), stages=len(stages),
                                  scale_defaulted=scale_defaulted, centre_unresolved=centre_unresolved),
-        standardize=PooledStats(
+        # (categorical columns: the score is unit-free, the spreads of indicator columns are no units)
+        standardize=None if plan.columns is not None else PooledStats(
             applied=bool(plan.standardize),
             source="the released moments (no extra message" + (", no extra release)" if plan.private else ")"),
             mean=mean.tolist(),
             sd=sd.tolist(),
         ),
     )
+
+
+def mixed_search(G: np.ndarray, n: float, plan) -> MomentSearchResult:
+    """The variables' DAG and weights from the exact covariance ``G`` of the expanded columns
+    (:func:`~bnsl_cli.solvers.mixed_score.mixed_graph`, with the plan's knowledge over the variables)."""
+    cols = plan.columns
+    blocks = cols.blocks()
+    categorical = [cols.kind(v) == CATEGORICAL for v in cols.names]
+    E = mixed_graph(G, n, blocks, plan.forbidden_mask(), plan.required_mask())
+    W = mixed_weights(G, E, blocks, categorical)
+    note = (f"the degenerate Gaussian score on the moments of {G.shape[0]} expanded columns "
+            f"({sum(categorical)} categorical of {len(blocks)} variables): order search, {int(E.sum())} edges")
+    return MomentSearchResult(W, E, {"score": "degenerate-gaussian", "note": note})

@@ -1,0 +1,237 @@
+"""Column kinds: continuous and categorical columns, part of the data's public shape.
+
+A categorical column (sex, smoking status, a diagnosis, yes/no) holds levels, read as written. Learning
+sees it as ``K − 1`` indicator columns (the first level, in sorted order, is the reference), so that the
+sites' sum-shaped statistics (the pooled second moments of the expanded columns: the 1- and 2-way
+contingency tables and the per-level means) carry everything the mixed score needs
+(:mod:`bnsl_cli.solvers.mixed_score`). :class:`ColumnKinds` is that shape: the variables in order, the
+levels of each categorical one, and the expanded columns' names and blocks.
+
+Which columns are categorical: the ones declared (``--categorical``) and, in a run without ``--dp``,
+every column whose cells read as no number (:func:`text_columns_of`, from the first rows of each file).
+In a non-private run the level sets of all sites are combined before learning (:func:`encode`). A column
+with more levels than ``max_levels`` (an identifier, free text) or with one level only is refused,
+naming it.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError
+from bnsl_cli.io.csv_check import is_date
+from bnsl_cli.io.table import MISSING, STDIN, Table, display_name
+
+__all__ = ["CONTINUOUS", "CATEGORICAL", "MAX_LEVELS", "ColumnKinds", "text_columns_of", "encode"]
+
+CONTINUOUS = "continuous"
+CATEGORICAL = "categorical"
+#: The most levels a categorical column may have (``--max-levels``): more is an identifier or free text,
+#: not a variable a graph of a few dozen nodes can use (each level is a column of the expanded data).
+MAX_LEVELS = 20
+#: How many rows of each file decide which columns hold text.
+SNIFF_ROWS = 1000
+#: Cells that mean "missing" in a text column: empty, and the reader's ``--na`` tokens (``NA``, ``None``, …;
+#: :data:`bnsl_cli.io.table.MISSING`). A level spelled like one is a level only where it is declared so
+#: (``encode``'s ``missing``; the command line's schema, to come).
+_MISSING = frozenset(("",) + MISSING)
+
+
+@dataclass(frozen=True)
+class ColumnKinds:
+    """The variables (``names``, in order) and the levels of each categorical one (``levels``:
+    name -> sorted tuple of level texts). Continuous variables are one column of the expanded data; a
+    categorical one with ``K`` levels is ``K − 1`` indicator columns named ``name=level`` (the first
+    level is the reference)."""
+
+    names: tuple
+    levels: tuple  # ((name, (level, ...)), ...) in the order of ``names``
+
+    @property
+    def categorical(self) -> dict:
+        return dict(self.levels)
+
+    def kind(self, name: str) -> str:
+        return CATEGORICAL if name in self.categorical else CONTINUOUS
+
+    @property
+    def has_categorical(self) -> bool:
+        return bool(self.levels)
+
+    def expanded_names(self) -> tuple:
+        out = []
+        cat = self.categorical
+        for name in self.names:
+            if name in cat:
+                out.extend(f"{name}={lev}" for lev in cat[name][1:])
+            else:
+                out.append(name)
+        return tuple(out)
+
+    def blocks(self) -> list:
+        """Per variable, the indices of its columns in the expanded data."""
+        out, k = [], 0
+        cat = self.categorical
+        for name in self.names:
+            w = len(cat[name]) - 1 if name in cat else 1
+            out.append(list(range(k, k + w)))
+            k += w
+        return out
+
+    def to_dict(self) -> dict:
+        return {"names": list(self.names),
+                "kinds": [self.kind(n) for n in self.names],
+                "levels": {n: list(lv) for n, lv in self.levels}}
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> "ColumnKinds":
+        names = tuple(str(n) for n in entry["names"])
+        lv = {str(k): tuple(str(x) for x in v) for k, v in dict(entry.get("levels") or {}).items()}
+        return cls(names, tuple((n, lv[n]) for n in names if n in lv))
+
+
+def _lines(path: Path, rows: int) -> list[str]:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    out = []
+    try:
+        with opener(path, "rb") as fh:
+            for raw in fh:
+                out.append(raw.decode("utf-8-sig", "replace"))
+                if len(out) > rows:
+                    break
+    except OSError:
+        return []  # (the reader names the problem)
+    return out
+
+
+def text_columns_of(paths: Sequence, sep_of, decimal: str = ".") -> tuple[list, list]:
+    """``(header, text columns)``: the first file's header and the columns whose cells, in the first
+    :data:`SNIFF_ROWS` rows of some file, are all text (no cell reads as a number; missing cells
+    aside). ``sep_of(path)``: the file's field separator. Standard input is not looked at (declare its
+    columns with ``--categorical``)."""
+    found: list = []
+    first_header: list = []
+    for p in paths:
+        p = Path(p)
+        if str(p) == STDIN or not p.exists():
+            continue
+        lines = _lines(p, SNIFF_ROWS)
+        if len(lines) < 2:
+            continue
+        rows = list(csv.reader(io.StringIO("".join(lines)), delimiter=sep_of(p)))
+        header, body = [h.strip() for h in rows[0]], rows[1:]
+        first_header = first_header or header
+        for j, name in enumerate(header):
+            cells = [r[j].strip() for r in body if j < len(r)]
+            cells = [c for c in cells if c not in _MISSING]
+            if cells and all(_is_text(c, decimal) for c in cells) and name not in found:
+                found.append(name)
+    return first_header, found
+
+
+def _is_text(cell: str, decimal: str) -> bool:
+    """A word, not a number written some way (``1,5`` with a decimal comma, ``1e5``, ``inf`` are numbers:
+    a file read with the wrong ``--decimal`` is the reader's error to name, not a categorical column) nor a
+    date or time (the reader names those too, with ``--drop``)."""
+    return any(ch.isalpha() for ch in cell) and not _is_number(cell, decimal) and not is_date(cell)
+
+
+def _is_number(cell: str, decimal: str) -> bool:
+    if decimal != ".":
+        cell = cell.replace(decimal, ".")
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def encode(tables: Sequence[Table], categorical: Sequence[str], max_levels: int = MAX_LEVELS,
+           na_drop: bool = False, order: Optional[Sequence[str]] = None,
+           missing: Sequence[str] = tuple(_MISSING)) -> tuple[list, ColumnKinds]:
+    """The tables with their categorical columns (held as text in ``table.extra``, read with the
+    reader's ``keep``) as indicator columns, and the shape: the variables in ``order`` (a header's order;
+    names it lacks follow, continuous first), levels combined over every table (sorted). A missing cell in a categorical column is an
+    error naming file, row and column, or (``na_drop``) its row is left out. Refused, naming the column:
+    more than ``max_levels`` levels, one level only. ``missing``: the cells that mean "missing" (every
+    other text is a level)."""
+    cat = [c for c in categorical]
+    if not cat:
+        raise ValueError("encode needs at least one categorical column")
+    first = tables[0]
+    present = list(first.names) + cat
+    order = [n for n in (order or ()) if n in present]
+    order += [n for n in present if n not in order]
+    levels: dict = {}
+    kept_rows = []
+    for t in tables:
+        keep = np.ones(t.n, dtype=bool)
+        for c in cat:
+            col = np.asarray(t.extra[c], dtype=str)
+            miss = np.isin(np.char.strip(col), list(missing))
+            if miss.any():
+                if not na_drop:
+                    row = int(np.flatnonzero(miss)[0])
+                    raise InputDataError(
+                        f"{display_name(t.path)}: column {c!r} (categorical) has a missing cell in data row {row + 1}; "
+                        "fill it, or --na drop-rows leaves such rows out"
+                    )
+                keep &= ~miss
+        kept_rows.append(keep)
+        for c in cat:
+            col = np.char.strip(np.asarray(t.extra[c], dtype=str))[keep]
+            levels.setdefault(c, set()).update(np.unique(col).tolist())
+    per_site: dict = {c: [] for c in cat}
+    for t, keep in zip(tables, kept_rows):
+        for c in cat:
+            per_site[c].append(set(np.unique(np.char.strip(np.asarray(t.extra[c], dtype=str))[keep]).tolist()))
+    for c in cat:
+        sets = per_site[c]
+        if len(sets) > 1 and sum(len(x) for x in sets) == len(set().union(*sets)):
+            warnings.warn(
+                f"column {c!r} has no level in common between the sites (each of its {len(levels[c])} levels occurs "
+                f"at one site only): it names the site rather than measuring a variable; pass --drop {c} to leave it out",
+                IdentifierColumnWarning, stacklevel=3,
+            )
+    for c in cat:
+        k = len(levels[c])
+        if k > max_levels:
+            raise OptionError(
+                f"column {c!r} has {k} levels, more than --max-levels {max_levels}: an identifier or free text is "
+                f"not a variable to learn (leave it out with --drop {c}, or raise --max-levels)"
+            )
+        if k < 2:
+            only = next(iter(levels[c])) if levels[c] else ""
+            raise InputDataError(
+                f"column {c!r} has one level ({only!r}) in every row: it carries no information about the graph "
+                f"(leave it out with --drop {c})"
+            )
+    kinds = ColumnKinds(tuple(order), tuple((n, tuple(sorted(levels[n]))) for n in order if n in levels))
+    out = []
+    for t, keep in zip(tables, kept_rows):
+        cols = []
+        for name in kinds.names:
+            if name in levels:
+                col = np.char.strip(np.asarray(t.extra[name], dtype=str))[keep]
+                lv = kinds.categorical[name]
+                cols.extend((col == lev).astype(float)[:, None] for lev in lv[1:])
+            else:
+                cols.append(t.X[keep, t.names.index(name)][:, None])
+        X = np.hstack(cols) if cols else np.zeros((int(keep.sum()), 0))
+        extra = {k: v for k, v in t.extra.items() if k not in levels}
+        out.append(replace(t, X=np.ascontiguousarray(X), names=kinds.expanded_names(), extra=extra,
+                           dropped_rows=t.dropped_rows + int((~keep).sum()), columns=kinds))
+    return out, kinds
+
+
+def expanded_of(kinds: Optional[ColumnKinds], names) -> tuple:
+    """The protocol's column names: the expanded ones when there are categorical columns."""
+    return tuple(names) if kinds is None else kinds.expanded_names()

@@ -1,0 +1,222 @@
+"""Categorical and mixed columns (issue 42, first part: non-private, in one process): column kinds, the
+indicator expansion, the degenerate Gaussian score and its search, the CLI's reading and refusals."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError
+from bnsl_cli.io.kinds import ColumnKinds, encode
+from bnsl_cli.io.table import Table
+from bnsl_cli.learn import learn
+from bnsl_cli.metrics import structure_metrics
+from bnsl_cli.plan.options import LearnConfig
+from bnsl_cli.plan.run_plan import RunPlan
+from bnsl_cli.plan.shapes import Shapes
+from bnsl_cli.simulate_mixed import simulate_mixed
+from bnsl_cli.solvers.mixed_score import MixedGaussianScore, mixed_graph
+from tests._cli import run
+
+
+def _tables(sim, sites=None):
+    cat = list(sim.levels)
+    out = []
+    for k, shard in enumerate(sim.shards[:sites]):
+        cont = [n for n in sim.names if n not in cat]
+        X = np.column_stack([shard[n] for n in cont]) if cont else np.zeros((len(shard[sim.names[0]]), 0))
+        out.append(Table(X, tuple(cont), f"site{k + 1}.csv", extra={n: shard[n] for n in cat}))
+    return out, cat
+
+
+def _write(tmp_path, sim, sites=None):
+    paths = []
+    for k, shard in enumerate(sim.shards[:sites]):
+        p = tmp_path / f"site{k + 1}.csv"
+        rows = [",".join(sim.names)]
+        n = len(shard[sim.names[0]])
+        for i in range(n):
+            rows.append(",".join(str(shard[c][i]) if c in sim.levels else f"{shard[c][i]:.6f}" for c in sim.names))
+        p.write_text("\n".join(rows) + "\n")
+        paths.append(p)
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------
+# the shape: kinds, levels, expansion
+# ------------------------------------------------------------------------------------------------
+
+
+def test_levels_are_combined_over_sites_and_expanded_in_file_order():
+    a = Table(np.array([[1.0], [2.0], [3.0]]), ("x",), "a.csv", extra={"g": np.array(["b", "a", "b"])})
+    b = Table(np.array([[4.0], [5.0]]), ("x",), "b.csv", extra={"g": np.array(["c", "a"])})
+    (ta, tb), kinds = encode([a, b], ["g"], order=["g", "x"])
+    assert kinds.names == ("g", "x") and kinds.categorical == {"g": ("a", "b", "c")}
+    assert ta.names == ("g=b", "g=c", "x") and kinds.blocks() == [[0, 1], [2]]
+    np.testing.assert_array_equal(ta.X, [[1, 0, 1], [0, 0, 2], [1, 0, 3]])
+    np.testing.assert_array_equal(tb.X, [[0, 1, 4], [0, 0, 5]])  # level c: only at b, still a column at a
+    assert ColumnKinds.from_dict(json.loads(json.dumps(kinds.to_dict()))) == kinds
+
+
+def test_too_many_levels_one_level_and_missing_cells_are_refused_naming_the_column():
+    ids = Table(np.zeros((30, 1)) + np.arange(30)[:, None], ("x",), "a.csv",
+                extra={"id": np.array([f"p{i}" for i in range(30)])})
+    with pytest.raises(OptionError, match=r"column 'id' has 30 levels, more than --max-levels 20"):
+        encode([ids], ["id"])
+    one = Table(np.arange(4.0)[:, None], ("x",), "a.csv", extra={"g": np.array(["k"] * 4)})
+    with pytest.raises(InputDataError, match=r"column 'g' has one level \('k'\) in every row"):
+        encode([one], ["g"])
+    miss = Table(np.arange(4.0)[:, None], ("x",), "a.csv", extra={"g": np.array(["k", "", "m", "k"])})
+    with pytest.raises(InputDataError, match=r"a\.csv: column 'g' \(categorical\) has a missing cell in data row 2"):
+        encode([miss], ["g"])
+    (t,), _ = encode([miss], ["g"], na_drop=True)
+    assert t.n == 3 and t.dropped_rows == 1
+
+
+def test_a_column_that_names_the_site_is_warned_about():
+    a = Table(np.arange(5.0)[:, None], ("x",), "a.csv", extra={"clinic": np.array(["c1"] * 5)})
+    b = Table(np.arange(5.0)[:, None] * 2, ("x",), "b.csv", extra={"clinic": np.array(["c2"] * 5)})
+    with pytest.warns(IdentifierColumnWarning, match="column 'clinic' has no level in common between the sites"):
+        encode([a, b], ["clinic"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the score and the search
+# ------------------------------------------------------------------------------------------------
+
+
+def test_the_score_is_unit_free_and_prefers_the_true_parents():
+    sim = simulate_mixed(6, 6, share=0.5, participants=1, samples=4000, seed=3)
+    (t,), cat = _tables(sim)
+    (e,), kinds = encode([t], cat, order=list(sim.names))
+    Xc = e.X - e.X.mean(axis=0)
+    G = Xc.T @ Xc / e.n
+    f = np.exp(np.random.default_rng(0).uniform(-5, 5, e.d))  # any units for every expanded column
+    G2 = G * np.outer(f, f)
+    s1, s2 = MixedGaussianScore(G, e.n, kinds.blocks()), MixedGaussianScore(G2, e.n, kinds.blocks())
+    for j in range(6):
+        pa = tuple(int(i) for i in np.flatnonzero(sim.B[:, j]))
+        others = tuple(i for i in range(6) if i != j and i not in pa)[:2]
+        for P in (pa, others, ()):
+            assert s1.cost(j, P) - s1.cost(j, ()) == pytest.approx(s2.cost(j, P) - s2.cost(j, ()), abs=1e-6)
+        if pa:
+            assert s1.cost(j, pa) < s1.cost(j, ())
+
+
+def test_an_all_categorical_network_is_recovered_from_the_sites_sums():
+    # asia-like: binary variables, a deterministic "either" (tub or lung)
+    rng = np.random.default_rng(2)
+    tables = []
+    for k, n in enumerate((800, 700)):
+        A, S = rng.random(n) < 0.3, rng.random(n) < 0.5
+        T = np.where(A, rng.random(n) < 0.6, rng.random(n) < 0.1)
+        L = np.where(S, rng.random(n) < 0.7, rng.random(n) < 0.1)
+        E = T | L
+        X = np.where(E, rng.random(n) < 0.9, rng.random(n) < 0.1)
+        yes = lambda v: np.where(v, "yes", "no")  # noqa: E731
+        tables.append(Table(np.zeros((n, 0)), (), f"s{k}.csv", extra={
+            "asia": yes(A), "smoke": yes(S), "tub": yes(T), "lung": yes(L), "either": yes(E), "xray": yes(X)}))
+    names = ["asia", "smoke", "tub", "lung", "either", "xray"]
+    enc, kinds = encode(tables, names, order=names)
+    res = learn(enc, LearnConfig(method="fed-suffstats"))
+    truth = np.zeros((6, 6), bool)
+    for a, b in (("asia", "tub"), ("smoke", "lung"), ("tub", "either"), ("lung", "either"), ("either", "xray")):
+        truth[names.index(a), names.index(b)] = True
+    assert res.names == tuple(names)
+    assert structure_metrics((res.W != 0).astype(float), truth.astype(float))["shd"] == 0
+    assert res.report["columns"]["kinds"] == ["categorical"] * 6
+
+
+def test_mixed_data_beat_the_same_levels_coded_as_numbers():
+    # 3 seeds of a d = 12 mixed SEM: the degenerate Gaussian score against integer codes as continuous columns
+    ours, coded = [], []
+    for seed in (1, 2, 3):
+        sim = simulate_mixed(12, 14, share=0.5, levels=(3, 4), participants=3, samples=1000, seed=seed)
+        tables, cat = _tables(sim)
+        enc, _ = encode(tables, cat, order=list(sim.names))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours.append(structure_metrics((learn(enc, LearnConfig(method="fed-suffstats")).W != 0).astype(float),
+                                          sim.B.astype(float))["shd"])
+            num = []
+            for t in tables:
+                X = np.column_stack([t.X[:, t.names.index(n)] if n in t.names else
+                                     np.char.lstrip(np.asarray(t.extra[n], str), "L").astype(float) for n in sim.names])
+                num.append(Table(X, tuple(sim.names), t.path))
+            coded.append(structure_metrics((learn(num, LearnConfig()).W != 0).astype(float), sim.B.astype(float))["shd"])
+    assert np.mean(ours) < np.mean(coded), (ours, coded)
+
+
+def test_the_search_keeps_to_knowledge_over_the_variables():
+    sim = simulate_mixed(6, 6, share=0.5, participants=1, samples=3000, seed=5)
+    (t,), cat = _tables(sim)
+    (e,), kinds = encode([t], cat, order=list(sim.names))
+    Xc = e.X - e.X.mean(axis=0)
+    G = Xc.T @ Xc / e.n
+    i, j = map(int, np.argwhere(sim.B)[0])
+    forbidden = np.zeros((6, 6), bool)
+    forbidden[i, j] = forbidden[j, i] = True
+    required = np.zeros((6, 6), bool)
+    k = next(c for c in range(6) if c not in (i, j) and not sim.B[i, c] and not sim.B[c, i])
+    required[i, k] = True
+    E = mixed_graph(G, e.n, kinds.blocks(), forbidden, required)
+    assert not E[i, j] and not E[j, i] and E[i, k]
+
+
+# ------------------------------------------------------------------------------------------------
+# the plan and the command line
+# ------------------------------------------------------------------------------------------------
+
+
+def test_methods_that_take_continuous_columns_only_refuse_a_categorical_one():
+    sim = simulate_mixed(5, 5, share=0.4, participants=2, samples=200, seed=1)
+    tables, cat = _tables(sim)
+    enc, _ = encode(tables, cat, order=list(sim.names))
+    for method in ("fed-sparse", "fed-bnsl", "notears", "local-notears", "fed-moments"):
+        with pytest.raises(OptionError, match=rf"column '{cat[0]}' is categorical; --method {method} takes "
+                                              r"continuous columns only \(fed-suffstats takes categorical columns\)"):
+            RunPlan.resolve(LearnConfig(method=method), Shapes.of_tables(enc))
+    with pytest.raises(OptionError, match="--standardize"):
+        RunPlan.resolve(LearnConfig(method="fed-suffstats", standardize=True), Shapes.of_tables(enc))
+    plan = RunPlan.resolve(LearnConfig(method="fed-suffstats"), Shapes.of_tables(enc))
+    assert RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert plan.variables == tuple(sim.names) and plan.names == enc[0].names
+
+
+def test_learn_reads_text_columns_as_categorical_and_writes_the_variables(tmp_path):
+    sim = simulate_mixed(6, 6, share=0.5, participants=3, samples=400, seed=4)
+    paths = _write(tmp_path, sim)
+    out = tmp_path / "run"
+    res = run("learn", *paths, "--out", out, "-q")
+    assert res.exit_code == 0, res.output
+    header = (out / "adjacency.csv").read_text().splitlines()[0].split(",")[1:]
+    assert header == list(sim.names)
+    report = json.loads((out / "report.json").read_text())
+    assert report["method"] == "fed-suffstats"
+    assert set(report["columns"]["levels"]) == set(sim.levels)
+    edges = (out / "edges.csv").read_text().splitlines()
+    assert edges[0] == "source,target,weight" and len(edges) > 1
+    # nothing of a continuous run changes: the same files without their text columns
+    cont = [n for n in sim.names if n not in sim.levels]
+    res2 = run("learn", *paths, "--columns", ",".join(cont), "-q")
+    assert res2.exit_code == 0 and "fed-suffstats" not in res2.stderr
+
+
+def test_the_cli_refusals_are_one_line(tmp_path):
+    sim = simulate_mixed(5, 5, share=0.4, participants=2, samples=200, seed=2)
+    paths = _write(tmp_path, sim)
+    cat = next(iter(sim.levels))
+    for args, code, text in (
+        (("--dp", "--epsilon", "5"), 2, f"column {cat!r} is categorical: under --dp"),
+        (("--method", "fed-sparse"), 2, f"column {cat!r} is categorical; --method fed-sparse takes continuous"),
+        (("--rounds", "5"), 2, "is the default for data with categorical columns"),
+        (("--max-levels", "1"), 2, "--max-levels must be at least 2"),
+    ):
+        out = tmp_path / "never"
+        res = run("learn", *paths, *args, "--out", out)
+        lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        assert res.exit_code == code and len(lines) == 1 and text in lines[0], res.output
+        assert "Traceback" not in res.output and not out.exists()

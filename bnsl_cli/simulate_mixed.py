@@ -22,10 +22,12 @@ __all__ = ["MixedSimulation", "simulate_mixed"]
 
 @dataclass(frozen=True)
 class MixedSimulation:
-    """``B[i, j]``: the edge ``i → j``; ``names``; ``levels[name]`` the levels of a categorical node;
-    ``shards``: per participant, a dict name -> column (floats, or level texts)."""
+    """``B[i, j]``: the edge ``i → j``; ``W`` the weights of the edges between continuous nodes (1 for
+    an edge into or out of a categorical node); ``names``; ``levels[name]`` the levels of a categorical
+    node; ``shards``: per participant, a dict name -> column (floats, or level texts)."""
 
     B: np.ndarray
+    W: np.ndarray
     names: tuple
     levels: dict
     shards: list
@@ -83,7 +85,11 @@ def simulate_mixed(d: int, edges: float, share: float = 0.4, levels=(2, 4), part
         rows = slice(s * samples, (s + 1) * samples)
         shards.append({names[j]: (np.array([f"L{v}" for v in vals[j][rows]]) if j in cat else vals[j][rows])
                        for j in range(d)})
-    return MixedSimulation(B, names, lev, shards)
+    Wt = np.where(B, 1.0, 0.0)
+    cont = np.array([j not in cat for j in range(d)])
+    both = B & cont[:, None] & cont[None, :]
+    Wt[both] = W[both]
+    return MixedSimulation(B, Wt, names, lev, shards)
 
 
 def _order(B: np.ndarray) -> list:

@@ -220,3 +220,27 @@ def test_the_cli_refusals_are_one_line(tmp_path):
         lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
         assert res.exit_code == code and len(lines) == 1 and text in lines[0], res.output
         assert "Traceback" not in res.output and not out.exists()
+
+
+def test_simulate_categorical_writes_text_columns_that_learn_reads(tmp_path):
+    out = tmp_path / "sim"
+    res = run("simulate", "-d", 8, "-e", 8, "-p", 3, "-n", 400, "--seed", 2, "--categorical", 0.5, "--out", out, "-q")
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    cats = manifest["truth"]["categorical"]
+    assert len(cats) == 4 and all(lv[0] == "L0" for lv in cats.values())
+    header = (out / "shards" / "participant-01.csv").read_text().splitlines()[:2]
+    cells = dict(zip(header[0].split(","), header[1].split(",")))
+    assert all(cells[c].startswith("L") for c in cats)
+    again = tmp_path / "again"
+    assert run("simulate", "-d", 8, "-e", 8, "-p", 3, "-n", 400, "--seed", 2, "--categorical", 0.5, "--out", again,
+               "-q").exit_code == 0
+    assert (again / "shards" / "participant-02.csv").read_bytes() == (out / "shards" / "participant-02.csv").read_bytes()
+    learned = tmp_path / "run"
+    assert run("learn", out / "shards", "-q", "--out", learned).exit_code == 0
+    ev = run("evaluate", learned / "adjacency.csv", "--truth", out / "truth.csv", "--json")
+    assert ev.exit_code == 0, ev.output
+    for bad, msg in ((("--categorical", "1.5"), "--categorical must be a share"), (("--categorical", "0.5", "--levels", "1,3"),
+                                                                                    "--levels '1,3'")):
+        r = run("simulate", "-d", 5, "-e", 5, "-p", 1, "-n", 50, *bad, "--out", tmp_path / "never")
+        assert r.exit_code == 2 and msg in r.stderr and not (tmp_path / "never").exists(), r.output

@@ -121,6 +121,12 @@ def command(
     spread: float = typer.Option(
         0.5, "--spread", help="With --heterogeneous: |w_p| = |w| + U\\[-spread, spread], reflected at LOW, sign kept."
     ),
+    categorical: Optional[float] = typer.Option(
+        None, "--categorical", metavar="SHARE", show_default=False,
+        help="Make this share of the nodes categorical (mixed data: continuous children with per-level offsets, "
+        "categorical children by a multinomial logit of their parents); levels written L0, L1, ...",
+    ),
+    levels: str = typer.Option("2,4", "--levels", metavar="LOW,HIGH", help="Levels of a categorical node (with --categorical)."),
     force: bool = typer.Option(False, "--force", help="Write into a non-empty directory not made by bnsl simulate."),
     json_out: bool = typer.Option(False, "--json", help="Print the manifest as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No summary on stderr."),
@@ -173,6 +179,9 @@ def command(
         return previous
 
     check_target()
+    if categorical is not None:
+        _mixed(nodes, edges, graph.value, participants, samples, seed, out, categorical, levels, json_out, quiet)
+        return
     result = sim.simulate(
         nodes,
         edges,
@@ -293,3 +302,69 @@ def _remove_stale(out: Path, previous: dict, keep: set[str]) -> None:
         parent = target.parent
         if parent != root and not any(parent.iterdir()):
             parent.rmdir()
+
+
+def _mixed(nodes, edges, graph, participants, samples, seed, out, share, levels, json_out, quiet) -> None:
+    """``simulate --categorical SHARE``: mixed data (:func:`bnsl_cli.simulate_mixed.simulate_mixed`); the
+    shards hold the categorical columns as text, ``truth.csv`` the DAG (the weight of an edge between
+    continuous nodes, 1 for an edge into or out of a categorical one)."""
+    import numpy as np
+
+    from bnsl_cli import __version__
+    from bnsl_cli.io.atomic import atomic_open, atomic_write_text
+    from bnsl_cli.io.graphs import ORIENTATION, adjacency_csv_text
+    from bnsl_cli.simulate_mixed import simulate_mixed
+
+    if not 0.0 <= share <= 1.0:
+        raise fail(f"--categorical must be a share between 0 and 1, got {share:g}", 2)
+    try:
+        lo, hi = (int(x) for x in levels.split(","))
+    except ValueError:
+        raise fail(f"--levels {levels!r}: give two whole numbers LOW,HIGH (e.g. 2,4)", 2) from None
+    if not 2 <= lo <= hi <= 20:
+        raise fail(f"--levels {levels!r}: need 2 <= LOW <= HIGH <= 20", 2)
+    used_seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+    res = simulate_mixed(nodes, edges, share, (lo, hi), participants, samples, used_seed, graph)
+    names = list(res.names)
+    truth = np.where(res.B, res.W, 0.0)
+    width = max(2, len(str(participants)))
+    files = [("truth.csv", "truth")]
+    files += [("data.csv" if participants == 1 else f"shards/participant-{k:0{width}d}.csv", "data")
+              for k in range(1, participants + 1)]
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "generator": GENERATOR, "bnsl_version": __version__,
+        "numpy_version": np.__version__, "orientation": ORIENTATION,
+        "model": ("mixed SEM: a continuous node = its continuous parents' weighted sum + an offset per level of each "
+                  "categorical parent + N(0, 1); a categorical node draws its level from a multinomial logit of its "
+                  "parents; truth.csv: the weight between continuous nodes, 1 into or out of a categorical node"),
+        "seed": used_seed, "seed_given": seed is not None,
+        "options": {"graph": graph, "categorical": share, "levels": [lo, hi], "participants": participants,
+                    "samples": samples},
+        "truth": {"nodes": names, "edges": int(res.B.sum()), "expected_edges": edges,
+                  "categorical": {k: list(v) for k, v in res.levels.items()}},
+        "files": [{"path": rel, "kind": kind} for rel, kind in files] + [{"path": "manifest.json", "kind": "manifest"}],
+    }
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "truth.csv", adjacency_csv_text(truth, names))
+        for (rel, _), shard in zip(files[1:], res.shards):
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            with atomic_open(out / rel, "w", newline="") as fh:
+                fh.write(",".join(names) + "\n")
+                cols = [shard[n] if n in res.levels else [repr(float(v)) for v in shard[n]] for n in names]
+                for row in zip(*cols):
+                    fh.write(",".join(row) + "\n")
+        atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    if json_out:
+        print_json(manifest)
+    if not quiet:
+        err_console.print(
+            f"simulated mixed {graph} DAG: {nodes} nodes ({len(res.levels)} categorical), {int(res.B.sum())} edges; "
+            f"{participants} participant{'s' if participants != 1 else ''} × {samples} rows; seed {used_seed}",
+            soft_wrap=True, markup=False)
+        err_console.print(f"wrote {out}/", soft_wrap=True, markup=False)

@@ -40,9 +40,12 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     """Why ``reply`` (from the participant at ``index``, 0-based) cannot be the answer to
     ``request``; ``None`` if it can.
 
-    Checked: a reply is there exactly when the request needs one; its kind answers the request's;
-    its header carries the request's round and ``d`` and the participant's own index; its length
-    matches its declared count (a share or second-moment reply: the count the request implies; a
+    Checked: a reply is there exactly when the request needs one; its kind answers the request's:
+    it is one of the kinds the request's class declares (``ReplyShape.answered_by``; a request of a
+    kind no class declares accepts no reply, one whose shape lists no kind accepts none) and a class
+    declares its payload reader (a kind nobody declares is refused, never passed with its values
+    unread); its header carries the request's round and ``d`` and the participant's own index; its
+    length matches its declared count (a share or second-moment reply: the count the request implies; a
     dense update: ``d²`` values); a sparse update names distinct entries inside the ``d × d``
     matrix. With ``values`` (every reply not masked by a secure sum): every value and the objective
     are finite and below :data:`REPLY_VALUE_LIMIT` in magnitude, and a share of the pooled variances
@@ -60,12 +63,14 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     no_reply = shape is not None and not shape.needs_reply(request)
     if reply is None:
         return None if no_reply else "sent no reply to a request that needs one"
+    if shape is None:  # nothing declares what answers this request, so no reply can be checked
+        return f"answered a kind-{r_kind} message, whose replies no message class declares"
     if no_reply:
         return shape.unneeded
     if len(reply) < HEADER.size + 1:
         return f"sent a {len(reply)}-byte message, shorter than the message header"
     kind, _, rnd, sender, d, count = HEADER.unpack_from(reply, 0)
-    if shape is not None and shape.answered_by and kind not in shape.answered_by:
+    if kind not in shape.answered_by:
         return f"answered a kind-{r_kind} message with a kind-{kind} message"
     if rnd != r_round:
         return f"sent a message for round {rnd} during round {r_round} (out of order)"
@@ -74,9 +79,9 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
     if d != r_d:
         return f"sent a message for d = {d}, not {r_d}"
     reader = reply_reader(kind)
-    if reader is None:
-        return None
-    due = None if shape is None or shape.due is None else shape.due(d, r_count)
+    if reader is None:  # declared to answer, but no class reads its values: refused, not passed unread
+        return f"sent a kind-{kind} message, whose values no message class declares how to read"
+    due = None if shape.due is None else shape.due(d, r_count)
     read = reader.payload(reply, d, count, due)
     if isinstance(read, str):
         return read
@@ -88,7 +93,7 @@ def validate_reply(request: bytes, reply: Optional[bytes], index: int, values: b
         if why is not None:
             return why
     why = _bad_values(vals, reader.what)
-    if why is None and shape is not None and shape.non_negative(r_count) and vals.size and float(vals.min()) < 0:
+    if why is None and shape.non_negative(r_count) and vals.size and float(vals.min()) < 0:
         # a share of the pooled variances is a sum of squares (or, under DP, of a released v̂ > 0
         # and a square) divided by n: never negative
         return f"sent a negative variance share ({float(vals.min()):.3g})"

@@ -11,7 +11,8 @@ later tier into an earlier one: "nothing causes age"). The text format, one stat
     tier 2: bp chol
 
 bnlearn-style whitelists / blacklists (a CSV with a ``from,to`` header, one arc a line) are read by
-``--require-file`` / ``--forbid-file``.
+``--require-file`` / ``--forbid-file``, and so are whole graphs (a BIF file, a bnlearn model string, a
+dagitty graph: every edge an arc) when the caller hands in the io layer's reader.
 
 :class:`KnowledgeSource` holds the statements as given (parsed before any data are read, so a bad
 file fails first); :meth:`KnowledgeSource.resolve` checks them against the column names and returns
@@ -31,7 +32,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from bnsl_cli.errors import OptionError
+from bnsl_cli.errors import BnslError, OptionError
 
 __all__ = ["Rule", "KnowledgeSource", "Knowledge", "parse_edge", "read_knowledge_file", "read_arc_file"]
 
@@ -100,11 +101,20 @@ def read_knowledge_file(path: Path) -> list[Rule]:
     return rules
 
 
-def read_arc_file(path: Path, kind: str) -> list[Rule]:
+def read_arc_file(path: Path, kind: str, graph_arcs=None) -> list[Rule]:
     """A bnlearn-style whitelist (``kind="require"``) or blacklist (``"forbid"``): CSV with a
-    ``from,to`` header, one arc a line."""
+    ``from,to`` header, one arc a line; or, with ``graph_arcs(path, text)`` given (the io layer's
+    :func:`bnsl_cli.io.graph_text_formats.graph_arcs`), a whole graph — a BIF file, a bnlearn model
+    string, a dagitty graph — whose every edge is an arc."""
     option = "--require-file" if kind == "require" else "--forbid-file"
     lines = _read_text(path, option)
+    if graph_arcs is not None:
+        try:
+            arcs = graph_arcs(Path(path), "\n".join(lines))
+        except BnslError as exc:
+            raise OptionError(f"{option} {exc}") from None
+        if arcs is not None:
+            return [Rule(kind, f"{path}: {a} -> {b}", a, b) for a, b in arcs]
     rows = list(csv.reader(lines))
     if not rows or [c.strip().lower() for c in rows[0][:2]] != ["from", "to"] or len(rows[0]) != 2:
         raise OptionError(f"{option} {path}:1: expected the header 'from,to'")
@@ -132,8 +142,10 @@ class KnowledgeSource:
         files: Iterable[Path] = (),
         require_files: Iterable[Path] = (),
         forbid_files: Iterable[Path] = (),
+        graph_arcs=None,
     ) -> Optional["KnowledgeSource"]:
-        """The statements of the command-line options (``None`` when there are none)."""
+        """The statements of the command-line options (``None`` when there are none); ``graph_arcs``:
+        what reads a whole graph file as arcs (:func:`read_arc_file`)."""
         rules = []
         for text in require or ():
             rules.append(Rule("require", f"--require {text}", *parse_edge(text, f"--require {text}")))
@@ -142,9 +154,9 @@ class KnowledgeSource:
         for p in files or ():
             rules.extend(read_knowledge_file(Path(p)))
         for p in require_files or ():
-            rules.extend(read_arc_file(Path(p), "require"))
+            rules.extend(read_arc_file(Path(p), "require", graph_arcs))
         for p in forbid_files or ():
-            rules.extend(read_arc_file(Path(p), "forbid"))
+            rules.extend(read_arc_file(Path(p), "forbid", graph_arcs))
         return cls(tuple(rules)) if rules else None
 
     def resolve(self, names: Sequence[str]) -> "Knowledge":

@@ -232,6 +232,7 @@ def command(
     from bnsl_cli.federated.methods.registry import default_method, method_spec
     from bnsl_cli.io.shards import read_shards
     from bnsl_cli.knowledge import KnowledgeSource
+    from bnsl_cli.io.graph_text_formats import graph_arcs
     from bnsl_cli.plan.options import DPConfig, LearnConfig
 
     if out is not None and str(out) == "-":  # not a folder named "-": stdout has its own options
@@ -286,7 +287,8 @@ def command(
         method=method, lam=lam, threshold=threshold, rounds=rounds, steps=steps, rho1=rho1, rho2=rho2,
         rho1_growth=rho1_growth, rho2_growth=rho2_growth, seed=seed, personal=personal, dp=dp_cfg,
         workers=workers, snap=snap, polish=polish, acyclicity=acyclicity, standardize=standardize,
-        knowledge=KnowledgeSource.from_options(require, forbid, knowledge_file, require_file, forbid_file),
+        knowledge=KnowledgeSource.from_options(require, forbid, knowledge_file, require_file, forbid_file,
+                                               graph_arcs=graph_arcs),
         bootstrap=bootstrap, min_strength=min_strength,
     )
     cfg.trace = trace  # keep every per-round record in report.json

@@ -246,6 +246,7 @@ def _config(opts: dict, ctx=None):
     from dataclasses import fields
 
     from bnsl_cli.knowledge import KnowledgeSource
+    from bnsl_cli.io.graph_text_formats import graph_arcs
     from bnsl_cli.plan.options import DPConfig, LearnConfig
 
     unknown = set(opts) - RUN_OPTIONS - OUTPUT_OPTIONS - COLUMN_OPTIONS
@@ -273,7 +274,7 @@ def _config(opts: dict, ctx=None):
     elif opts.get("epsilon") is not None:
         raise common.fail("--epsilon given without --dp; add --dp for a private run", 2)
     kw = {f.name: opts[f.name] for f in fields(LearnConfig) if f.name in opts and f.name != "dp"}
-    kw["knowledge"] = KnowledgeSource.from_options(*(opts.get(k) for k in KNOWLEDGE_OPTIONS))
+    kw["knowledge"] = KnowledgeSource.from_options(*(opts.get(k) for k in KNOWLEDGE_OPTIONS), graph_arcs=graph_arcs)
     cfg = LearnConfig(**kw, dp=dp, workers=1)
     cfg.check()
     return cfg

@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -33,6 +34,7 @@ __all__ = [
     "DAGITTY_SUFFIXES",
     "MODEL_STRING_SUFFIXES",
     "bnlearn_model_string",
+    "graph_arcs",
     "is_bif",
     "is_dagitty",
     "is_model_string",
@@ -385,3 +387,23 @@ def parse_dagitty(path: Path, text: str) -> tuple[list[str], Edges]:
     if k < len(toks):
         raise InputDataError(f"{path}: {where(k)}: text after the closing '}}' of the dagitty graph")
     return names, edges
+
+
+def graph_arcs(path: Path, text: str) -> Optional[list]:
+    """The directed edges ``(source, target)`` of ``text`` when it is a BIF file, a bnlearn model string
+    or a dagitty graph (``None`` otherwise): a whole graph as a list of arcs, as ``--require-file`` and
+    ``--forbid-file`` take them. An undirected dagitty edge is refused (an arc list states directions)."""
+    path = Path(path)
+    if is_bif(text):
+        _, edges = parse_bif(path, text)
+    elif is_model_string(text):
+        _, edges = parse_model_string(path, text)
+    elif is_dagitty(text) or path.name.lower().endswith(DAGITTY_SUFFIXES):
+        _, edges = parse_dagitty(path, text)
+        pairs = {(a, b) for a, b, _ in edges}
+        both = sorted((a, b) for a, b in pairs if (b, a) in pairs and a < b)
+        if both:
+            raise InputDataError(f"{path}: {both[0][0]} -- {both[0][1]} is undirected; an arc list needs directions")
+    else:
+        return None
+    return [(a, b) for a, b, _ in edges]

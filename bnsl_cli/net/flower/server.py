@@ -79,6 +79,7 @@ def learn_config(options: str):
     default under ``--dp``), ``--dp`` needs ``--epsilon``, ``--epsilon`` needs ``--dp``. Raises
     :class:`~bnsl_cli.errors.OptionError`."""
     from bnsl_cli.federated.methods.registry import default_method
+    from bnsl_cli.io.graph_text_formats import graph_arcs
     from bnsl_cli.knowledge import KnowledgeSource
     from bnsl_cli.plan.options import DPConfig, LearnConfig
 
@@ -148,7 +149,7 @@ def learn_config(options: str):
     elif dp_kw:
         raise OptionError(f"{', '.join('--' + k.replace('_', '-') for k in dp_kw)} given without --dp")
     src = KnowledgeSource.from_options(knowledge["require"], knowledge["forbid"], knowledge["files"],
-                                       knowledge["require_files"], knowledge["forbid_files"])
+                                       knowledge["require_files"], knowledge["forbid_files"], graph_arcs=graph_arcs)
     cfg = LearnConfig(**learn_kw, dp=dpc, knowledge=src, workers=1)
     cfg.check()
     return cfg

@@ -244,3 +244,88 @@ def test_simulate_categorical_writes_text_columns_that_learn_reads(tmp_path):
                                                                                     "--levels '1,3'")):
         r = run("simulate", "-d", 5, "-e", 5, "-p", 1, "-n", 50, *bad, "--out", tmp_path / "never")
         assert r.exit_code == 2 and msg in r.stderr and not (tmp_path / "never").exists(), r.output
+
+
+# ------------------------------------------------------------------------------------------------
+# the second phase: contingency tables from the sites, the multinomial BIC
+# ------------------------------------------------------------------------------------------------
+
+
+def _discrete_tables(seed=0, sites=2, n=600):
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(sites):
+        a = rng.choice(["p", "q", "r"], n)
+        b = np.where(a == "p", rng.choice(["x", "y"], n, p=[0.8, 0.2]), rng.choice(["x", "y"], n, p=[0.3, 0.7]))
+        c = np.where((a == "q") & (b == "y"), "on", np.where(rng.random(n) < 0.2, "on", "off"))
+        out.append(Table(np.zeros((n, 0)), (), f"s{k}.csv", extra={"a": a, "b": b, "c": c}))
+    return encode(out, ["a", "b", "c"], order=["a", "b", "c"])
+
+
+def test_the_table_request_round_trips_and_a_site_counts_its_rows():
+    from bnsl_cli.federated.methods.suffstats.messages import TABLE_ROUND, TableRequest
+    from bnsl_cli.federated.methods.suffstats.site import make_suffstats_site
+
+    enc, kinds = _discrete_tables()
+    plan = RunPlan.resolve(LearnConfig(method="fed-suffstats"), Shapes.of_tables(enc))
+    req = TableRequest(TABLE_ROUND, plan.d, 3 * 2 * 2 + 2 * 2, ((0, 1, 2), (1, 2)))
+    assert TableRequest.decode(req.encode()) == req
+    site = make_suffstats_site(plan, 0, enc[0].X, None)
+    from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, FirstRequest
+
+    site.handle(FirstRequest(0, plan.d, plan.d).encode())
+    with pytest.raises(Exception, match="after the stages"):
+        site.handle(req.encode())
+    site.handle(BasisBroadcast(1, plan.d, np.zeros(plan.d), np.ones(plan.d), np.eye(plan.d)).encode())
+    from bnsl_cli.federated.messages import ShareReply
+
+    vals = ShareReply.decode(site.handle(req.encode())).values * plan.n_total
+    assert vals[:12].sum() == pytest.approx(enc[0].n) and vals[12:].sum() == pytest.approx(enc[0].n)
+    # the table of (a, b, c) marginalised to (b, c) is the second table
+    np.testing.assert_allclose(vals[:12].reshape(3, 2, 2).sum(axis=0).ravel(), vals[12:])
+    with pytest.raises(Exception, match="already sent once"):
+        site.handle(req.encode())
+
+
+@pytest.mark.parametrize("groups, count, why", [
+    (((0, 0),), 9, "distinct"),
+    (((0,),), 3, "2 to"),
+    (((0, 1),), 7, "values for 6 cells"),
+    (((0, 5),), 6, "not one of the plan's categorical columns"),
+])
+def test_a_site_refuses_a_bad_table_request_before_counting(groups, count, why):
+    from bnsl_cli.federated.methods.suffstats.messages import TABLE_ROUND, TableRequest
+    from bnsl_cli.federated.methods.suffstats.sequence import table_request_problem
+
+    enc, _ = _discrete_tables()
+    plan = RunPlan.resolve(LearnConfig(method="fed-suffstats"), Shapes.of_tables(enc))
+    assert why in table_request_problem(TableRequest(TABLE_ROUND, plan.d, count, groups), plan)
+    cont = RunPlan.resolve(LearnConfig(method="fed-suffstats"), Shapes.of_tables(
+        [Table(np.random.default_rng(0).normal(size=(50, 3)), ("x", "y", "z"), "t.csv")]))
+    assert "without categorical columns" in table_request_problem(TableRequest(TABLE_ROUND, cont.d, 4, ((0, 1),)), cont)
+
+
+def test_the_multinomial_cost_is_the_bic_of_the_counts():
+    from bnsl_cli.solvers.discrete_score import multinomial_cost
+
+    rng = np.random.default_rng(1)
+    T = rng.integers(0, 30, size=(3, 2, 4)).astype(float)  # axes: a, b, c
+    n = T.sum()
+    # c given a: counts N[a, c]
+    N = T.sum(axis=1)
+    ll = sum(N[i, k] * np.log(N[i, k] / N[i].sum()) for i in range(3) for k in range(4) if N[i, k] > 0)
+    assert multinomial_cost(T, 2, [0], n) == pytest.approx(-ll + np.log(n) / 2 * 3 * 3)
+    # b alone
+    Nb = T.sum(axis=(0, 2))
+    llb = sum(v * np.log(v / n) for v in Nb if v > 0)
+    assert multinomial_cost(T, 1, [], n) == pytest.approx(-llb + np.log(n) / 2 * 1)
+
+
+def test_the_second_phase_runs_and_keeps_to_the_tables_parents():
+    enc, kinds = _discrete_tables(seed=3, sites=3, n=800)
+    res = learn(enc, LearnConfig(method="fed-suffstats"))
+    note = res.report["history"][-1]["note"]
+    assert "second phase: the multinomial BIC of" in note, note
+    # a → b, a → c, b → c (c depends on a and b together)
+    skel = (res.W != 0) | (res.W != 0).T
+    assert skel[0, 1] and skel[0, 2] and skel[1, 2]

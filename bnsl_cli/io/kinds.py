@@ -86,6 +86,29 @@ class ColumnKinds:
             k += w
         return out
 
+    def level_counts(self) -> list:
+        """Per variable, its number of levels (1 for a continuous one)."""
+        cat = self.categorical
+        return [len(cat[n]) if n in cat else 1 for n in self.names]
+
+    def codes(self, X: np.ndarray, j: int) -> np.ndarray:
+        """The level index (0 … K − 1) of categorical variable ``j`` in every row of the expanded data
+        ``X`` (0: the reference level, no indicator set)."""
+        block = X[:, self.blocks()[j]]
+        return np.where(block.sum(axis=1) > 0.5, 1 + np.argmax(block, axis=1), 0).astype(np.int64)
+
+    def tables(self, X: np.ndarray, groups) -> np.ndarray:
+        """The contingency tables of ``groups`` (tuples of categorical variables) over the rows of the
+        expanded data ``X``, each in C order over its variables' levels, one after another."""
+        K = self.level_counts()
+        out = []
+        for g in groups:
+            flat = np.zeros(X.shape[0], dtype=np.int64)
+            for v in g:
+                flat = flat * K[v] + self.codes(X, v)
+            out.append(np.bincount(flat, minlength=int(np.prod([K[v] for v in g]))).astype(float))
+        return np.concatenate(out) if out else np.zeros(0)
+
     def to_dict(self) -> dict:
         return {"names": list(self.names),
                 "kinds": [self.kind(n) for n in self.names],

@@ -30,7 +30,7 @@ from bnsl_cli.solvers.gaussian_score import ebic_penalty
 from bnsl_cli.solvers.local_score import LocalScore
 from bnsl_cli.solvers.order_search import OrderScores, order_search, topological_order
 
-__all__ = ["MixedGaussianScore", "mixed_graph", "mixed_weights"]
+__all__ = ["MixedGaussianScore", "mixed_graph", "best_order_graph", "mixed_weights"]
 
 
 class MixedGaussianScore(LocalScore):
@@ -138,16 +138,24 @@ class MixedGaussianScore(LocalScore):
 def mixed_graph(G: np.ndarray, n: float, blocks, forbidden=None, required=None,
                 penalty: Optional[float] = None) -> np.ndarray:
     """The DAG over the variables (``E[i, j]``: edge ``i → j``) with the lowest degenerate Gaussian
-    cost found by the order search from four starts — the variables in their order and reversed, then
-    both topological orders of the better result reversed (a second pass that leaves the first local
-    optimum). ``forbidden``/``required``: prior knowledge over the variables."""
-    score = MixedGaussianScore(G, n, blocks, penalty)
+    cost found by :func:`best_order_graph`. ``forbidden``/``required``: prior knowledge over the
+    variables."""
+    return best_order_graph(MixedGaussianScore(G, n, blocks, penalty), forbidden, required)
+
+
+def best_order_graph(score: LocalScore, forbidden=None, required=None, starts=()) -> np.ndarray:
+    """The lowest-cost DAG the order search finds on ``score`` from four starts — the variables in their
+    order and reversed, then both topological orders of each result reversed (a second pass that leaves
+    the first local optimum) — and from both topological orders of each graph in ``starts``."""
     scores = OrderScores(score, forbidden, required)
     d = score.d
     best = None
     with np.errstate(all="ignore"):
+        firsts = [list(range(d)), list(range(d))[::-1]]
+        for E0 in starts:
+            firsts += [topological_order(np.asarray(E0, bool), last) for last in (False, True)]
         tried = []
-        for start in (list(range(d)), list(range(d))[::-1]):
+        for start in firsts:
             res = order_search(score, start, scores=scores)
             if res is not None:
                 tried.append(res)

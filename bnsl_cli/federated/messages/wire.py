@@ -37,6 +37,9 @@ class MessageKind(enum.IntEnum):
     #: a centre request (bins per column), private runs only, once between the first request and
     #: the first basis broadcast; answered with a share of its count's values
     CENTRE_REQUEST = 42
+    #: a contingency-table request (groups of categorical variables), non-private runs with categorical
+    #: columns only, once after the stages; answered with a share of its count's values (the cells)
+    TABLE_REQUEST = 43
     # 21 and 24 (the per-participant statistics and moments before the sum-shaped encoding) are
     # retired: no build sends or accepts them, and the numbers are not reused
 

@@ -13,7 +13,14 @@ from bnsl_cli.dag import finish_graph
 from bnsl_cli.errors import BnslError, ClippedRowsWarning, NoisyReleaseWarning, warn
 from bnsl_cli.federated.messages import ShareReply
 from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments, psd_moments
-from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
+from bnsl_cli.federated.methods.suffstats.messages import (
+    CENTRE_ROUND,
+    TABLE_ROUND,
+    BasisBroadcast,
+    CentreRequest,
+    FirstRequest,
+    TableRequest,
+)
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.confidence import resample_release
 from bnsl_cli.federated.methods.suffstats.budget import (
@@ -29,7 +36,12 @@ from bnsl_cli.federated.methods.suffstats.releases import (
     pooled_noise_std,
     stage_releases,
 )
-from bnsl_cli.federated.methods.suffstats.sequence import basis_problem
+from bnsl_cli.federated.methods.suffstats.sequence import (
+    MAX_TABLE_CELLS,
+    MAX_TABLE_VALUES,
+    MAX_TABLE_VARIABLES,
+    basis_problem,
+)
 from bnsl_cli.federated.outcome import (
     PooledStats,
     SolverFinal,
@@ -40,7 +52,8 @@ from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, Suffsta
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty, least_squares_weights
 from bnsl_cli.io.kinds import CATEGORICAL
-from bnsl_cli.solvers.mixed_score import mixed_graph, mixed_weights
+from bnsl_cli.solvers.discrete_score import TwoPhaseScore
+from bnsl_cli.solvers.mixed_score import MixedGaussianScore, best_order_graph, mixed_graph, mixed_weights
 from bnsl_cli.solvers.moment_search import MomentSearchResult, backward_parents, learn_from_moments
 from bnsl_cli.solvers.score_search import polish_graph
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, to_original_units
@@ -436,6 +449,7 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         t0 = time.perf_counter()
         # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
         if plan.columns is not None:
+            res = second_phase(plan, fleet, Gs, n, res)
             W, Wf, removed, choice = res.W, res.W, [], res.info["note"]
         else:
             W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))
@@ -489,3 +503,54 @@ def mixed_search(G: np.ndarray, n: float, plan) -> MomentSearchResult:
     note = (f"the degenerate Gaussian score on the moments of {G.shape[0]} expanded columns "
             f"({sum(categorical)} categorical of {len(blocks)} variables): order search, {int(E.sum())} edges")
     return MomentSearchResult(W, E, {"score": "degenerate-gaussian", "note": note})
+
+
+def table_groups(E: np.ndarray, cols) -> list:
+    """The second phase's tables: for every categorical variable whose neighbours in the first phase's
+    DAG ``E`` are all categorical (and at least one), the variable and its neighbours, when their table
+    has at most :data:`~bnsl_cli.federated.methods.suffstats.sequence.MAX_TABLE_CELLS` cells and at most
+    :data:`~bnsl_cli.federated.methods.suffstats.sequence.MAX_TABLE_VARIABLES` variables."""
+    K = cols.level_counts()
+    cat = [cols.kind(v) == CATEGORICAL for v in cols.names]
+    skel = E | E.T
+    groups, total = [], 0
+    for j in range(len(cols.names)):
+        nb = [int(i) for i in np.flatnonzero(skel[:, j])]
+        if not cat[j] or not nb or not all(cat[i] for i in nb) or len(nb) + 1 > MAX_TABLE_VARIABLES:
+            continue
+        cells = int(np.prod([K[v] for v in [j, *nb]]))
+        if cells > MAX_TABLE_CELLS or total + cells > MAX_TABLE_VALUES:
+            continue
+        groups.append((j, *nb))
+        total += cells
+    return groups
+
+
+def second_phase(plan, fleet, G: np.ndarray, n: float, res: MomentSearchResult) -> MomentSearchResult:
+    """The second phase of mixed data (non-private): the sites' sums of the contingency tables of every
+    categorical variable with its first-phase neighbours (:func:`table_groups`; one more sum-shaped
+    exchange), then the order search on one score — the multinomial BIC for those variables (parents among
+    their neighbours), the degenerate Gaussian score for the rest — from the first phase's graph and the
+    usual starts (:func:`~bnsl_cli.solvers.mixed_score.best_order_graph`)."""
+    cols = plan.columns
+    groups = table_groups(res.E, cols)
+    if not groups:
+        return res
+    K = cols.level_counts()
+    count = int(sum(np.prod([K[v] for v in g]) for g in groups))
+    fleet.traffic.enter("tables")
+    raw = fleet.exchange(TableRequest(TABLE_ROUND, plan.d, count, tuple(groups)).encode())
+    flat = np.rint(_sum(raw) * n)
+    tables, off = {}, 0
+    for g in groups:
+        cells = int(np.prod([K[v] for v in g]))
+        tables[g[0]] = (list(g), flat[off : off + cells].reshape([K[v] for v in g]))
+        off += cells
+    blocks = cols.blocks()
+    score = TwoPhaseScore(MixedGaussianScore(G, n, blocks), tables, n)
+    E = best_order_graph(score, plan.forbidden_mask(), plan.required_mask(), starts=(res.E,))
+    categorical = [cols.kind(v) == CATEGORICAL for v in cols.names]
+    W = mixed_weights(G, E, blocks, categorical)
+    note = (res.info["note"] + f"; second phase: the multinomial BIC of {len(groups)} categorical variables on their "
+            f"contingency tables with their neighbours ({count} cells), {int(E.sum())} edges")
+    return MomentSearchResult(W, E, {"score": "degenerate-gaussian+multinomial", "note": note})

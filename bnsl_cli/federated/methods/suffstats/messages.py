@@ -108,4 +108,51 @@ class CentreRequest:
         return cls(rnd, d, count, v[:d], v[d:])
 
 
-declare(FirstRequest, BasisBroadcast, CentreRequest)
+#: The round number of fed-suffstats' table request (and of its replies), apart from the stages' and the
+#: centre request's for the secure sum's masks.
+TABLE_ROUND = 0xFFFFFFFE
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """Server → participant, a non-private run with categorical columns only, once after the stages:
+    send your share of the contingency tables of ``groups`` (each a tuple of variable indices into the
+    plan's ``columns.names``, all categorical), each table's cells in C order over the variables' levels
+    (the first variable varying slowest), the tables one after another; ``count`` is every cell.
+    ``round`` is :data:`TABLE_ROUND`."""
+
+    round: int
+    d: int
+    count: int
+    groups: tuple
+
+    kind = MessageKind.TABLE_REQUEST
+    #: answered by a share of as many values as its count says
+    reply = ReplyShape((MessageKind.SHARE_REPLY,), due=lambda d, count: count)
+
+    def encode(self) -> bytes:
+        head = HEADER.pack(MessageKind.TABLE_REQUEST, _VERSION, self.round, 0, self.d, self.count)
+        flat = [len(self.groups)] + [x for g in self.groups for x in (len(g), *g)]
+        return head + np.asarray(flat, "<u4").tobytes()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "TableRequest":
+        kind, version, rnd, _, d, count = read_header(data)
+        if kind != MessageKind.TABLE_REQUEST or version != _VERSION:
+            raise ValueError("not a fed-suffstats table request")
+        body = data[HEADER.size:]
+        if len(body) % 4 or not body:
+            raise ValueError(f"a table request of {len(data)} bytes")
+        v = np.frombuffer(body, "<u4").astype(int).tolist()
+        groups, k = [], 1
+        for _ in range(v[0]):
+            if k >= len(v) or k + 1 + v[k] > len(v):
+                raise ValueError("a table request whose groups overrun it")
+            groups.append(tuple(v[k + 1 : k + 1 + v[k]]))
+            k += 1 + v[k]
+        if k != len(v):
+            raise ValueError("a table request with bytes after its groups")
+        return cls(rnd, d, count, tuple(groups))
+
+
+declare(FirstRequest, BasisBroadcast, CentreRequest, TableRequest)

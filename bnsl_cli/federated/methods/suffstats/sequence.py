@@ -10,7 +10,14 @@ from typing import Optional
 import numpy as np
 
 from bnsl_cli.federated.messages import MessageKind, read_header
-from bnsl_cli.federated.methods.suffstats.messages import CENTRE_ROUND, BasisBroadcast, CentreRequest, FirstRequest
+from bnsl_cli.federated.methods.suffstats.messages import (
+    CENTRE_ROUND,
+    TABLE_ROUND,
+    BasisBroadcast,
+    CentreRequest,
+    FirstRequest,
+    TableRequest,
+)
 from bnsl_cli.federated.methods.suffstats.bins import CENTRE_BINS, pair_bins, value_bins
 from bnsl_cli.federated.methods.suffstats.releases import CLIP, STAGE_Z, release_sensitivity, stage_releases
 from bnsl_cli.federated.site_sequence import Step
@@ -101,6 +108,44 @@ def first_request_problem(req: FirstRequest, d: int, private: bool) -> Optional[
     if req.d != d or req.count != want or req.round != 0:
         return f"a first request for d = {req.d}, {req.count} values, round {req.round} (this site: d = {d}, {want} values, round 0)"
     return None
+
+#: A table request asks at most this many cells per table (a categorical node and its candidate parents'
+#: levels multiplied) and in all: public bounds a site checks before counting anything.
+MAX_TABLE_CELLS = 1 << 16
+MAX_TABLE_VALUES = 1 << 22
+#: the most variables in one table
+MAX_TABLE_VARIABLES = 10
+
+
+def table_request_problem(req: TableRequest, plan) -> Optional[str]:
+    """Why a site must not answer ``req`` (public values only, before any row is touched): a
+    non-private plan with categorical columns, ``d`` and round as planned, groups of 2 to
+    :data:`MAX_TABLE_VARIABLES` distinct categorical variables, each table and all of them within
+    :data:`MAX_TABLE_CELLS` and :data:`MAX_TABLE_VALUES` cells, ``count`` their cells."""
+    cols = plan.columns
+    if plan.private or cols is None:
+        return "a table request in a plan without categorical columns (or a private one)"
+    if req.d != plan.d or req.round != TABLE_ROUND:
+        return f"a table request for d = {req.d}, round {req.round} (this site: d = {plan.d}, round {TABLE_ROUND})"
+    if not req.groups or len(req.groups) > len(cols.names):
+        return f"a table request of {len(req.groups)} tables (at most {len(cols.names)})"
+    K = cols.level_counts()
+    total = 0
+    for g in req.groups:
+        if not 2 <= len(g) <= MAX_TABLE_VARIABLES or len(set(g)) != len(g):
+            return f"a table of {len(g)} variables (2 to {MAX_TABLE_VARIABLES} distinct ones)"
+        if any(v >= len(cols.names) or K[v] < 2 or cols.kind(cols.names[v]) != "categorical" for v in g):
+            return "a table over a variable that is not one of the plan's categorical columns"
+        cells = 1
+        for v in g:
+            cells *= K[v]
+        if cells > MAX_TABLE_CELLS:
+            return f"a table of {cells} cells (at most {MAX_TABLE_CELLS})"
+        total += cells
+    if total != req.count or total > MAX_TABLE_VALUES:
+        return f"a table request of {req.count} values for {total} cells (at most {MAX_TABLE_VALUES})"
+    return None
+
 
 # -- what a site's shares may hold (bnsl_cli.federated.reply_limits) -------------------------------
 
@@ -220,6 +265,35 @@ class WhitenedShares(Rule):
         return psd_message(values, a, b, diag, "a share of the whitened moments")
 
 
+class TableShares(Rule):
+    """A share of contingency tables (counts of the site's rows over n): every value in ``[0, n_p/n]``,
+    and each table adds up to the site's rows."""
+
+    what = "share of the contingency tables"
+
+    def __init__(self, levels: Optional[list]):
+        self.levels = levels  # per variable, its levels (the plan's columns)
+
+    def limit(self, lim, request, index):
+        return lim.rows[index] / lim.n * (1.0 + ROUNDING), "counts of n_p rows, over n"
+
+    def consistent(self, lim, request, index, values):
+        req = TableRequest.decode(request)
+        K = self.levels
+        if K is None:
+            return None
+        n_p, off = lim.rows[index], 0
+        for g in req.groups:
+            cells = int(np.prod([K[v] for v in g]))
+            got = float(values[off : off + cells].sum()) * lim.n
+            off += cells
+            if abs(got - n_p) > ROUNDING * max(n_p, 1) * cells:
+                return f"sent a contingency table that adds up to {got:.6g} rows, not its {n_p}"
+            if float(values[off - cells : off].min(initial=0.0)) < 0:
+                return "sent a contingency table with a negative count"
+        return None
+
+
 def reply_rules(plan) -> dict:
     """What fed-suffstats' replies may hold (:mod:`bnsl_cli.federated.reply_limits`): private, the scale
     and the centre histograms (:class:`HistogramShares`), non-private the column-mean shares
@@ -227,7 +301,8 @@ def reply_rules(plan) -> dict:
     (:class:`WhitenedShares`)."""
     first = HistogramShares(ReleaseKind.SCALE_HISTOGRAM) if plan.private else MeanShares()
     return {MessageKind.FIRST_REQUEST: first, MessageKind.CENTRE_REQUEST: HistogramShares(ReleaseKind.CENTRE_HISTOGRAM),
-            MessageKind.BASIS_BROADCAST: WhitenedShares()}
+            MessageKind.BASIS_BROADCAST: WhitenedShares(),
+            MessageKind.TABLE_REQUEST: TableShares(None if plan.columns is None else plan.columns.level_counts())}
 
 
 # -- the order a site answers the requests in (bnsl_cli.federated.site_sequence) --------------------
@@ -235,6 +310,7 @@ def reply_rules(plan) -> dict:
 #: how the sequence names the first request and the centre request among the once-only requests
 FIRST = "fed-suffstats first request"
 CENTRE = "fed-suffstats centre request"
+TABLES = "fed-suffstats table request"
 
 
 def planned_stages(plan) -> int:
@@ -319,6 +395,25 @@ class BasisStep(Step):
         state.stages_done = rnd
 
 
+class TableStep(Step):
+    """The table request (non-private plans with categorical columns): once, after the stages."""
+
+    kinds = frozenset({MessageKind.TABLE_REQUEST})
+
+    def admit(self, plan, state, kind, rnd, data):
+        if plan.private or plan.columns is None:
+            return "a fed-suffstats table request in a plan without categorical columns (or a private one)"
+        if state.stages_done < planned_stages(plan):
+            return "a fed-suffstats table request before the stages"
+        if TABLES in state.seen:
+            return "a second fed-suffstats table request"
+        return None
+
+    def commit(self, plan, state, kind, rnd, data):
+        state.seen.add(TABLES)
+
+
 def site_sequence(plan) -> tuple:
-    """fed-suffstats' message sequence at a site: the first request, the centre request, the stages."""
-    return (FirstRequestStep(), CentreRequestStep(), BasisStep())
+    """fed-suffstats' message sequence at a site: the first request, the centre request, the stages, the
+    table request."""
+    return (FirstRequestStep(), CentreRequestStep(), BasisStep(), TableStep())

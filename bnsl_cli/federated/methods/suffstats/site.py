@@ -10,7 +10,7 @@ import numpy as np
 
 from bnsl_cli.errors import PrivacyBudgetError
 from bnsl_cli.federated.messages import ShareReply, message_kind
-from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, CentreRequest, FirstRequest
+from bnsl_cli.federated.methods.suffstats.messages import BasisBroadcast, CentreRequest, FirstRequest, TableRequest
 from bnsl_cli.federated.methods.suffstats.releases import (
     STAGES,
     centre_histogram_release,
@@ -23,6 +23,7 @@ from bnsl_cli.federated.methods.suffstats.sequence import (
     basis_problem,
     centre_request_problem,
     first_request_problem,
+    table_request_problem,
 )
 from bnsl_cli.federated.share_site import ShareSite
 from bnsl_cli.federated.site_sequence import refuse_unsafe
@@ -37,7 +38,7 @@ class SuffstatsSite(ShareSite):
     its share of the augmented second moments in that basis, each stage once."""
 
     def __init__(self, pid: int, X: np.ndarray, *, privacy=None, rng=None, label: Optional[str] = None,
-                 n_total: Optional[int] = None):
+                 n_total: Optional[int] = None, plan=None):
         self.pid = int(pid)
         self._X = np.asarray(X, dtype=float)
         self.n_rows, self.d = self._X.shape
@@ -50,6 +51,7 @@ class SuffstatsSite(ShareSite):
         self.compute_s = 0.0
         self.notes: dict = {}
         self.answered: set = set()
+        self.plan = plan  # (the table request's checks read the plan's columns)
         if privacy is not None:
             if rng is None:
                 raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
@@ -105,11 +107,22 @@ class SuffstatsSite(ShareSite):
                 self.ledger.record(self.pid, event)
             values = upper_triangle(M) / float(self.n_total)
             req = msg
+        elif kind == TableRequest.kind:
+            req = TableRequest.decode(data)
+            if self.plan is None:
+                raise ValueError(f"{self.label}: a table request without the run's plan")
+            if not any(w.startswith("stage") for w in self.answered):
+                raise ValueError(f"{self.label}: a table request comes after the stages")
+            refuse_unsafe(self.label, table_request_problem(req, self.plan))
+            self._once("tables")
+            values = self.plan.columns.tables(self._X, req.groups) / float(self.n_total)
         else:
-            raise ValueError(f"{self.label}: fed-suffstats answers only a first request and basis broadcasts")
+            raise ValueError(f"{self.label}: fed-suffstats answers only a first request, basis broadcasts and a "
+                             "table request")
         self.compute_s += time.perf_counter() - t0
         return ShareReply(req.round, self.pid, self.d, values).encode()
 
 
 def make_suffstats_site(plan, pid: int, X: np.ndarray, rng) -> SuffstatsSite:
-    return SuffstatsSite(pid, X, privacy=plan.privacy, rng=rng, label=plan.participants[pid].label, n_total=plan.n_total)
+    return SuffstatsSite(pid, X, privacy=plan.privacy, rng=rng, label=plan.participants[pid].label, n_total=plan.n_total,
+                         plan=plan)

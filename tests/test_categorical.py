@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError
-from bnsl_cli.io.kinds import ColumnKinds, encode
+from bnsl_cli.column_kinds import ColumnKinds
+from bnsl_cli.io.kinds import encode
 from bnsl_cli.io.table import Table
 from bnsl_cli.learn import learn
 from bnsl_cli.metrics import structure_metrics

@@ -4,7 +4,7 @@ A categorical column (sex, smoking status, a diagnosis, yes/no) holds levels, re
 sees it as ``K − 1`` indicator columns (the first level, in sorted order, is the reference), so that the
 sites' sum-shaped statistics (the pooled second moments of the expanded columns: the 1- and 2-way
 contingency tables and the per-level means) carry everything the mixed score needs
-(:mod:`bnsl_cli.solvers.mixed_score`). :class:`ColumnKinds` is that shape: the variables in order, the
+(:mod:`bnsl_cli.solvers.mixed_score`). :class:`~bnsl_cli.column_kinds.ColumnKinds` is that shape: the variables in order, the
 levels of each categorical one, and the expanded columns' names and blocks.
 
 Which columns are categorical: the ones declared (``--categorical``) and, in a run without ``--dp``,
@@ -20,20 +20,19 @@ import csv
 import gzip
 import io
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
+from bnsl_cli.column_kinds import ColumnKinds
 from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError
 from bnsl_cli.io.csv_check import is_date
 from bnsl_cli.io.table import MISSING, STDIN, Table, display_name
 
-__all__ = ["CONTINUOUS", "CATEGORICAL", "MAX_LEVELS", "ColumnKinds", "text_columns_of", "encode"]
+__all__ = ["MAX_LEVELS", "text_columns_of", "encode"]
 
-CONTINUOUS = "continuous"
-CATEGORICAL = "categorical"
 #: The most levels a categorical column may have (``--max-levels``): more is an identifier or free text,
 #: not a variable a graph of a few dozen nodes can use (each level is a column of the expanded data).
 MAX_LEVELS = 20
@@ -43,82 +42,6 @@ SNIFF_ROWS = 1000
 #: :data:`bnsl_cli.io.table.MISSING`). A level spelled like one is a level only where it is declared so
 #: (``encode``'s ``missing``; the command line's schema, to come).
 _MISSING = frozenset(("",) + MISSING)
-
-
-@dataclass(frozen=True)
-class ColumnKinds:
-    """The variables (``names``, in order) and the levels of each categorical one (``levels``:
-    name -> sorted tuple of level texts). Continuous variables are one column of the expanded data; a
-    categorical one with ``K`` levels is ``K − 1`` indicator columns named ``name=level`` (the first
-    level is the reference)."""
-
-    names: tuple
-    levels: tuple  # ((name, (level, ...)), ...) in the order of ``names``
-
-    @property
-    def categorical(self) -> dict:
-        return dict(self.levels)
-
-    def kind(self, name: str) -> str:
-        return CATEGORICAL if name in self.categorical else CONTINUOUS
-
-    @property
-    def has_categorical(self) -> bool:
-        return bool(self.levels)
-
-    def expanded_names(self) -> tuple:
-        out = []
-        cat = self.categorical
-        for name in self.names:
-            if name in cat:
-                out.extend(f"{name}={lev}" for lev in cat[name][1:])
-            else:
-                out.append(name)
-        return tuple(out)
-
-    def blocks(self) -> list:
-        """Per variable, the indices of its columns in the expanded data."""
-        out, k = [], 0
-        cat = self.categorical
-        for name in self.names:
-            w = len(cat[name]) - 1 if name in cat else 1
-            out.append(list(range(k, k + w)))
-            k += w
-        return out
-
-    def level_counts(self) -> list:
-        """Per variable, its number of levels (1 for a continuous one)."""
-        cat = self.categorical
-        return [len(cat[n]) if n in cat else 1 for n in self.names]
-
-    def codes(self, X: np.ndarray, j: int) -> np.ndarray:
-        """The level index (0 … K − 1) of categorical variable ``j`` in every row of the expanded data
-        ``X`` (0: the reference level, no indicator set)."""
-        block = X[:, self.blocks()[j]]
-        return np.where(block.sum(axis=1) > 0.5, 1 + np.argmax(block, axis=1), 0).astype(np.int64)
-
-    def tables(self, X: np.ndarray, groups) -> np.ndarray:
-        """The contingency tables of ``groups`` (tuples of categorical variables) over the rows of the
-        expanded data ``X``, each in C order over its variables' levels, one after another."""
-        K = self.level_counts()
-        out = []
-        for g in groups:
-            flat = np.zeros(X.shape[0], dtype=np.int64)
-            for v in g:
-                flat = flat * K[v] + self.codes(X, v)
-            out.append(np.bincount(flat, minlength=int(np.prod([K[v] for v in g]))).astype(float))
-        return np.concatenate(out) if out else np.zeros(0)
-
-    def to_dict(self) -> dict:
-        return {"names": list(self.names),
-                "kinds": [self.kind(n) for n in self.names],
-                "levels": {n: list(lv) for n, lv in self.levels}}
-
-    @classmethod
-    def from_dict(cls, entry: dict) -> "ColumnKinds":
-        names = tuple(str(n) for n in entry["names"])
-        lv = {str(k): tuple(str(x) for x in v) for k, v in dict(entry.get("levels") or {}).items()}
-        return cls(names, tuple((n, lv[n]) for n in names if n in lv))
 
 
 def _lines(path: Path, rows: int) -> list[str]:
@@ -253,8 +176,3 @@ def encode(tables: Sequence[Table], categorical: Sequence[str], max_levels: int 
         out.append(replace(t, X=np.ascontiguousarray(X), names=kinds.expanded_names(), extra=extra,
                            dropped_rows=t.dropped_rows + int((~keep).sum()), columns=kinds))
     return out, kinds
-
-
-def expanded_of(kinds: Optional[ColumnKinds], names) -> tuple:
-    """The protocol's column names: the expanded ones when there are categorical columns."""
-    return tuple(names) if kinds is None else kinds.expanded_names()

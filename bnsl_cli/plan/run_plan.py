@@ -21,7 +21,7 @@ from typing import Optional
 
 from bnsl_cli.errors import BnslError, NoisyReleaseWarning, OptionError, PrivacyBudgetError
 from bnsl_cli.federated.methods.registry import METHODS, method_spec
-from bnsl_cli.io.kinds import CATEGORICAL, ColumnKinds
+from bnsl_cli.column_kinds import CATEGORICAL, ColumnKinds
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.plan.options import LearnConfig
 from bnsl_cli.plan.privacy_plan import PrivacyPlan, resolve_privacy

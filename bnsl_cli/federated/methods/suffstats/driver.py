@@ -51,7 +51,7 @@ from bnsl_cli.federated.outcome import (
 from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, SuffstatsStage
 from bnsl_cli.privacy.releases import ReleaseKind
 from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty, least_squares_weights
-from bnsl_cli.io.kinds import CATEGORICAL
+from bnsl_cli.column_kinds import CATEGORICAL
 from bnsl_cli.solvers.discrete_score import TwoPhaseScore
 from bnsl_cli.solvers.mixed_score import MixedGaussianScore, best_order_graph, mixed_graph, mixed_weights
 from bnsl_cli.solvers.moment_search import MomentSearchResult, backward_parents, learn_from_moments

@@ -199,7 +199,11 @@ def test_learn_reads_text_columns_as_categorical_and_writes_the_variables(tmp_pa
     assert report["method"] == "fed-suffstats"
     assert set(report["columns"]["levels"]) == set(sim.levels)
     edges = (out / "edges.csv").read_text().splitlines()
-    assert edges[0] == "source,target,weight" and len(edges) > 1
+    assert edges[0] == "source,target,weight,kind" and len(edges) > 1
+    for row in edges[1:]:
+        src, tgt, w, kind = row.split(",")
+        want = f"{'categorical' if src in sim.levels else 'continuous'}->{'categorical' if tgt in sim.levels else 'continuous'}"
+        assert kind == want and (kind == "continuous->continuous" or float(w) == 1.0), row
     # nothing of a continuous run changes: the same files without their text columns
     cont = [n for n in sim.names if n not in sim.levels]
     res2 = run("learn", *paths, "--columns", ",".join(cont), "-q")

@@ -59,13 +59,14 @@ def prepare_single_outputs(targets: dict, inputs, local: bool = False, stdout_op
 def write_single_outputs(given: dict, result) -> None:
     """Write ``--adjacency`` / ``--edges`` (``-``: standard output)."""
     from bnsl_cli.io.atomic import atomic_write_text
-    from bnsl_cli.io.graphs import adjacency_csv_text, edges_csv_text
+    from bnsl_cli.io.graphs import adjacency_csv_text, column_kinds_of, edges_csv_text
 
     for opt, p in given.items():
         if opt == "--adjacency":
             text = adjacency_csv_text(result.W, result.names)
         else:
-            text = edges_csv_text(result.W, result.names, getattr(result, "confidence", None))
+            text = edges_csv_text(result.W, result.names, getattr(result, "confidence", None),
+                                  column_kinds_of(result.report))
         if p == "-":
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -76,10 +77,11 @@ def write_single_outputs(given: dict, result) -> None:
 def stdout_edges_text(result, tables) -> str:
     """The edge list printed without ``--out``. local-notears: every participant's graph, one CSV
     with a leading ``participant`` column (1-based) and the shard's ``file``."""
-    from bnsl_cli.io.graphs import edges_csv_text
+    from bnsl_cli.io.graphs import column_kinds_of, edges_csv_text
 
     if getattr(result, "local", None) is None:
-        return edges_csv_text(result.W, result.names, getattr(result, "confidence", None))
+        return edges_csv_text(result.W, result.names, getattr(result, "confidence", None),
+                              column_kinds_of(result.report))
     import csv
     import io
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -32,6 +32,7 @@ __all__ = [
     "format_float",
     "adjacency_csv_text",
     "edges_csv_text",
+    "column_kinds_of",
     "cpdag_csv_text",
     "write_adjacency_csv",
     "write_edges_csv",
@@ -130,13 +131,17 @@ def cpdag_csv_text(W: np.ndarray, names: Sequence[str]) -> str:
     return _csv_text(rows)
 
 
-def edges_csv_text(W: np.ndarray, names: Sequence[str], confidence=None) -> str:
+def edges_csv_text(W: np.ndarray, names: Sequence[str], confidence=None, kinds: Optional[dict] = None) -> str:
     """The non-zero entries as ``source,target,weight`` rows, sorted by (source, target) index.
     With ``confidence`` (:class:`bnsl_cli.confidence.EdgeCounts`) two more columns: ``strength``
     (the share of replicates with the edge either way) and ``direction`` (the share of those with
-    it this way), rounded to 4 decimals."""
+    it this way), rounded to 4 decimals. With ``kinds`` (name -> ``continuous``/``categorical``: a run
+    with categorical columns) a ``kind`` column: ``continuous->continuous`` (the weight is the regression
+    coefficient) or an edge into or out of a categorical variable (weight 1: it has one coefficient per
+    level)."""
     W = np.asarray(W, dtype=float)
-    rows = [["source", "target", "weight"] + ([] if confidence is None else ["strength", "direction"])]
+    rows = [["source", "target", "weight"] + ([] if confidence is None else ["strength", "direction"])
+            + ([] if kinds is None else ["kind"])]
     S = D = None
     if confidence is not None:
         S, D = confidence.strength, confidence.direction
@@ -144,8 +149,18 @@ def edges_csv_text(W: np.ndarray, names: Sequence[str], confidence=None) -> str:
         row = [names[i], names[j], format_float(W[i, j])]
         if S is not None:
             row += [format_float(round(float(S[i, j]), 4)), format_float(round(float(D[i, j]), 4))]
+        if kinds is not None:
+            row.append(f"{kinds.get(names[i], 'continuous')}->{kinds.get(names[j], 'continuous')}")
         rows.append(row)
     return _csv_text(rows)
+
+
+def column_kinds_of(report: dict) -> Optional[dict]:
+    """``{name: kind}`` of a run with categorical columns (its report's ``columns``), else ``None``."""
+    cols = (report or {}).get("columns")
+    if not cols:
+        return None
+    return dict(zip(cols["names"], cols["kinds"]))
 
 
 def strength_csv_text(confidence, names: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bnsl_cli.dag import is_dag
 from bnsl_cli.io.dot import dot_text
-from bnsl_cli.io.graphs import adjacency_csv_text, cpdag_csv_text, edges_csv_text, strength_csv_text
+from bnsl_cli.io.graphs import adjacency_csv_text, column_kinds_of, cpdag_csv_text, edges_csv_text, strength_csv_text
 from bnsl_cli.io.outdir import OutputDir
 
 __all__ = ["LEARN_OWNED", "finite_json", "is_bnsl_output", "json_text", "prepare_run_folder", "run_folder_texts",
@@ -111,7 +111,7 @@ def run_folder_texts(result, method: str) -> dict:
     else:
         texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
         confidence = getattr(result, "confidence", None)
-        texts["edges.csv"] = edges_csv_text(result.W, result.names, confidence)
+        texts["edges.csv"] = edges_csv_text(result.W, result.names, confidence, column_kinds_of(result.report))
         if confidence is not None:
             texts["strength.csv"] = strength_csv_text(confidence, result.names)
         texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report.get('method_label', result.report['method'])}",

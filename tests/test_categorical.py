@@ -334,3 +334,15 @@ def test_the_second_phase_runs_and_keeps_to_the_tables_parents():
     # a → b, a → c, b → c (c depends on a and b together)
     skel = (res.W != 0) | (res.W != 0).T
     assert skel[0, 1] and skel[0, 2] and skel[1, 2]
+
+
+def test_graph_dot_draws_categorical_nodes_as_boxes_and_reads_back(tmp_path):
+    sim = simulate_mixed(6, 6, share=0.5, participants=2, samples=400, seed=4)
+    paths = _write(tmp_path, sim)
+    out = tmp_path / "run"
+    assert run("learn", *paths, "--out", out, "-q").exit_code == 0
+    dot = (out / "graph.dot").read_text()
+    for name, lv in sim.levels.items():
+        assert f'{name} [shape=box, levels={len(lv)}, xlabel="{len(lv)} levels"];' in dot
+    ev = run("evaluate", out / "graph.dot", "--truth", out / "adjacency.csv", "--json")
+    assert ev.exit_code == 0 and json.loads(ev.stdout)[0]["shd"] == 0, ev.output

@@ -19,7 +19,7 @@ import io
 import re
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -51,7 +51,8 @@ def _dot_number(x: float) -> str:
     return text if _DOT_NUMERAL.match(text) else _dot_quote(text)
 
 
-def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl", *, strength=None, sd=None) -> str:
+def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl", *, strength=None, sd=None,
+             levels: Optional[dict] = None) -> str:
     """A Graphviz ``digraph`` with the node names as ids and the exact weight under ``weight``
     (pydot and networkx read both back); a rounded weight as the edge label, |weight| as the pen
     width and the sign as the colour are for the eye.
@@ -59,7 +60,9 @@ def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl", *, streng
     With ``strength`` (d × d, the share of bootstrap runs with each edge, either way) or ``sd`` (the
     columns' standard deviations), the label and the pen width say what ``bnsl show`` draws
     (:func:`bnsl_cli.io.emphasis.edge_emphasis`): the strength, else the standardised weight
-    ``W[i, j]·sd(i)/sd(j)``; ``weight`` stays the exact weight. Without either the text is as before."""
+    ``W[i, j]·sd(i)/sd(j)``; ``weight`` stays the exact weight. Without either the text is as before.
+    ``levels`` (name -> level count, a run with categorical columns): those nodes are boxes with their
+    level count beside them (``xlabel``) and in ``levels``."""
     W = np.asarray(W, dtype=float)
     lines = [
         f"// {title}",
@@ -69,7 +72,10 @@ def dot_text(W: np.ndarray, names: Sequence[str], title: str = "bnsl", *, streng
         "  node [shape=ellipse];",
     ]
     for name in names:
-        lines.append(f"  {_dot_id(name)};")
+        if levels and name in levels:  # (the label stays the name: readers take a label for the node's name)
+            lines.append(f'  {_dot_id(name)} [shape=box, levels={int(levels[name])}, xlabel="{int(levels[name])} levels"];')
+        else:
+            lines.append(f"  {_dot_id(name)};")
     emphasis = None
     if strength is not None or sd is not None:
         emphasis = edge_emphasis(W, strength=strength, sd=sd)

@@ -114,8 +114,10 @@ def run_folder_texts(result, method: str) -> dict:
         texts["edges.csv"] = edges_csv_text(result.W, result.names, confidence, column_kinds_of(result.report))
         if confidence is not None:
             texts["strength.csv"] = strength_csv_text(confidence, result.names)
+        cols = result.report.get("columns")
         texts["graph.dot"] = dot_text(result.W, result.names, f"bnsl {result.report.get('method_label', result.report['method'])}",
-                                      strength=None if confidence is None else confidence.strength)
+                                      strength=None if confidence is None else confidence.strength,
+                                      levels=None if not cols else {n: len(v) for n, v in cols["levels"].items()})
         if is_dag(result.W):
             texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)
     if getattr(result, "personal", None) is not None:

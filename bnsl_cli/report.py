@@ -185,6 +185,8 @@ class RunRecord:
     input: Optional[InputRecord] = None
     network: Optional[NetworkRecord] = None
     confidence: Optional[ConfidenceRecord] = None
+    #: the variables' kinds of a run with categorical columns (the report's ``columns``)
+    columns: Optional[object] = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -279,6 +281,8 @@ def build_report(plan: RunPlan, spec, run: RunRecord) -> dict:
         report["input"] = {**run.input.read.to_dict(), "dropped_rows": list(run.input.dropped_rows)}
     if run.network is not None:
         report["network"] = network_report(plan, run.network)
+    if run.columns is not None:
+        report["columns"] = run.columns.to_dict()
     timing["wall_s"] = time.perf_counter() - run.started
     return report
 

@@ -127,9 +127,8 @@ def run(
         input=input_record,
         network=network,
         confidence=conf_record,
+        columns=protocol.columns,
     ))
-    if protocol.columns is not None:
-        report["columns"] = protocol.columns.to_dict()
     return LearnResult(plan.names, outcome.W, outcome.W_raw, report, personal=personal, local=outcome.local,
                        confidence=counts)
 

@@ -346,3 +346,20 @@ def test_graph_dot_draws_categorical_nodes_as_boxes_and_reads_back(tmp_path):
         assert f'{name} [shape=box, levels={len(lv)}, xlabel="{len(lv)} levels"];' in dot
     ev = run("evaluate", out / "graph.dot", "--truth", out / "adjacency.csv", "--json")
     assert ev.exit_code == 0 and json.loads(ev.stdout)[0]["shd"] == 0, ev.output
+
+
+def test_a_text_index_column_is_not_categorical(tmp_path):
+    rng = np.random.default_rng(6)
+    paths = []
+    for k in range(2):
+        a = rng.normal(size=150)
+        b = a + rng.normal(size=150)
+        c = np.where(b > 0, "hi", "lo")
+        p = tmp_path / f"s{k}.csv"
+        p.write_text("pid,a,b,c\n" + "".join(f"p{k}{i:04d},{a[i]:.5f},{b[i]:.5f},{c[i]}\n" for i in range(150)))
+        paths.append(p)
+    res = run("learn", *paths, "--index-col", "pid", "-q")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == "source,target,weight,kind" and "pid" not in res.stdout
+    res = run("learn", *paths, "--index-col", "pid", "--drop", "c", "--dp", "--epsilon", 5, "-q")
+    assert res.exit_code == 0, res.output

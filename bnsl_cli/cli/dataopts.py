@@ -73,7 +73,7 @@ def categorical_tables(paths, tables_reader, declared, max_levels: int, read_opt
         wanted += [c for c in text if c not in wanted]
     if read_opts.columns:
         wanted = [c for c in wanted if c in read_opts.columns]
-    wanted = [c for c in wanted if c not in (read_opts.drop or ())]
+    wanted = [c for c in wanted if c not in (read_opts.drop or ()) and c != read_opts.index_col]
     if not wanted:
         return tables_reader(()), None
     tables = tables_reader(tuple(wanted))

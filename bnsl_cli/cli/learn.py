@@ -407,4 +407,5 @@ def _text_columns(paths, read_opts) -> list:
     from bnsl_cli.io.kinds import text_columns_of
 
     text = text_columns_of(paths, lambda p: file_separator(p, read_opts), read_opts.decimal)[1]
-    return [c for c in text if c not in (read_opts.drop or ()) and (not read_opts.columns or c in read_opts.columns)]
+    return [c for c in text if c not in (read_opts.drop or ()) and c != read_opts.index_col
+            and (not read_opts.columns or c in read_opts.columns)]

@@ -59,18 +59,25 @@ def max_levels_option(panel: Optional[str] = INPUT):
     )
 
 
-def categorical_tables(paths, tables_reader, declared, max_levels: int, read_opts, private: bool):
-    """Read the shards with their categorical columns (``declared``, and without --dp every column of
-    text in the files' first rows) as indicator columns: ``(tables, kinds)``; ``kinds`` is ``None`` when
-    there are none (the tables are then read exactly as before). ``tables_reader(keep)`` reads them
-    keeping those columns' text."""
-    from bnsl_cli.io import kinds as K
+def text_columns(paths, read_opts) -> tuple[list, list]:
+    """``(the first file's header, its columns of text that the read options keep)``: the files' first
+    rows looked at once (:func:`bnsl_cli.io.kinds.text_columns_of`); a text ``--index-col`` is no column."""
     from bnsl_cli.io.csv_reader import file_separator
+    from bnsl_cli.io.kinds import text_columns_of
 
-    header, text = K.text_columns_of(paths, lambda p: file_separator(p, read_opts), read_opts.decimal)
-    wanted = list(declared or ())
-    if not private:
-        wanted += [c for c in text if c not in wanted]
+    header, text = text_columns_of(paths, lambda p: file_separator(p, read_opts), read_opts.decimal)
+    return header, [c for c in text if c not in (read_opts.drop or ()) and c != read_opts.index_col
+                    and (not read_opts.columns or c in read_opts.columns)]
+
+
+def categorical_tables(header, text, tables_reader, declared, max_levels: int, read_opts):
+    """Read the shards with their categorical columns (``declared``, and ``text``: the columns of text,
+    :func:`text_columns`) as indicator columns: ``(tables, kinds)``; ``kinds`` is ``None`` when there are
+    none (the tables are then read exactly as before). ``tables_reader(keep)`` reads them keeping those
+    columns' text; ``header`` gives the variables' order."""
+    from bnsl_cli.io import kinds as K
+
+    wanted = list(declared or ()) + [c for c in text if c not in (declared or ())]
     if read_opts.columns:
         wanted = [c for c in wanted if c in read_opts.columns]
     wanted = [c for c in wanted if c not in (read_opts.drop or ()) and c != read_opts.index_col]

@@ -253,7 +253,7 @@ def command(
     declared = dataopts.categorical_names(categorical)
     paths = common.expand_shard_paths(shards or [], files_from)
     read_opts = dataopts.read_options(columns, drop, index_col, na, header, encoding, decimal, sep=sep)
-    text = _text_columns(paths, read_opts)
+    header, text = dataopts.text_columns(paths, read_opts)
     if dp and (declared or text):
         raise common.fail(
             f"column {(list(declared) + text)[0]!r} is categorical: under --dp a categorical column's levels must be public "
@@ -317,7 +317,7 @@ def command(
                            keep=keep)
 
     if mixed:
-        tables, _ = dataopts.categorical_tables(paths, reader, declared, max_levels, read_opts, bool(dp))
+        tables, _ = dataopts.categorical_tables(header, text, reader, declared, max_levels, read_opts)
     else:
         tables = reader(())
     if progress is not None:
@@ -399,13 +399,3 @@ def _bootstrap_progress(console, total: int):
             console.print(f"bootstrap: {done}/{of} replicates", highlight=False)
 
     return progress
-
-
-def _text_columns(paths, read_opts) -> list:
-    """The columns of text in some shard's first rows that the read options keep (categorical columns)."""
-    from bnsl_cli.io.csv_reader import file_separator
-    from bnsl_cli.io.kinds import text_columns_of
-
-    text = text_columns_of(paths, lambda p: file_separator(p, read_opts), read_opts.decimal)[1]
-    return [c for c in text if c not in (read_opts.drop or ()) and c != read_opts.index_col
-            and (not read_opts.columns or c in read_opts.columns)]

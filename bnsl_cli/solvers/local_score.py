@@ -45,11 +45,16 @@ class LocalScore:
             if i != j and i not in members:
                 gains[i] = base - self.cost(j, tuple(sorted(S + (i,))))
         gains[~np.isfinite(gains)] = -np.inf
+        return base, gains, self.drops(j, S, base)
+
+    def drops(self, j: int, S: tuple, base: float) -> Optional[np.ndarray]:
+        """``cost(S) − cost(S ∖ {S[k]})`` for each member (``-inf`` where not finite; ``None`` for the
+        empty set), one cost each."""
         if not S:
-            return base, gains, None
-        drops = np.array([base - self.cost(j, S[:k] + S[k + 1:]) for k in range(len(S))])
-        drops[~np.isfinite(drops)] = -np.inf
-        return base, gains, drops
+            return None
+        out = np.array([base - self.cost(j, S[:k] + S[k + 1:]) for k in range(len(S))])
+        out[~np.isfinite(out)] = -np.inf
+        return out
 
 
 class GaussianScore(LocalScore):

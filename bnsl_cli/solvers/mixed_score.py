@@ -128,11 +128,7 @@ class MixedGaussianScore(LocalScore):
             c = self.half * self._logdet(M, j) + self.pen * len(B) * (ncol + len(Bi))
             gains[i] = base - c
         gains[~np.isfinite(gains)] = -np.inf
-        if not S:
-            return base, gains, None
-        drops = np.array([base - self.cost(j, S[:k] + S[k + 1:]) for k in range(len(S))])
-        drops[~np.isfinite(drops)] = -np.inf
-        return base, gains, drops
+        return base, gains, self.drops(j, S, base)
 
 
 def mixed_graph(G: np.ndarray, n: float, blocks, forbidden=None, required=None,

@@ -202,6 +202,13 @@ def command(
         None, "--edges", metavar="PATH", help="Also write the edge list CSV to PATH (- = stdout).",
         rich_help_panel=dataopts.OUTPUT,
     ),
+    formats: Optional[List[str]] = typer.Option(
+        None, "--format", metavar="FORMAT",
+        help="Also write the graph for other tools: modelstring (graph.modelstring, a bnlearn model string for "
+        "R's model2network) or dagitty (graph.dagitty, for dagitty and pgmpy's DAG.from_dagitty; the weights as "
+        "beta). Repeatable or comma-separated. Without --out: one format, printed on stdout instead of the edge list.",
+        rich_help_panel=dataopts.OUTPUT,
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the run report (JSON) on stdout.", rich_help_panel=dataopts.OUTPUT),
     personal: bool = typer.Option(False, "--personal", help="Also write each participant's personalised B_p.", rich_help_panel=dataopts.OUTPUT),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output.", rich_help_panel=dataopts.OUTPUT),
@@ -303,10 +310,24 @@ def command(
     local = method_spec(method).per_participant_graphs
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
+    from bnsl_cli.io.graph_export import check_names, parse_formats
+
+    formats = parse_formats(formats)
+    if formats and out is None:  # printed on stdout in place of the edge list
+        if len(formats) > 1:
+            raise common.fail(f"--format {','.join(formats)}: without --out only one format can go to standard output; "
+                              "add --out DIR to write them all", 2)
+        if local:
+            raise common.fail("--format: local-notears learns one graph per participant; use --out DIR", 2)
+        taken = "--json" if json_out else next((o for o, p in (("--adjacency", adjacency_out), ("--edges", edges_out))
+                                               if p == "-"), None)
+        if taken:
+            raise common.fail(f"--format {formats[0]} (without --out) and {taken} both write to standard output; choose one", 2)
 
     from bnsl_cli.cli import output
 
-    od = output.prepare_learn_dir(out, paths, len(paths), personal or local, force, strength=bool(bootstrap))
+    od = output.prepare_learn_dir(out, paths, len(paths), personal or local, force, strength=bool(bootstrap),
+                                  formats=formats)
     singles = output.prepare_single_outputs(
         {"--adjacency": adjacency_out, "--edges": edges_out}, paths, local=local,
         stdout_option="--json" if json_out else None,
@@ -322,6 +343,9 @@ def command(
         tables = reader(())
     if progress is not None:
         progress.close()
+    if formats and tables:  # a name a format cannot hold is refused before anything is learned
+        first = tables[0]
+        check_names(formats, first.columns.names if first.columns is not None else first.names, str(first.path))
     if dp and not standardize:  # the run's own spreads are noisy: check the exact ones here (no release)
         dataopts.exact_scale_warning(tables)
     chosen = None
@@ -333,11 +357,17 @@ def command(
     with dataopts.convergence_warnings(verbose):
         result = _run_with_progress(tables, cfg, quiet, chosen)
     if od is not None:
-        output.write_learn_outputs(od, result, method)
+        output.write_learn_outputs(od, result, method, formats)
     output.write_single_outputs(singles, result)
     output.print_run_summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
+    elif out is None and formats:
+        from bnsl_cli.io.graph_export import export_texts
+        from bnsl_cli.io.graphs import column_kinds_of
+
+        weights = column_kinds_of(result.report) is None
+        sys.stdout.write(next(iter(export_texts(formats, result.W, result.names, weights).values())))
     elif out is None and "-" not in (adjacency_out, edges_out):
         sys.stdout.write(output.stdout_edges_text(result, tables))
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Optional
 
 def prepare_learn_dir(out: Optional[Path], inputs, participants: int, per_participant: bool, force: bool,
-                      strength: bool = False):
+                      strength: bool = False, formats=()):
     """The pre-flight of ``learn --out`` (None without ``--out``): :func:`bnsl_cli.io.run_folder.prepare_run_folder`."""
     if out is None:
         return None
     from bnsl_cli.io.run_folder import prepare_run_folder
 
-    return prepare_run_folder(out, inputs, participants, per_participant, force, strength=strength)
+    return prepare_run_folder(out, inputs, participants, per_participant, force, strength=strength, formats=formats)
 
 
 def prepare_single_outputs(targets: dict, inputs, local: bool = False, stdout_option: Optional[str] = None) -> dict:
@@ -96,12 +96,12 @@ def stdout_edges_text(result, tables) -> str:
     return buf.getvalue()
 
 
-def write_learn_outputs(od, result, method: str) -> None:
+def write_learn_outputs(od, result, method: str, formats=()) -> None:
     """Write a run's output folder (``od``: a prepared :func:`prepare_learn_dir`) and commit it as one
     unit: :func:`bnsl_cli.io.run_folder.write_run_folder`, the one writer of a run's folder."""
     from bnsl_cli.io.run_folder import write_run_folder
 
-    write_run_folder(od, result, method)
+    write_run_folder(od, result, method, formats)
 
 
 def print_run_summary(result, out, quiet: bool) -> None:

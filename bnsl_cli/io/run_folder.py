@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bnsl_cli.dag import is_dag
 from bnsl_cli.io.dot import dot_text
+from bnsl_cli.io.graph_export import FORMATS, export_texts
 from bnsl_cli.io.graphs import adjacency_csv_text, column_kinds_of, cpdag_csv_text, edges_csv_text, strength_csv_text
 from bnsl_cli.io.outdir import OutputDir
 
@@ -27,11 +28,15 @@ LEARN_OWNED = (
     "graph.png",
     "report.html",
     "strength.csv",
+    "graph.modelstring",
+    "graph.dagitty",
     "participant-*/adjacency.csv",
     "participant-*/edges.csv",
     "participant-*/cpdag.csv",
     "participant-*/graph.dot",
     "participant-*/personal-adjacency.csv",
+    "participant-*/graph.modelstring",
+    "participant-*/graph.dagitty",
 )
 
 
@@ -48,10 +53,12 @@ def is_bnsl_output(directory: Path) -> bool:
 
 
 def prepare_run_folder(out, inputs, participants: int, per_participant: bool, force: bool, *,
-                       strength: bool = False, option: str = "--out"):
+                       strength: bool = False, option: str = "--out", formats=()):
     """The pre-flight of a run's folder: an :class:`~bnsl_cli.io.outdir.OutputDir` ready to fill
-    (``per_participant``: one set of graph files per participant; ``strength``: strength.csv too)."""
+    (``per_participant``: one set of graph files per participant; ``strength``: strength.csv too;
+    ``formats``: the graph in those formats too, :mod:`bnsl_cli.io.graph_export`)."""
     names = ["adjacency.csv", "edges.csv", "cpdag.csv", "graph.dot", "report.json"] + (["strength.csv"] if strength else [])
+    names += [FORMATS[f] for f in formats]
     if per_participant:
         names += [f"participant-{k + 1:02d}/adjacency.csv" for k in range(participants)]
     return OutputDir(
@@ -95,11 +102,12 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def run_folder_texts(result, method: str) -> dict:
+def run_folder_texts(result, method: str, formats=()) -> dict:
     """Every file of a run's folder, ``{relative path: text}``: the graph files (one set per
-    participant for local-notears), strength.csv with edge confidence, the personal matrices, and
-    report.json (strict JSON)."""
+    participant for local-notears; with ``formats`` the graph in those formats too), strength.csv with
+    edge confidence, the personal matrices, and report.json (strict JSON)."""
     texts = {}
+    weights = column_kinds_of(result.report) is None  # a categorical node has no single coefficient
     if getattr(result, "local", None) is not None:
         for k, W in enumerate(result.local):
             sub = f"participant-{k + 1:02d}"
@@ -108,6 +116,8 @@ def run_folder_texts(result, method: str) -> dict:
             texts[f"{sub}/graph.dot"] = dot_text(W, result.names, f"bnsl {method}, participant {k + 1}")
             if is_dag(W):  # learned graphs are made acyclic; a CPDAG exists only for a DAG
                 texts[f"{sub}/cpdag.csv"] = cpdag_csv_text(W, result.names)
+            for name, text in export_texts(formats, W, result.names, weights).items():
+                texts[f"{sub}/{name}"] = text
     else:
         texts["adjacency.csv"] = adjacency_csv_text(result.W, result.names)
         confidence = getattr(result, "confidence", None)
@@ -120,6 +130,7 @@ def run_folder_texts(result, method: str) -> dict:
                                       levels=None if not cols else {n: len(v) for n, v in cols["levels"].items()})
         if is_dag(result.W):
             texts["cpdag.csv"] = cpdag_csv_text(result.W, result.names)
+        texts.update(export_texts(formats, result.W, result.names, weights))
     if getattr(result, "personal", None) is not None:
         for k, B in enumerate(result.personal):
             texts[f"participant-{k + 1:02d}/personal-adjacency.csv"] = adjacency_csv_text(B, result.names)
@@ -127,9 +138,9 @@ def run_folder_texts(result, method: str) -> dict:
     return texts
 
 
-def write_run_folder(od, result, method: str) -> None:
+def write_run_folder(od, result, method: str, formats=()) -> None:
     """Write a run's folder into ``od`` (a prepared :class:`~bnsl_cli.io.outdir.OutputDir`) and commit
     it as one unit."""
-    for name, text in run_folder_texts(result, method).items():
+    for name, text in run_folder_texts(result, method, formats).items():
         od.write_text(name, text)
     od.commit()

@@ -14,7 +14,8 @@
 #
 # Environment: BNSL_FLOWER_BIN (folder holding flwr, flower-superlink, flower-supernode and the python
 # with bnsl; default: the folder of `flwr` on PATH), BNSL_SITE_MAX_EPSILON (each local site's max-epsilon,
-# default 10), BNSL_FLOWER_TIMEOUT (seconds for the whole run, default 900), BNSL_FLOWER_APP (another app
+# default 10), BNSL_FLOWER_STALL (seconds the run may log nothing before it is stopped, default 900),
+# BNSL_FLOWER_TIMEOUT (seconds for the whole run; default none: the run's length follows its plan), BNSL_FLOWER_APP (another app
 # folder, default this one), BNSL_FLOWER_EXPECT (the file in OUT_DIR that marks success, default report.json).
 set -euo pipefail
 
@@ -172,11 +173,35 @@ print(f"options={json.dumps(shlex.join(opts))} participants={int(n)} out={json.d
 PYEOF
 )
 echo "bnsl on Flower: ${#SHARDS[@]} SuperNode(s), SuperLink on 127.0.0.1:$LINK; logs in $WORK/logs" >&2
+# How long a run may take scales with its plan: the ServerApp bounds every exchange by its own timeout
+# (run config `timeout`, 300 s) and logs a line on the first exchange, every 10th and any slower than 30 s,
+# so a healthy run is never silent for more than about 10 × 30 s + one exchange. The run is stopped when
+# its log has been silent for BNSL_FLOWER_STALL seconds (default 900), or, when BNSL_FLOWER_TIMEOUT is set,
+# when the whole run has taken that long.
+STALL=${BNSL_FLOWER_STALL:-900}
+CAP=${BNSL_FLOWER_TIMEOUT:-0}
+for v in "$STALL" "$CAP"; do
+    [[ "$v" =~ ^[0-9]+$ ]] || { echo "error: BNSL_FLOWER_STALL and BNSL_FLOWER_TIMEOUT take whole seconds, got '$v'" >&2; exit 2; }
+done
+RUN_LOG="$WORK/logs/flwr-run.log"
 start=$(date +%s)
-# in the background and waited for, so that Ctrl-C or SIGTERM reach the traps at once
-timeout "${BNSL_FLOWER_TIMEOUT:-900}" "$BIN/flwr" run "$APP_DIR" bnsl-local --run-config "$RUN_CONFIG" --stream \
-    > "$WORK/logs/flwr-run.log" 2>&1 &
+# in the background and polled, so that Ctrl-C or SIGTERM reach the traps at once
+"$BIN/flwr" run "$APP_DIR" bnsl-local --run-config "$RUN_CONFIG" --stream > "$RUN_LOG" 2>&1 &
 RUN_PID=$!
+stopped=
+size=-1
+heard=$start
+while kill -0 "$RUN_PID" 2>/dev/null; do
+    sleep 1
+    now=$(date +%s)
+    grown=$(wc -c < "$RUN_LOG" 2>/dev/null || echo 0)
+    if [ "$grown" != "$size" ]; then size=$grown; heard=$now; fi
+    if [ "$CAP" -gt 0 ] && [ $((now - start)) -ge "$CAP" ]; then stopped=cap; break; fi
+    if [ $((now - heard)) -ge "$STALL" ]; then stopped=stall; break; fi
+done
+if [ -n "$stopped" ]; then
+    kill -TERM "$RUN_PID" 2>/dev/null || true
+fi
 code=0
 wait "$RUN_PID" || code=$?
 RUN_PID=
@@ -190,8 +215,12 @@ for log in pathlib.Path(sys.argv[1]).glob("*.log"):
         log.write_text(ansi.sub("", text))
 PYEOF
 grep -E "bnsl:|ERROR|Error|error" "$WORK/logs/flwr-run.log" >&2 || true
-if [ $code -eq 124 ]; then
-    echo "error: the Flower run did not finish within ${BNSL_FLOWER_TIMEOUT:-900} s (BNSL_FLOWER_TIMEOUT=SECONDS allows more); see $WORK/logs" >&2
+if [ "$stopped" = cap ]; then
+    echo "error: the Flower run did not finish within BNSL_FLOWER_TIMEOUT=$CAP s (unset it to allow any length while the run makes progress); see $WORK/logs" >&2
+    exit 6
+fi
+if [ "$stopped" = stall ]; then
+    echo "error: the Flower run logged nothing for $STALL s and was stopped (BNSL_FLOWER_STALL=SECONDS allows longer silences); see $WORK/logs" >&2
     exit 6
 fi
 if [ $code -ne 0 ] || [ ! -f "$OUT_ABS/$EXPECT" ]; then

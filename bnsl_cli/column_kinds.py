@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CONTINUOUS", "CATEGORICAL", "ColumnKinds"]
+__all__ = ["CONTINUOUS", "CATEGORICAL", "ColumnKinds", "combine_site_levels", "site_specific_levels"]
 
 CONTINUOUS = "continuous"
 CATEGORICAL = "categorical"
@@ -89,3 +89,54 @@ class ColumnKinds:
         names = tuple(str(n) for n in entry["names"])
         lv = {str(k): tuple(str(x) for x in v) for k, v in dict(entry.get("levels") or {}).items()}
         return cls(names, tuple((n, lv[n]) for n in names if n in lv))
+
+
+def combine_site_levels(variables, sites, max_levels: int) -> "ColumnKinds | None":
+    """The plan's column kinds from what the sites declared (a networked run without ``--dp``): the
+    ``variables`` in order, each categorical one with the union of the sites' levels (sorted). ``sites``:
+    per site ``(name, levels)``, ``levels`` mapping its categorical columns to its own levels. ``None``
+    when no site declared a categorical column among ``variables``. Refused, naming the column and the
+    sites: a column categorical at one site and numeric at another, more than ``max_levels`` levels
+    in all, one level in all. Returns the kinds and, for a column whose levels no two sites share (it
+    names the site rather than measuring a variable), nothing more: the caller warns."""
+    from bnsl_cli.errors import InputDataError, OptionError
+
+    variables = list(variables)
+    cat = [v for v in variables if any(v in lv for _, lv in sites)]
+    if not cat:
+        return None
+    for v in cat:
+        numeric = [name for name, lv in sites if v not in lv]
+        if numeric:
+            having = next(name for name, lv in sites if v in lv)
+            raise InputDataError(
+                f"column {v!r} is categorical at site {having!r} but numeric at site {numeric[0]!r}: every site declares "
+                f"it the same way (bnsl join --categorical {v} at the sites that read it as numbers)"
+            )
+    levels = {}
+    for v in cat:
+        union = sorted(set().union(*(set(map(str, lv[v])) for _, lv in sites)))
+        if len(union) > max_levels:
+            raise OptionError(
+                f"column {v!r} has {len(union)} levels over the sites, more than --max-levels {max_levels}: an identifier "
+                f"or free text is not a variable to learn (leave it out with --drop {v}, or raise --max-levels)"
+            )
+        if len(union) < 2:
+            raise InputDataError(
+                f"column {v!r} has one level ({union[0] if union else ''!r}) at every site: it carries no information "
+                f"about the graph (leave it out with --drop {v})"
+            )
+        levels[v] = tuple(union)
+    return ColumnKinds(tuple(variables), tuple((v, levels[v]) for v in variables if v in levels))
+
+
+def site_specific_levels(kinds: ColumnKinds, sites) -> list:
+    """The categorical columns of ``kinds`` whose levels no two of ``sites`` (``(name, levels)`` pairs)
+    share: each level occurs at one site only, so the column names the site (the in-process run's
+    warning, :func:`bnsl_cli.io.kinds.encode`)."""
+    out = []
+    for v, lv in kinds.levels:
+        sets = [set(map(str, s[v])) for _, s in sites if v in s]
+        if len(sets) > 1 and sum(len(x) for x in sets) == len(set().union(*sets)):
+            out.append((v, len(lv)))
+    return out

@@ -24,7 +24,7 @@ import numpy as np
 from bnsl_cli.confidence import EdgeCounts, Replicates, averaged_network, estimated_threshold, pair_strengths
 from bnsl_cli.errors import BnslError, DenseGraphWarning, warn
 from bnsl_cli.federated.fleet import make_fleet
-from bnsl_cli.federated.methods.registry import make_participant, method_spec
+from bnsl_cli.federated.methods.registry import make_participant
 from bnsl_cli.federated.reply_limits import ReplyLimits
 from bnsl_cli.federated.secure_local import SecureLocalFleet
 from bnsl_cli.federated.standardize import after_rounds, floating_point_trap, standardize_stage
@@ -91,7 +91,7 @@ def run(
     # timing.wall_s: the run itself (every module is imported at the top), from ``started`` when the
     # caller ran more before it (a non-private --bootstrap's replicates: the whole command's learning)
     t0 = time.perf_counter() if started is None else float(started)
-    spec = method_spec(plan.method)
+    spec = plan.spec
     fleet.limits = ReplyLimits(plan, spec.reply_rules(plan) if spec.reply_rules is not None else {})
     weak = weak_participants(plan)  # warned before the rounds, reported after
 
@@ -205,11 +205,11 @@ def local_fleet(plan: RunPlan, tables):
     process or in ``plan.workers`` worker processes."""
     if len(tables) != plan.P:
         raise BnslError(f"the plan has {plan.P} participants, {len(tables)} tables were given")
-    if method_spec(plan.method).pooled:
+    if plan.spec.pooled:
         return make_fleet([make_participant(plan, 0, np.vstack([t.X for t in tables]))], 1)
     rngs = participant_rngs(plan) if plan.private else [None] * plan.P
     parts = [make_participant(plan, k, t.X, rngs[k]) for k, t in enumerate(tables)]
-    if split_of(plan) > 1 and method_spec(plan.method).distributed_noise:
+    if split_of(plan) > 1 and plan.spec.distributed_noise:
         # distributed noise: the sites' shares reach the coordinator only as their secure sum
         return SecureLocalFleet(make_fleet(parts, plan.workers), plan.P)
     return make_fleet(parts, plan.workers)

@@ -110,6 +110,8 @@ def command(
     ),
     connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to wait for the connection."),
     quiet: bool = typer.Option(False, "--quiet", "-q", envvar="BNSL_QUIET", help="No progress output."),
+    categorical: Optional[str] = dataopts.categorical_option(None),
+    max_levels: int = dataopts.max_levels_option(None),
     **read,
 ) -> None:
     """Join a networked run as one site (the coordinator runs bnsl serve).
@@ -156,8 +158,26 @@ def command(
     from bnsl_cli.io.shards import sample_warnings
 
     read_opts = dataopts.read_options(**read)
-    table = read_table(csv, sep=sep, options=read_opts, min_columns=2, check_constant=False)  # for non-private plans: accepted()
+    if max_levels < 2:
+        raise common.fail(f"--max-levels must be at least 2, got {max_levels}", 2)
+    declared = dataopts.categorical_names(categorical)
+    header, text = dataopts.text_columns([csv], read_opts)
+    cat = [c for c in list(declared) + [c for c in text if c not in declared]
+           if c not in (read_opts.drop or ()) and c != read_opts.index_col and (not read_opts.columns or c in read_opts.columns)]
+    if cat and not allow_non_private:
+        raise common.fail(
+            f"column {cat[0]!r} is categorical: networked runs learn categorical columns without --dp only in this "
+            "version (this site's levels go to the coordinator in its HELLO); add --allow-non-private, or leave the "
+            f"column out with --drop {cat[0]}", 2)
+    table = read_table(csv, sep=sep, options=read_opts, min_columns=max(2 - len(cat), 0), check_constant=False,
+                       keep=tuple(cat))  # for non-private plans: accepted()
     sample_warnings([table], read_opts, whole=False)
+    levels, variables = {}, tuple(table.names)
+    if cat:  # rows with a missing level dropped (--na drop-rows) or refused; the levels checked before any leaves
+        from bnsl_cli.io.kinds import site_table
+
+        order = list(read_opts.columns) if read_opts.columns else header
+        table, variables, levels = site_table(table, cat, max_levels, na_drop=read_opts.na == "drop-rows", order=order)
     from bnsl_cli.net.policy import SiteGuard, SiteLimits, plan_record
 
     limits = SiteLimits(
@@ -188,7 +208,7 @@ def command(
     tr = Transcript(tpath)
     tr.write({
         "event": "run", "site": name, "coordinator": coordinator, "csv": str(csv), "rows": table.n,
-        "columns": list(table.names), "limits": limits.to_dict(),
+        "columns": list(variables), "limits": limits.to_dict(), **({"levels": levels} if levels else {}),
         "transport": "gRPC, mutual TLS" if creds else "gRPC, plaintext on loopback (--insecure)",
         **_own_identity(creds),
     })
@@ -209,7 +229,8 @@ def command(
     status = "error"
     sessions = 0
     try:
-        log(f"{name}: {table.n} rows, {table.d} columns; joining {coordinator}")
+        log(f"{name}: {table.n} rows, {len(variables)} columns"
+            + (f" ({len(levels)} categorical)" if levels else "") + f"; joining {coordinator}")
         from bnsl_cli.net.site import run_site
 
         def session(retry_s: float = 0.0):
@@ -224,8 +245,8 @@ def command(
             deadline = time.monotonic() + retry_s
             while True:
                 sk, pk = generate_keypair()
-                hello = {"site": name, "columns": list(table.names), "rows": table.n, "limits": limits.to_dict(),
-                         "x25519": pk.hex()}
+                hello = {"site": name, "columns": list(variables), "rows": table.n, "limits": limits.to_dict(),
+                         "x25519": pk.hex(), **({"levels": levels} if levels else {})}
                 guard = SiteGuard(table, limits, name, on_accept=accepted, sessions=boot, budget=budget)
                 try:
                     return run_site(

@@ -269,7 +269,8 @@ def command(
     given_method = method is not None
     if method is None:  # the one place a learn run's method is chosen when not given
         method = default_method(dp, categorical=mixed)
-    takes = method_spec(method).options
+    spec = method_spec(method)  # the one look-up of the method's spec in a learn command
+    takes = spec.options
     env = {name for name, flag in ENV_METHOD_OPTIONS.items() if flag not in takes and common.from_env(ctx, name)}
     lam, rounds, steps = (None if n in env else v for n, v in (("lam", lam), ("rounds", rounds), ("steps", steps)))
     if "acyclicity" in env:
@@ -307,24 +308,13 @@ def command(
         # the method was chosen for the categorical columns: say so beside what does not fit it
         names = ", ".join(repr(c) for c in (list(declared) + text)[:3])
         raise OptionError(f"{exc} (--method {method} is the default for data with categorical columns: {names})") from None
-    local = method_spec(method).per_participant_graphs
+    local = spec.per_participant_graphs
     if not paths:
         raise common.fail("no shards given: pass CSV files, a directory, or --files-from LIST", 2)
-    from bnsl_cli.io.graph_export import check_names, parse_formats
-
-    formats = parse_formats(formats)
-    if formats and out is None:  # printed on stdout in place of the edge list
-        if len(formats) > 1:
-            raise common.fail(f"--format {','.join(formats)}: without --out only one format can go to standard output; "
-                              "add --out DIR to write them all", 2)
-        if local:
-            raise common.fail("--format: local-notears learns one graph per participant; use --out DIR", 2)
-        taken = "--json" if json_out else next((o for o, p in (("--adjacency", adjacency_out), ("--edges", edges_out))
-                                               if p == "-"), None)
-        if taken:
-            raise common.fail(f"--format {formats[0]} (without --out) and {taken} both write to standard output; choose one", 2)
-
     from bnsl_cli.cli import output
+    from bnsl_cli.io.graph_export import check_names
+
+    formats = output.check_formats(formats, out, json_out, {"--adjacency": adjacency_out, "--edges": edges_out}, local)
 
     od = output.prepare_learn_dir(out, paths, len(paths), personal or local, force, strength=bool(bootstrap),
                                   formats=formats)
@@ -363,11 +353,7 @@ def command(
     if json_out:
         common.print_json(result.report)
     elif out is None and formats:
-        from bnsl_cli.io.graph_export import export_texts
-        from bnsl_cli.io.graphs import column_kinds_of
-
-        weights = column_kinds_of(result.report) is None
-        sys.stdout.write(next(iter(export_texts(formats, result.W, result.names, weights).values())))
+        sys.stdout.write(output.stdout_format_text(formats, result))
     elif out is None and "-" not in (adjacency_out, edges_out):
         sys.stdout.write(output.stdout_edges_text(result, tables))
 

@@ -56,6 +56,36 @@ def prepare_single_outputs(targets: dict, inputs, local: bool = False, stdout_op
     return given
 
 
+def check_formats(values, out, json_out: bool, singles: dict, local: bool = False) -> tuple:
+    """The ``--format`` values (:func:`bnsl_cli.io.graph_export.parse_formats`), checked before the run:
+    without ``--out`` one format, printed on stdout, so neither two formats, nor a run with one graph per
+    participant, nor a second output on stdout (``--json``, ``--adjacency -``, ``--edges -``)."""
+    from bnsl_cli.errors import OptionError
+    from bnsl_cli.io.graph_export import parse_formats
+
+    formats = parse_formats(values)
+    if not formats or out is not None:
+        return formats
+    if len(formats) > 1:
+        raise OptionError(f"--format {','.join(formats)}: without --out only one format can go to standard output; "
+                          "add --out DIR to write them all")
+    if local:
+        raise OptionError("--format: local-notears learns one graph per participant; use --out DIR")
+    taken = "--json" if json_out else next((opt for opt, p in singles.items() if p == "-"), None)
+    if taken:
+        raise OptionError(f"--format {formats[0]} (without --out) and {taken} both write to standard output; choose one")
+    return formats
+
+
+def stdout_format_text(formats, result) -> str:
+    """The graph in the one ``--format`` a run without ``--out`` prints instead of its edge list."""
+    from bnsl_cli.io.graph_export import export_texts
+    from bnsl_cli.io.graphs import column_kinds_of
+
+    weights = column_kinds_of(result.report) is None
+    return next(iter(export_texts(formats[:1], result.W, result.names, weights).values()))
+
+
 def write_single_outputs(given: dict, result) -> None:
     """Write ``--adjacency`` / ``--edges`` (``-``: standard output)."""
     from bnsl_cli.io.atomic import atomic_write_text

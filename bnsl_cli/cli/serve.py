@@ -34,14 +34,15 @@ RUN_OPTIONS = frozenset({
 #: the prior-knowledge options (read into one KnowledgeSource, part of the plan)
 KNOWLEDGE_OPTIONS = ("require", "forbid", "knowledge_file", "require_file", "forbid_file")
 #: learn options about what the coordinator writes and prints
-OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "json_out", "quiet", "verbose", "force"})
+OUTPUT_OPTIONS = frozenset({"out", "adjacency_out", "edges_out", "formats", "json_out", "quiet", "verbose", "force"})
 #: learn options that choose the columns: the coordinator puts the chosen names in the plan and every
 #: site uses those columns, in the plan's order (a site's own --columns/--drop/--index-col shape its HELLO)
 COLUMN_OPTIONS = frozenset({"columns", "drop"})
 #: learn parameters that make sense only where the rows are: the shard arguments, the CSV
 #: separator (bnsl join --sep), the worker processes that host participants (each site is one)
 NOT_HERE = frozenset({"shards", "files_from", "sep", "workers", "index_col", "na", "header", "encoding", "decimal",
-                      # categorical columns: not in networked runs yet (a one-line usage error, below)
+                      # categorical columns: each site declares its own (bnsl join --categorical); serve's own
+                      # --max-levels bounds the sites' union of levels
                       "categorical", "max_levels"})
 #: learn's click context: serve has its own (``ctx`` below), used the same way
 CONTEXT_PARAMETERS = frozenset({"ctx"})
@@ -111,7 +112,7 @@ def _serve(
     encoding: Optional[str] = typer.Option(None, "--encoding", hidden=True),
     decimal: Optional[str] = typer.Option(None, "--decimal", hidden=True),
     categorical: Optional[str] = typer.Option(None, "--categorical", hidden=True),
-    max_levels: Optional[int] = typer.Option(None, "--max-levels", hidden=True),
+    max_levels: int = dataopts.max_levels_option(dataopts.NETWORK),
     **learn_options,
 ) -> None:
     """Coordinate a networked run: wait for the sites (bnsl join), run, write the outputs.
@@ -132,10 +133,12 @@ def _serve(
     ):
         if given is not None:
             raise common.fail(f"{option} belongs where the rows are, not on the coordinator ({where})", 2)
-    for given, option in ((categorical, "--categorical"), (max_levels, "--max-levels")):
-        if given is not None:
-            raise common.fail(f"{option}: networked runs (serve, join, Flower) take continuous columns only in this "
-                              "version; learn categorical columns with bnsl learn", 2)
+    if categorical is not None:
+        raise common.fail("--categorical belongs where the rows are: each site declares its categorical columns "
+                          "(bnsl join --categorical; a column of text is categorical anyway) and sends their levels "
+                          "in its HELLO", 2)
+    if max_levels < 2:
+        raise common.fail(f"--max-levels must be at least 2, got {max_levels}", 2)
     need_grpc()
     console = common.err_console
     if participants < 1:
@@ -158,9 +161,7 @@ def _serve(
         if len(allowed) < participants:
             raise common.fail(f"--allow-sites names {len(allowed)} site(s), fewer than --participants {participants}", 2)
     cfg = _config(learn_options, ctx)
-    from bnsl_cli.federated.methods.registry import method_spec
-
-    spec = method_spec(cfg.method)
+    spec = cfg.spec
     secure_sum, layout_warning = resolve_secure_sum(cfg, spec, participants, secure_sum)
     if layout_warning is not None:
         from rich.markup import escape
@@ -169,6 +170,7 @@ def _serve(
     from bnsl_cli.net.session import SessionChoices, check_choices
 
     choices = SessionChoices(secure_sum=bool(secure_sum), scale_bits=secure_sum_bits, split_noise=bool(split_noise),
+                             method_given=learn_options.get("method") is not None, max_levels=max_levels,
                              **(select or {}))
     check_choices(cfg, choices)  # the checks that need no site, before listening
     out: Optional[Path] = learn_options.get("out")
@@ -180,8 +182,10 @@ def _serve(
         {k: learn_options.get(v) for k, v in (("--adjacency", "adjacency_out"), ("--edges", "edges_out"))},
         [], stdout_option="--json" if json_out else None,
     )
+    formats = output.check_formats(learn_options.get("formats"), out, json_out,
+                                   {"--adjacency": learn_options.get("adjacency_out"), "--edges": learn_options.get("edges_out")})
     od = output.prepare_learn_dir(out, [], participants, cfg.personal, bool(learn_options.get("force")),
-                                  strength=bool(cfg.bootstrap))
+                                  strength=bool(cfg.bootstrap), formats=formats)
 
     from bnsl_cli.net.fleet import NetworkFleet
     from bnsl_cli.net.session import coordinate
@@ -214,8 +218,12 @@ def _serve(
         )
 
     def finish(result, plan):
+        if formats:  # the sites' column names are known only now; nothing is written before this check
+            from bnsl_cli.io.graph_export import check_names
+
+            check_names(formats, result.names, "the sites' columns")
         if od is not None:
-            output.write_learn_outputs(od, result, plan.method)
+            output.write_learn_outputs(od, result, plan.method, formats)
         output.write_single_outputs(singles, result)
 
     try:
@@ -230,10 +238,10 @@ def _serve(
     output.print_run_summary(result, out, quiet)
     if json_out:
         common.print_json(result.report)
+    elif out is None and formats:
+        sys.stdout.write(output.stdout_format_text(formats, result))
     elif out is None and "-" not in singles.values():
-        from bnsl_cli.io.graphs import edges_csv_text
-
-        sys.stdout.write(edges_csv_text(result.W, result.names))
+        sys.stdout.write(output.stdout_edges_text(result, []))
 
 
 def _site_record(site):

@@ -31,7 +31,7 @@ from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError
 from bnsl_cli.io.csv_check import is_date
 from bnsl_cli.io.table import MISSING, STDIN, Table, display_name
 
-__all__ = ["MAX_LEVELS", "text_columns_of", "encode"]
+__all__ = ["MAX_LEVELS", "encode", "expand", "expand_for_plan", "site_table", "text_columns_of"]
 
 #: The most levels a categorical column may have (``--max-levels``): more is an identifier or free text,
 #: not a variable a graph of a few dozen nodes can use (each level is a column of the expanded data).
@@ -161,18 +161,88 @@ def encode(tables: Sequence[Table], categorical: Sequence[str], max_levels: int 
                 f"(leave it out with --drop {c})"
             )
     kinds = ColumnKinds(tuple(order), tuple((n, tuple(sorted(levels[n]))) for n in order if n in levels))
-    out = []
-    for t, keep in zip(tables, kept_rows):
-        cols = []
-        for name in kinds.names:
-            if name in levels:
-                col = np.char.strip(np.asarray(t.extra[name], dtype=str))[keep]
-                lv = kinds.categorical[name]
-                cols.extend((col == lev).astype(float)[:, None] for lev in lv[1:])
-            else:
-                cols.append(t.X[keep, t.names.index(name)][:, None])
-        X = np.hstack(cols) if cols else np.zeros((int(keep.sum()), 0))
-        extra = {k: v for k, v in t.extra.items() if k not in levels}
-        out.append(replace(t, X=np.ascontiguousarray(X), names=kinds.expanded_names(), extra=extra,
-                           dropped_rows=t.dropped_rows + int((~keep).sum()), columns=kinds))
-    return out, kinds
+    return [expand(t, kinds, keep) for t, keep in zip(tables, kept_rows)], kinds
+
+
+def expand(t: Table, kinds: ColumnKinds, keep: Optional[np.ndarray] = None) -> Table:
+    """The table ``t`` (its categorical columns as text in ``t.extra``) as the expanded data of ``kinds``:
+    its variables in that order, a categorical one as its indicator columns against ``kinds``' levels;
+    ``keep``: the rows used (all when ``None``)."""
+    keep = np.ones(t.n, dtype=bool) if keep is None else keep
+    cat = kinds.categorical
+    cols = []
+    for name in kinds.names:
+        if name in cat:
+            col = np.char.strip(np.asarray(t.extra[name], dtype=str))[keep]
+            cols.extend((col == lev).astype(float)[:, None] for lev in cat[name][1:])
+        else:
+            cols.append(t.X[keep, t.names.index(name)][:, None])
+    X = np.hstack(cols) if cols else np.zeros((int(keep.sum()), 0))
+    extra = {k: v for k, v in t.extra.items() if k not in cat}
+    return replace(t, X=np.ascontiguousarray(X), names=kinds.expanded_names(), extra=extra,
+                   dropped_rows=t.dropped_rows + int((~keep).sum()), columns=kinds)
+
+
+def site_table(table: Table, categorical: Sequence[str], max_levels: int = MAX_LEVELS, na_drop: bool = False,
+               order: Optional[Sequence[str]] = None, missing: Sequence[str] = tuple(_MISSING)) -> tuple:
+    """A site's own table for a networked run (``bnsl join``): ``(table, variables, levels)`` — the rows
+    without a missing categorical cell (refused naming file, row and column, or with ``na_drop`` left out),
+    the categorical columns kept as text, the variables in ``order`` (a header's) and this site's levels of
+    each categorical column (sorted). More than ``max_levels`` levels is refused here, before any level
+    leaves the site (an identifier's values would); one level is fine (the sites' union decides). The
+    site expands its rows against the plan's levels once a plan arrives (:func:`expand_for_plan`)."""
+    cat = list(categorical)
+    keep = np.ones(table.n, dtype=bool)
+    for c in cat:
+        col = np.asarray(table.extra[c], dtype=str)
+        miss = np.isin(np.char.strip(col), list(missing))
+        if miss.any():
+            if not na_drop:
+                row = int(np.flatnonzero(miss)[0])
+                raise InputDataError(
+                    f"{display_name(table.path)}: column {c!r} (categorical) has a missing cell in data row {row + 1}; "
+                    "fill it, or --na drop-rows leaves such rows out"
+                )
+            keep &= ~miss
+    levels = {}
+    for c in cat:
+        lv = sorted(np.unique(np.char.strip(np.asarray(table.extra[c], dtype=str))[keep]).tolist())
+        if len(lv) > max_levels:
+            raise OptionError(
+                f"{display_name(table.path)}: column {c!r} has {len(lv)} levels, more than --max-levels {max_levels}: "
+                f"an identifier or free text is not a variable to learn, and its values would be sent to the "
+                f"coordinator (leave it out with --drop {c}, or raise --max-levels)"
+            )
+        levels[c] = lv
+    present = list(table.names) + cat
+    variables = [n for n in (order or ()) if n in present]
+    variables += [n for n in present if n not in variables]
+    extra = {k: (np.char.strip(np.asarray(v, dtype=str))[keep] if k in levels else v) for k, v in table.extra.items()}
+    kept = replace(table, X=np.ascontiguousarray(table.X[keep]), extra=extra,
+                   dropped_rows=table.dropped_rows + int((~keep).sum()))
+    return kept, tuple(variables), levels
+
+
+def expand_for_plan(table: Table, kinds: ColumnKinds) -> Table:
+    """A site's table (:func:`site_table`) as the expanded data of the plan's ``kinds``. A
+    :class:`~bnsl_cli.errors.ShardMismatchError` when the plan takes a column as categorical that this site
+    holds as numbers (or the other way round), or lacks a level this site holds."""
+    from bnsl_cli.errors import ShardMismatchError
+
+    where = display_name(table.path)
+    cat = kinds.categorical
+    for name in kinds.names:
+        if name in cat:
+            if name not in table.extra:
+                held = "as numbers" if name in table.names else "not at all"
+                raise ShardMismatchError(f"{where}: the plan takes column {name!r} as categorical; this site holds it "
+                                         f"{held} (bnsl join --categorical {name})")
+            have = set(np.unique(np.asarray(table.extra[name], dtype=str)).tolist())
+            lacking = sorted(have - set(cat[name]))
+            if lacking:
+                raise ShardMismatchError(f"{where}: the plan's levels of column {name!r} lack {lacking[0]!r}, which this "
+                                         "site holds")
+        elif name not in table.names:
+            held = "as categorical" if name in table.extra else "not at all"
+            raise ShardMismatchError(f"{where}: the plan takes column {name!r} as continuous; this site holds it {held}")
+    return expand(table, kinds)

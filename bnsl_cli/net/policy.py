@@ -42,7 +42,7 @@ from bnsl_cli.errors import (
     ShardMismatchError,
 )
 from bnsl_cli.federated.messages import read_header
-from bnsl_cli.federated.methods.registry import Rounds, make_participant, method_spec
+from bnsl_cli.federated.methods.registry import Rounds, make_participant
 from bnsl_cli.federated.site_sequence import SequenceState, steps_by_kind
 from bnsl_cli.net.common import FederationError
 from bnsl_cli.net.site_budget import SiteBudget
@@ -159,7 +159,7 @@ def admm_rounds(plan) -> int:
     """The most ADMM rounds ``plan`` can run (what ``max_rounds`` compares): the plan's ``rounds``
     when they are ADMM rounds (one exchange with every site per round); 0 when they are the
     coordinator's NOTEARS steps (fed-moments: no exchange)."""
-    return int(plan.rounds) if method_spec(plan.method).rounds is Rounds.ADMM else 0
+    return int(plan.rounds) if plan.spec.rounds is Rounds.ADMM else 0
 
 
 def expected_privacy(plan: RunPlan) -> PrivacyPlan:
@@ -182,7 +182,7 @@ def expected_privacy(plan: RunPlan) -> PrivacyPlan:
         )
         split = max((int(r.split) for r in pv.releases), default=1)
         if split > 1:
-            if method_spec(plan.method).distributed_noise:
+            if plan.spec.distributed_noise:
                 # --noise distributed over P sites with collusion tolerance t = P − split
 
                 want = distribute_noise(want, plan.method, True, plan.P, "distributed", max(plan.P - split, 0))
@@ -255,6 +255,18 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str,
         raise FederationError(
             f"the plan lists participant {index + 1} as {me.label!r} with {me.rows} rows; this site is {name!r} with {table.n}"
         )
+    if plan.columns is not None:  # categorical columns: this site's rows against the plan's levels
+        from bnsl_cli.io.kinds import expand_for_plan
+
+        # decided on public values before the rows are looked at (a refusal that depends on them is a release)
+        if plan.private:
+            raise RefusedError("the plan learns categorical columns under --dp, which this version does not (their "
+                               "levels would need a public schema); refused")
+        if not limits.allow_non_private:
+            raise RefusedError("the coordinator asks for a non-private run with categorical columns; this site accepts "
+                               "private runs only (--allow-non-private to accept)")
+
+        table = expand_for_plan(table, plan.columns)
     if not set(plan.names) <= set(table.names) or len(set(plan.names)) != len(plan.names):
         raise ShardMismatchError(f"{table.path}: the plan's columns differ from this site's")
     # serve --bootstrap: the session must be the one due, within the caps, before the rows are touched
@@ -379,7 +391,7 @@ class SpendGuard:
         self.planned_rho_each: dict = {}
         #: the steps of the message sequence this plan's method declares, by the kinds they handle
         #: (:mod:`bnsl_cli.federated.site_sequence`); every other kind is refused
-        self.steps = steps_by_kind(method_spec(plan.method).site_sequence(plan))
+        self.steps = steps_by_kind(plan.spec.site_sequence(plan))
         self.state = SequenceState()
         if plan.private:
             for r in plan.privacy.releases:

@@ -11,19 +11,22 @@ transport's choices; it returns the plan and the secure-sum part of the PLAN fra
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from bnsl_cli.errors import FederationError, OptionError, RefusedError
+from bnsl_cli.column_kinds import combine_site_levels, site_specific_levels
+from bnsl_cli.errors import FederationError, IdentifierColumnWarning, OptionError, RefusedError
 from bnsl_cli.federated.method_spec import Rounds
-from bnsl_cli.federated.methods.registry import method_spec
+from bnsl_cli.federated.methods.registry import default_method, methods_where
+from bnsl_cli.io.kinds import MAX_LEVELS
 from bnsl_cli.io.table import split_names
 from bnsl_cli.net.site_sessions import check_session_caps
 from bnsl_cli.plan.run_plan import RunPlan, check_verdict
 from bnsl_cli.plan.shapes import ParticipantShape, Shapes
 from bnsl_cli.privacy.split_noise import split_noise_plan, split_of
 
-__all__ = ["SessionChoices", "check_choices", "session_plan", "plan_columns", "check_consent", "plan_summary",
+__all__ = ["SessionChoices", "check_choices", "session_plan", "hello_levels", "plan_columns", "check_consent", "plan_summary",
            "ExchangeProgress"]
 
 
@@ -38,21 +41,24 @@ class SessionChoices:
     split_noise: bool = False
     columns: Optional[str] = None
     drop: Optional[str] = None
+    #: whether the run's method was given: when not, sites that declare categorical columns get the
+    #: registry's default for them (as ``bnsl learn`` chooses it)
+    method_given: bool = True
+    #: the most levels a categorical column may have over all sites (``serve --max-levels``)
+    max_levels: int = MAX_LEVELS
 
 
 def check_choices(cfg, choices: SessionChoices) -> None:
     """The checks that need no site: a method that can run over the network, split noise only under a
     secure sum and for a method with a release that can be split, no ``--personal`` under a secure sum.
     Called by each transport before it waits for the sites, and again by :func:`session_plan`."""
-    from bnsl_cli.federated.methods.registry import METHODS
-
-    spec = method_spec(cfg.method)
+    spec = cfg.spec
     if not spec.federated or spec.pooled:
         raise OptionError(f"--method {cfg.method} runs on pooled or local rows only; it cannot run over the network")
     if choices.split_noise and choices.secure_sum is False:
         raise OptionError("--split-noise needs --secure-sum (split noise is private only under a secure sum)")
     if choices.split_noise and (cfg.dp is None or not spec.split_noise):
-        able = " or ".join(m for m in METHODS if method_spec(m).split_noise)
+        able = " or ".join(methods_where(lambda s: s.split_noise))
         raise OptionError(f"--split-noise: only --method {able} --dp has a release that can be split")
     if choices.secure_sum and cfg.personal:
         raise OptionError(
@@ -65,9 +71,22 @@ def session_plan(cfg, hellos, choices: SessionChoices) -> tuple[RunPlan, Optiona
     """The plan the sites are sent, and the PLAN frame's secure-sum part (``None`` without one),
     after every check the coordinator makes before asking any site."""
     check_choices(cfg, choices)
+    names = plan_columns(hellos[0]["columns"], choices.columns, choices.drop)
+    sites = [(str(h["site"]), hello_levels(h)) for h in hellos]
+    kinds = combine_site_levels(names, sites, choices.max_levels)
+    if kinds is not None:
+        for v, k in site_specific_levels(kinds, sites):
+            warnings.warn(
+                f"column {v!r} has no level in common between the sites (each of its {k} levels occurs at one site "
+                f"only): it names the site rather than measuring a variable; pass --drop {v} to leave it out",
+                IdentifierColumnWarning, stacklevel=2,
+            )
+        if not choices.method_given:  # the default for categorical columns, as learn chooses it
+            cfg = replace(cfg, method=default_method(cfg.dp is not None, categorical=True))
     shapes = Shapes(
-        names=plan_columns(hellos[0]["columns"], choices.columns, choices.drop),
+        names=names if kinds is None else kinds.expanded_names(),
         participants=tuple(ParticipantShape(str(h["site"]), int(h["rows"])) for h in hellos),
+        columns=kinds,
     )
     plan = RunPlan.resolve(cfg, shapes)
     if choices.split_noise:
@@ -82,6 +101,27 @@ def session_plan(cfg, hellos, choices: SessionChoices) -> tuple[RunPlan, Optiona
             raise FederationError("--secure-sum: a site sent no X25519 key in its HELLO (older bnsl?)")
         spec = {"public_keys": keys, "run_id": os.urandom(16).hex(), "scale_bits": int(choices.scale_bits)}
     return plan, spec
+
+
+#: the longest level text a HELLO may declare (a level is a category's name, not a free text)
+MAX_LEVEL_CHARS = 200
+
+
+def hello_levels(hello: dict) -> dict:
+    """The categorical columns a site's HELLO declares with its levels (``{}`` when none), checked: a
+    mapping of its own column names to lists of distinct level texts of at most :data:`MAX_LEVEL_CHARS`
+    characters. A :class:`~bnsl_cli.net.common.FederationError` naming the site otherwise."""
+    levels = hello.get("levels")
+    if levels is None:
+        return {}
+    site, columns = hello.get("site"), hello.get("columns") or ()
+    ok = isinstance(levels, dict) and all(
+        isinstance(k, str) and k in columns and isinstance(v, list) and len(set(v)) == len(v)
+        and all(isinstance(x, str) and len(x) <= MAX_LEVEL_CHARS for x in v)
+        for k, v in levels.items())
+    if not ok:
+        raise FederationError(f"site {site!r} declared malformed categorical levels in its HELLO")
+    return levels
 
 
 def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = None) -> tuple:
@@ -113,7 +153,7 @@ def check_consent(plan, hellos) -> None:
           if isinstance(h.get("limits"), dict) and not h["limits"].get("accept_split_noise")]
     if not no:
         return
-    distributed = method_spec(plan.method).distributed_noise
+    distributed = plan.spec.distributed_noise
     other = "serve --no-secure-sum for per-site noise (√P times the noise)" if distributed else "drop serve --split-noise"
     raise RefusedError(
         f"{', '.join(no)} did not accept {'distributed' if distributed else 'split'} noise (each site adds a share of "
@@ -124,7 +164,7 @@ def check_consent(plan, hellos) -> None:
 def plan_summary(plan) -> str:
     """What the sites accepted, for the coordinator's log: the method and what its plan runs (ADMM rounds,
     or what the method declares, ``MethodSpec.plan_exchanges``)."""
-    spec = method_spec(plan.method)
+    spec = plan.spec
     if spec.rounds is Rounds.ADMM:
         return f"{plan.method}, at most {plan.rounds} rounds"
     if spec.plan_exchanges is not None:

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bnsl_cli.errors import OptionError, PrivacyBudgetError
-from bnsl_cli.federated.methods.registry import METHODS, PRIVATE_METHODS, check_method_options, default_method, method_spec
+from bnsl_cli.federated.methods.registry import (
+    PRIVATE_METHODS,
+    check_method_options,
+    default_method,
+    method_spec,
+    methods_where,
+)
 from bnsl_cli.knowledge import KnowledgeSource
 from bnsl_cli.privacy.accountant import accountant_option, validate_delta
 from bnsl_cli.privacy.limits import validate_epsilon
@@ -95,13 +101,19 @@ class LearnConfig:
     #: :func:`bnsl_cli.confidence.estimated_threshold`) or ``None`` (the run's own graph, annotated)
     min_strength: Optional[object] = None
 
+    @property
+    def spec(self):
+        """The method's registry entry (its default's while ``method`` is ``None``, as :meth:`check`
+        resolves it): code that holds the options asks them, not the registry."""
+        return method_spec(self.method if self.method is not None else default_method(self.dp is not None))
+
     def check(self) -> None:
         """The checks that need no data (the CLI calls this before reading the shards;
         :meth:`RunPlan.resolve` calls it too). Resolves ``method`` when ``None``; refuses an option
         the method does not take (:func:`~bnsl_cli.federated.methods.check_method_options`)."""
         if self.method is None:
             self.method = default_method(self.dp is not None)
-        spec = method_spec(self.method)
+        spec = self.spec
         _whole("--rounds", self.rounds, allow_none=True)
         _whole("--steps", self.steps, allow_none=True)
         _whole("--workers", self.workers, allow_none=True)
@@ -113,7 +125,7 @@ class LearnConfig:
         if self.acyclicity not in ("auto", "expm", "logdet"):
             raise OptionError(f"--acyclicity: unknown function {self.acyclicity!r}; choose auto, expm or logdet")
         if self.acyclicity != "auto" and self.acyclicity not in spec.acyclicities:
-            able = " or ".join(m for m in METHODS if self.acyclicity in method_spec(m).acyclicities)
+            able = " or ".join(methods_where(lambda s: self.acyclicity in s.acyclicities))
             raise OptionError(
                 f"--acyclicity {self.acyclicity} works with --method {able} only ({self.method} uses NOTEARS' "
                 f"{'/'.join(spec.acyclicities)} function); drop the option"
@@ -157,7 +169,7 @@ class LearnConfig:
             raise OptionError(f"--bootstrap: --method {self.method} learns one graph per participant; it has no "
                               "consensus whose edges could be counted")
         if self.dp is not None and not spec.resamples_releases:
-            able = " or ".join(m for m in METHODS if method_spec(m).resamples_releases)
+            able = " or ".join(methods_where(lambda s: s.resamples_releases))
             raise OptionError(
                 f"--bootstrap with --dp: the private {self.method} cannot resample its releases, and resampling the "
                 f"rows would release them again; use --method {able} (its releases are resampled as post-processing)"

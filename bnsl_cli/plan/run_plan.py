@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional
 
 from bnsl_cli.errors import BnslError, NoisyReleaseWarning, OptionError, PrivacyBudgetError
-from bnsl_cli.federated.methods.registry import METHODS, method_spec
+from bnsl_cli.federated.methods.registry import method_spec, methods_where
 from bnsl_cli.column_kinds import CATEGORICAL, ColumnKinds
 from bnsl_cli.knowledge import Knowledge
 from bnsl_cli.plan.options import LearnConfig
@@ -147,6 +147,12 @@ class RunPlan:
     def private(self) -> bool:
         return self.privacy is not None
 
+    @property
+    def spec(self):
+        """The method's registry entry (:class:`~bnsl_cli.federated.method_spec.MethodSpec`): code that
+        holds a plan asks it, not the registry."""
+        return method_spec(self.method)
+
     # -- resolution -----------------------------------------------------------------------------
     @classmethod
     def resolve(cls, options: LearnConfig, shapes: Shapes) -> "RunPlan":
@@ -155,7 +161,7 @@ class RunPlan:
         option), :class:`PrivacyBudgetError` (a privacy request that cannot be honoured) or
         :class:`BnslError`."""
         options.check()
-        spec = method_spec(options.method)
+        spec = options.spec
         names = tuple(str(n) for n in shapes.names)
         if not names:
             raise OptionError("the data have no columns")
@@ -285,7 +291,7 @@ def check_verdict(plan: "RunPlan") -> None:
     a run works, warns or is refused is decided before any value is drawn. The coordinator's
     entry points call it (``learn``, and the session that ``serve`` and the Flower ServerApp share)
     before a participant is built or a plan is sent."""
-    spec = method_spec(plan.method)
+    spec = plan.spec
     if plan.private and spec.plan_verdict is not None:
         verdict, why = spec.plan_verdict(plan)
         if verdict == "refused":
@@ -319,7 +325,7 @@ def check_kinds(spec, columns: ColumnKinds, private: bool, standardize: bool) ->
             )
         return
     if CATEGORICAL not in spec.column_kinds:
-        takes = [m for m in METHODS if CATEGORICAL in method_spec(m).column_kinds]
+        takes = methods_where(lambda s: CATEGORICAL in s.column_kinds)
         raise OptionError(
             f"column {first!r} is categorical; --method {spec.name} takes continuous columns only "
             f"({', '.join(takes)} takes categorical columns)"

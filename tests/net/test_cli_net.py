@@ -25,9 +25,9 @@ def _records(path):
 def test_three_sites_same_bytes_as_learn(world, tmp_path):
     certs, paths = world
     learned = tmp_path / "learned"
-    learn = Party(["learn", *map(str, paths), "--seed", "3", "--out", str(learned), "-q"])
+    learn = Party(["learn", *map(str, paths), "--seed", "3", "--format", "modelstring,dagitty", "--out", str(learned), "-q"])
     served = tmp_path / "served"
-    coord, port = serve(certs, served, "--seed", "3")
+    coord, port = serve(certs, served, "--seed", "3", "--format", "modelstring,dagitty")
     # garbage on the port, and a site whose certificate is from another CA: neither disturbs the run
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.sendall(b"\x16\x03\x01 not a TLS hello at all" * 10)
@@ -41,7 +41,7 @@ def test_three_sites_same_bytes_as_learn(world, tmp_path):
     code, _, err = learn.done()
     assert code == 0, err
     all_ok(coord, sites)
-    for name in ("adjacency.csv", "edges.csv", "graph.dot"):
+    for name in ("adjacency.csv", "edges.csv", "graph.dot", "graph.modelstring", "graph.dagitty"):
         assert (served / name).read_bytes() == (learned / name).read_bytes(), name
     rep = json.loads((served / "report.json").read_text())
     assert rep["network"]["transport"] == "gRPC, mutual TLS"

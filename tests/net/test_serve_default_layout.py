@@ -210,12 +210,15 @@ def test_consent_is_read_from_the_hellos():
     from types import SimpleNamespace
 
     hello = lambda name, accept: {"site": name, "limits": {"accept_split_noise": accept}}  # noqa: E731
-    split = SimpleNamespace(method="fed-suffstats", privacy=SimpleNamespace(releases=[SimpleNamespace(split=3)]))
-    unsplit = SimpleNamespace(method="fed-suffstats", privacy=SimpleNamespace(releases=[SimpleNamespace(split=1)]))
+    suffstats = method_spec("fed-suffstats")  # a plan answers for its method (RunPlan.spec)
+    split = SimpleNamespace(method="fed-suffstats", spec=suffstats,
+                            privacy=SimpleNamespace(releases=[SimpleNamespace(split=3)]))
+    unsplit = SimpleNamespace(method="fed-suffstats", spec=suffstats,
+                              privacy=SimpleNamespace(releases=[SimpleNamespace(split=1)]))
     check_consent(split, [hello("a", True), hello("b", True), {"site": "lib"}])  # a HELLO without limits: its own check
     check_consent(unsplit, [hello("a", False)])
     with pytest.raises(RefusedError, match=r"^site 2 \(b\) did not accept distributed noise.*--no-secure-sum"):
         check_consent(split, [hello("a", True), hello("b", False), hello("c", True)])
-    moments = SimpleNamespace(method="fed-moments", privacy=split.privacy)  # serve --split-noise
+    moments = SimpleNamespace(method="fed-moments", spec=method_spec("fed-moments"), privacy=split.privacy)  # serve --split-noise
     with pytest.raises(RefusedError, match=r"^site 1 \(a\), site 3 \(c\) did not accept split noise.*--split-noise$"):
         check_consent(moments, [hello("a", False), hello("b", True), hello("c", False)])

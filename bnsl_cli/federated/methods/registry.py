@@ -67,6 +67,7 @@ __all__ = [
     "check_method_options",
     "check_budget_options",
     "method_spec",
+    "methods_where",
     "make_participant",
     "audit_cases",
     "broken_audit_cases",
@@ -259,6 +260,12 @@ def method_spec(method: str) -> MethodSpec:
         raise OptionError(f"--method: unknown method {method!r}; choose one of {', '.join(METHODS)}") from None
 
 
+def methods_where(test) -> tuple:
+    """The names of the registered methods whose spec passes ``test`` (a ``MethodSpec -> bool``), in
+    the registry's order: what an error message offers in place of a method that lacks a feature."""
+    return tuple(name for name, spec in _REGISTRY.items() if test(spec))
+
+
 def make_participant(plan, pid: int, X: np.ndarray, rng: Optional[np.random.Generator] = None):
     """The site side of ``plan.method`` for participant ``pid`` (0-based) holding rows ``X``.
 
@@ -267,7 +274,7 @@ def make_participant(plan, pid: int, X: np.ndarray, rng: Optional[np.random.Gene
         raise PrivacyBudgetError("a private participant needs its own noise source (rng)")
     if X.shape[1] != plan.d:
         raise OptionError(f"participant {pid + 1}: {X.shape[1]} columns, the plan has {plan.d}")
-    return method_spec(plan.method).participant(plan, pid, X, rng)
+    return plan.spec.participant(plan, pid, X, rng)
 
 
 # -- the empirical privacy audit's cases (bnsl_cli.federated.audit; benchmarks/privacy_audit.py and

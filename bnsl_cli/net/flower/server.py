@@ -33,7 +33,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from bnsl_cli.errors import OptionError
-from bnsl_cli.federated.methods.registry import method_spec
 from bnsl_cli.net import layout
 from bnsl_cli.net.session import ExchangeProgress, SessionChoices, check_choices, plan_summary, session_plan
 
@@ -197,7 +196,7 @@ def resolve_secure_sum(cfg, participants: int, choice: str) -> tuple:
     """Whether the run uses the secure sum and a warning (``None``: none): ``bnsl serve``'s rule
     (:func:`bnsl_cli.net.layout.resolve_secure_sum`), ``choice`` being ``auto`` (neither flag),
     ``on`` or ``off``."""
-    return layout.resolve_secure_sum(cfg, method_spec(cfg.method), participants,
+    return layout.resolve_secure_sum(cfg, cfg.spec, participants,
                                      {"auto": None, "on": True, "off": False}[choice],
                                      off="secure-sum = off", keep="use secure-sum = auto or on")
 

@@ -100,13 +100,12 @@ def _pack_guard(guard):
 def _unpack_guard(packed):
     if packed is None:
         return None
-    from bnsl_cli.federated.methods.registry import method_spec
     from bnsl_cli.federated.site_sequence import steps_by_kind
 
     cls, data = packed
     guard = cls.__new__(cls)
     guard.__dict__.update(data)
-    guard.steps = steps_by_kind(method_spec(guard.plan.method).site_sequence(guard.plan))
+    guard.steps = steps_by_kind(guard.plan.spec.site_sequence(guard.plan))
     return guard
 
 

@@ -363,3 +363,25 @@ def test_a_text_index_column_is_not_categorical(tmp_path):
     assert res.stdout.splitlines()[0] == "source,target,weight,kind" and "pid" not in res.stdout
     res = run("learn", *paths, "--index-col", "pid", "--drop", "c", "--dp", "--epsilon", 5, "-q")
     assert res.exit_code == 0, res.output
+
+
+def test_a_plan_without_tables_is_answered_no_table_and_runs_the_first_phase_only():
+    """``RunPlan.tables`` (a networked run where a site did not pass ``--allow-tables``): every site refuses a
+    table request on that public value, and the driver asks for none; the plan carries it over the wire."""
+    from dataclasses import replace
+
+    from bnsl_cli.federated.methods.suffstats.messages import TABLE_ROUND, TableRequest
+    from bnsl_cli.federated.methods.suffstats.sequence import table_request_problem
+
+    enc, kinds = _discrete_tables()
+    plan = RunPlan.resolve(LearnConfig(method="fed-suffstats"), Shapes.of_tables(enc))
+    req = TableRequest(TABLE_ROUND, plan.d, 12, ((0, 1, 2),))
+    assert plan.tables and table_request_problem(req, plan) is None
+    closed = replace(plan, tables=False)
+    assert "without tables" in table_request_problem(req, closed)
+    assert RunPlan.from_dict(closed.to_dict()).tables is False and RunPlan.from_dict(plan.to_dict()).tables is True
+    seeded = replace(plan, seed=1)
+    with_tables, without = learn(enc, seeded), learn(enc, replace(seeded, tables=False))
+    assert with_tables.report["communication"]["exchanges"] == without.report["communication"]["exchanges"] + 1
+    assert "second phase: the multinomial BIC" in with_tables.report["history"][-1]["note"]
+    assert "no second phase: a site did not allow contingency tables" in without.report["history"][-1]["note"]

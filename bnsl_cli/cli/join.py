@@ -59,6 +59,13 @@ def command(
         "standard deviations, which the coordinator then holds). fed-sparse and fed-bnsl send their shares of "
         "those column statistics for the scale check either way: --require-secure-sum hides them.",
     ),
+    allow_tables: bool = typer.Option(
+        False, "--allow-tables",
+        help="With categorical columns (non-private runs): also send the sums of contingency tables of a variable "
+        "with its neighbours, which the second phase of the search needs (more accurate graphs). Finer than the "
+        "moments: over few columns such a table says how many rows hold each combination of levels. Without it "
+        "the run learns from the moments only.",
+    ),
     require_secure_sum: bool = typer.Option(
         False, "--require-secure-sum",
         help="Refuse plans without secure aggregation (serve --secure-sum): the coordinator then learns only the "
@@ -191,6 +198,7 @@ def command(
         accept_split_noise=accept_split_noise,
         refuse_standardize=refuse_standardize,
         require_secure_sum=require_secure_sum,
+        allow_tables=allow_tables,
         max_sessions=max_sessions,
         max_total_epsilon=max_total_epsilon,
     )

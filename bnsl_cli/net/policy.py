@@ -99,6 +99,8 @@ class SiteLimits:
     accept_split_noise: bool = False
     refuse_standardize: bool = False
     require_secure_sum: bool = False
+    #: answer the contingency tables of a non-private plan with categorical columns (``--allow-tables``)
+    allow_tables: bool = False
     #: sessions answered in one join (``serve --bootstrap B``: B replicates and the run); also bounded
     #: by the site's rows (:mod:`bnsl_cli.net.site_sessions`)
     max_sessions: int = DEFAULT_MAX_SESSIONS
@@ -265,6 +267,9 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str,
         if not limits.allow_non_private:
             raise RefusedError("the coordinator asks for a non-private run with categorical columns; this site accepts "
                                "private runs only (--allow-non-private to accept)")
+        if plan.tables and not limits.allow_tables:
+            raise RefusedError("the plan asks for contingency tables of the categorical columns, which this site did "
+                               "not allow (--allow-tables to accept)")
 
         table = expand_for_plan(table, plan.columns)
     if not set(plan.names) <= set(table.names) or len(set(plan.names)) != len(plan.names):
@@ -362,6 +367,9 @@ def plan_record(plan) -> dict:
                    releases=[r.to_dict() for r in plan.privacy.releases])
     if plan.knowledge is not None:  # the prior knowledge the site's participant enforces (public)
         rec["knowledge"] = plan.knowledge.to_dict()
+    if plan.columns is not None:  # categorical columns: their levels, and whether tables may be asked for
+        rec["columns"] = plan.columns.to_dict()
+        rec["tables"] = plan.tables
     return rec
 
 

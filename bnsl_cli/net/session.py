@@ -89,6 +89,8 @@ def session_plan(cfg, hellos, choices: SessionChoices) -> tuple[RunPlan, Optiona
         columns=kinds,
     )
     plan = RunPlan.resolve(cfg, shapes)
+    if kinds is not None and not all(_allows_tables(h) for h in hellos):
+        plan = replace(plan, tables=False)  # the first phase only: a site did not allow the finer release
     if choices.split_noise:
         plan = split_noise_plan(plan)
     check_verdict(plan)  # a plan expected to be lost in its noise is never sent
@@ -122,6 +124,13 @@ def hello_levels(hello: dict) -> dict:
     if not ok:
         raise FederationError(f"site {site!r} declared malformed categorical levels in its HELLO")
     return levels
+
+
+def _allows_tables(hello: dict) -> bool:
+    """Whether a site's HELLO allows the second phase's contingency tables (``bnsl join --allow-tables``); a
+    HELLO without limits (a library site) answers by its own guard."""
+    limits = hello.get("limits")
+    return not isinstance(limits, dict) or bool(limits.get("allow_tables"))
 
 
 def plan_columns(names, columns: Optional[str] = None, drop: Optional[str] = None) -> tuple:

@@ -112,6 +112,11 @@ class RunPlan:
     #: the variables' kinds when some are categorical (:class:`~bnsl_cli.io.kinds.ColumnKinds`): the
     #: protocol's columns (``names``) are then the expanded ones, the graph is over ``columns.names``
     columns: Optional[ColumnKinds] = None
+    #: with categorical columns: whether the second phase may ask the sites for contingency tables of a
+    #: variable with its neighbours (``bnsl join --allow-tables`` at every site of a networked run; always in
+    #: one process). Such a table is a finer release than the moments: over few columns it lists how many
+    #: rows hold each combination of levels.
+    tables: bool = True
 
     def forbidden_mask(self):
         """The d × d forbidden mask of the plan's knowledge (``None`` without knowledge)."""
@@ -251,6 +256,7 @@ class RunPlan:
             del d["replicate"]
         if self.columns is None:  # a plan of continuous columns reads as before
             del d["columns"]
+            del d["tables"]
         else:
             d["columns"] = self.columns.to_dict()
         return d

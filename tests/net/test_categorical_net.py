@@ -109,13 +109,28 @@ def test_served_categorical_run_gives_the_bytes_of_learn(certs, mixed_sites, tmp
     assert res.exit_code == 0, res.output
     served = tmp_path / "served"
     coord, port = serve(certs, served, "--seed", "1")  # no --method: the sites' categorical columns choose it
-    sites = [join(certs, port, p, f"site{k + 1}", "--allow-non-private") for k, p in enumerate(mixed_sites)]
+    sites = [join(certs, port, p, f"site{k + 1}", "--allow-non-private", "--allow-tables")
+             for k, p in enumerate(mixed_sites)]
     all_ok(coord, sites)
     for name in ("adjacency.csv", "edges.csv", "graph.dot", "cpdag.csv"):
         assert (served / name).read_bytes() == (learned / name).read_bytes(), name
     a, b = (json.loads((f / "report.json").read_text()) for f in (served, learned))
     assert a["method"] == b["method"] == "fed-suffstats"
     assert a["columns"] == b["columns"] and "categorical" in a["columns"]["kinds"]
+
+
+def test_without_every_sites_consent_no_table_is_asked_for(certs, mixed_sites, tmp_path):
+    """One site without --allow-tables: the plan says so, the run learns from the moments only (the first
+    phase), and no site is asked for a table."""
+    served = tmp_path / "served"
+    coord, port = serve(certs, served, "--seed", "1")
+    sites = [join(certs, port, p, f"site{k + 1}", "--allow-non-private", *(["--allow-tables"] if k else []),
+                  "--transcript", str(tmp_path / f"t{k + 1}.jsonl"))
+             for k, p in enumerate(mixed_sites)]
+    all_ok(coord, sites)
+    plans = [json.loads(line) for line in (tmp_path / "t2.jsonl").read_text().splitlines()]
+    assert [r["tables"] for r in plans if r["event"] == "plan"] == [False]
+    assert "no second phase: a site did not allow contingency tables" in (served / "report.json").read_text()
 
 
 def test_a_site_that_takes_private_runs_only_does_not_send_its_levels(certs, mixed_sites, tmp_path):

@@ -449,8 +449,11 @@ def drive_suffstats(spec, plan, fleet, progress=None) -> SolverOutcome:
         t0 = time.perf_counter()
         # the last stage that kept its rows' weight: its search (res), moments (Gs) and their noise
         if plan.columns is not None:
-            res = second_phase(plan, fleet, Gs, n, res)
+            if plan.tables:
+                res = second_phase(plan, fleet, Gs, n, res)
             W, Wf, removed, choice = res.W, res.W, [], res.info["note"]
+            if not plan.tables:
+                choice += "; no second phase: a site did not allow contingency tables (bnsl join --allow-tables)"
         else:
             W, Wf, removed, choice = final_graph(plan, spec, res, Gs, noise, n, (tau, Hs))
         t_solve += time.perf_counter() - t0

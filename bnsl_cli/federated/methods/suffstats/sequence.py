@@ -125,6 +125,8 @@ def table_request_problem(req: TableRequest, plan) -> Optional[str]:
     cols = plan.columns
     if plan.private or cols is None:
         return "a table request in a plan without categorical columns (or a private one)"
+    if not plan.tables:
+        return "a table request in a plan without tables (the sites did not allow them: bnsl join --allow-tables)"
     if req.d != plan.d or req.round != TABLE_ROUND:
         return f"a table request for d = {req.d}, round {req.round} (this site: d = {plan.d}, round {TABLE_ROUND})"
     if not req.groups or len(req.groups) > len(cols.names):

@@ -201,6 +201,13 @@ def resolve_secure_sum(cfg, participants: int, choice: str) -> tuple:
                                      off="secure-sum = off", keep="use secure-sum = auto or on")
 
 
+def _method_given(options: str) -> bool:
+    """Whether the run config's options name the method (``-m``/``--method``): when not, sites with
+    categorical columns get the registry's default for them, as with ``bnsl serve``."""
+    tokens = shlex.split(options or "")
+    return any(t in ("-m", "--method") or t.startswith("--method=") for t in tokens)
+
+
 def _check_layout(cfg, rc: RunConfig) -> None:
     """The session's checks that need no site (:func:`bnsl_cli.net.session.check_choices`); with
     ``secure-sum = auto`` the secure sum is decided with the sites' number, and what depends on it is
@@ -245,7 +252,8 @@ def coordinate(grid, run_config, *, log: Callable[[str], None] | None = None, fl
         fleet.secure_sum = secure
         # the one coordinator session (bnsl serve's too): plan, split-noise consent, session caps, keys
         plan, spec = session_plan(cfg, hellos, SessionChoices(secure_sum=secure, scale_bits=rc.secure_sum_bits,
-                                                               split_noise=bool(rc.split_noise)))
+                                                               split_noise=bool(rc.split_noise),
+                                                               method_given=_method_given(rc.options)))
         fleet.plan = plan  # the plan the sites are sent (tests and measurements read it)
         od = _prepare_out(rc, P if plan.personal else 0)
         body = plan.to_dict()

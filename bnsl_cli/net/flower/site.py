@@ -53,6 +53,7 @@ NODE_CONFIG_KEYS = {
     "max-epsilon": float, "max-delta": float, "allow-non-private": bool, "max-rounds": int,
     "methods": str, "releases": str, "accept-seeded-noise": bool, "accept-split-noise": bool,
     "refuse-standardize": bool, "require-secure-sum": bool, "max-total-epsilon": float, "max-sessions": int,
+    "categorical": str, "max-levels": int, "allow-tables": bool,
 }
 
 
@@ -81,6 +82,9 @@ class SiteConfig:
     state_dir: Path
     transcript: Path
     sep: str | None = None
+    #: declared categorical columns (``categorical = "a,b"``; columns of text are categorical anyway)
+    categorical: tuple = ()
+    max_levels: int = 20
 
     @classmethod
     def from_node_config(cls, node_config) -> SiteConfig:
@@ -114,18 +118,39 @@ class SiteConfig:
             accept_split_noise=bool(cfg.get("accept-split-noise", False)),
             refuse_standardize=bool(cfg.get("refuse-standardize", False)),
             require_secure_sum=bool(cfg.get("require-secure-sum", False)),
+            allow_tables=bool(cfg.get("allow-tables", False)),
             max_total_epsilon=cfg.get("max-total-epsilon"),
             **({"max_sessions": cfg["max-sessions"]} if "max-sessions" in cfg else {}),
         )
         state_dir = Path(cfg["state-dir"]).expanduser() if cfg.get("state-dir") else csv.with_name(csv.stem + ".bnsl-state")
         transcript = (Path(cfg["transcript"]).expanduser() if cfg.get("transcript")
                       else csv.with_name(csv.stem + ".transcript.jsonl"))
-        return cls(csv, cfg.get("site-id") or csv.name, limits, state_dir, transcript, cfg.get("sep"))
+        from bnsl_cli.io.kinds import MAX_LEVELS
+
+        max_levels = cfg.get("max-levels", MAX_LEVELS)
+        if max_levels < 2:
+            raise OptionError(f"node config: max-levels must be at least 2, got {max_levels}")
+        return cls(csv, cfg.get("site-id") or csv.name, limits, state_dir, transcript, cfg.get("sep"),
+                   tuple(names("categorical") or ()), max_levels)
 
     def read(self):
-        from bnsl_cli.io.csv_reader import read_table
+        """``(table, variables, levels)``: this site's rows, its variables in the file's order, and its levels
+        of each categorical column (``{}`` without any; as ``bnsl join`` reads them)."""
+        from bnsl_cli.io.csv_reader import file_separator, read_table
+        from bnsl_cli.io.kinds import site_table, text_columns_of
+        from bnsl_cli.io.table import ReadOptions
 
-        return read_table(self.csv, sep=self.sep, min_columns=2, check_constant=False)
+        header, text = text_columns_of([self.csv], lambda p: self.sep or file_separator(p, ReadOptions()))
+        cat = list(self.categorical) + [c for c in text if c not in self.categorical]
+        if cat and not self.limits.allow_non_private:
+            raise OptionError(
+                f"{self.csv.name}: column {cat[0]!r} is categorical: networked runs learn categorical columns without "
+                "--dp only (this site's levels go to the coordinator in its HELLO); set allow-non-private = true")
+        table = read_table(self.csv, sep=self.sep, min_columns=max(2 - len(cat), 0), check_constant=False,
+                           keep=tuple(cat))
+        if not cat:
+            return table, tuple(table.names), {}
+        return site_table(table, cat, self.max_levels, order=header)
 
 
 # ---- the transcript across processes ----------------------------------------------------------
@@ -274,17 +299,17 @@ def _hello(cfg: SiteConfig, run_id: int, run_tag: str):
 
     from bnsl_cli.federated.secure_sum import generate_keypair
 
-    table = cfg.read()
+    table, variables, levels = cfg.read()
     sk, pk = generate_keypair()
     raw_sk = sk.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                               serialization.NoEncryption())
-    hello = {"site": cfg.name, "columns": list(table.names), "rows": table.n, "limits": cfg.limits.to_dict(),
-             "x25519": pk.hex()}
+    hello = {"site": cfg.name, "columns": list(variables), "rows": table.n, "limits": cfg.limits.to_dict(),
+             "x25519": pk.hex(), **({"levels": levels} if levels else {})}
     state = SiteState(run_id=int(run_id), run_tag=run_tag, name=cfg.name, seq=1, hello=hello, secure_key=raw_sk)
     tr = _open_transcript(cfg, None)
     try:
         tr.write({"event": "run", "site": cfg.name, "coordinator": f"Flower run {run_id}", "csv": str(cfg.csv),
-                  "rows": table.n, "columns": list(table.names), "limits": cfg.limits.to_dict(),
+                  "rows": table.n, "columns": list(variables), "limits": cfg.limits.to_dict(),
                   "transport": "Flower (SuperNode ClientApp)", "identity": None, "state": str(cfg.state_dir)})
         out = _Out(tr)
         out.control(F.HELLO, hello)
@@ -376,8 +401,9 @@ def _report(state: SiteState, out: _Out) -> None:
 def _plan(cfg: SiteConfig, state: SiteState, tr: Transcript, out: _Out, body: dict) -> None:
     """The plan checked against this site's limits (``join``'s :class:`SiteGuard`), the participant
     built behind its spend guard, ACCEPT; or a refusal."""
-    table = cfg.read()
-    if [*table.names] != state.hello["columns"] or table.n != state.hello["rows"]:
+    table, variables, levels = cfg.read()
+    if ([*variables] != state.hello["columns"] or table.n != state.hello["rows"]
+            or levels != state.hello.get("levels", {})):
         _stop(state, tr, out, FederationError(f"{cfg.csv} changed since this site's HELLO; the run is refused"),
               refused=True)
         return

@@ -71,10 +71,10 @@ TOY = MethodSpec(
 
 
 @pytest.fixture
-def toy(monkeypatch):
-    # 4. one registry entry (the recipe adds it to registry._SPECS)
-    monkeypatch.setitem(registry._REGISTRY, TOY.name, TOY)
-    return TOY
+def toy():
+    # 4. one registry entry (the recipe adds it to the registry's list; here for the test's length)
+    with registry.registered(TOY):
+        yield TOY
 
 
 def test_a_new_method_runs_through_the_one_pipeline(toy):

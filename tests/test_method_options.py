@@ -118,13 +118,13 @@ def test_privacy_budget_defaults_to_the_dp_default():
 
 def test_serve_resolves_the_method_up_front():
     pytest.importorskip("grpc")
-    from bnsl_cli.cli.serve import _config
+    from bnsl_cli.cli.serve import run_options
 
-    assert _config({"dp": True, "epsilon": 5.0}).method == DP_DEFAULT_METHOD
-    assert _config({}).method == DEFAULT_METHOD
-    assert _config({"dp": True, "epsilon": 5.0, "method": "fed-bnsl"}).method == "fed-bnsl"
+    assert run_options({"dp": True, "epsilon": 5.0}).method == DP_DEFAULT_METHOD
+    assert run_options({}).method == DEFAULT_METHOD
+    assert run_options({"dp": True, "epsilon": 5.0, "method": "fed-bnsl"}).method == "fed-bnsl"
     with pytest.raises(OptionError, match="--value-bound does not apply to --method fed-suffstats"):
-        _config({"dp": True, "epsilon": 5.0, "value_bound": 3.0})
+        run_options({"dp": True, "epsilon": 5.0, "value_bound": 3.0})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -160,7 +160,7 @@ def _serve(
             raise common.fail("--allow-sites needs mutual TLS (site names come from their certificates), not --insecure", 2)
         if len(allowed) < participants:
             raise common.fail(f"--allow-sites names {len(allowed)} site(s), fewer than --participants {participants}", 2)
-    cfg = _config(learn_options, ctx)
+    cfg = run_options(learn_options, ctx)
     spec = cfg.spec
     secure_sum, layout_warning = resolve_secure_sum(cfg, spec, participants, secure_sum)
     if layout_warning is not None:
@@ -255,7 +255,7 @@ def _site_record(site):
                       identity=getattr(ident, "name", None), certificate_sha256=getattr(ident, "sha256", None))
 
 
-def _config(opts: dict, ctx=None):
+def run_options(opts: dict, ctx=None):
     """A checked :class:`~bnsl_cli.plan.options.LearnConfig` from the :data:`RUN_OPTIONS` of ``bnsl
     learn`` (matched by name; ``BNSL_EPSILON``/``BNSL_DELTA`` set for private runs do not concern a
     non-private one, as in learn). The one place serve checks the options (``cfg.check()``)."""

@@ -162,6 +162,9 @@ class NetworkFleet:
         #: the run's reply limits (:class:`~bnsl_cli.federated.reply_limits.ReplyLimits`; ``run`` sets
         #: them from the plan): the values of every reply in the clear, and the sums of masked ones
         self.limits = None
+        #: ``observer(site_index, frame)`` for every frame a site sent that the coordinator reads (an audit
+        #: log, a measurement, a test that records the MASKED bodies): called before the frame is used
+        self.frame_observers: list = []
         self._stopped = False  # the last exchange was the stop broadcast (the sites then send SUMMARY)
         self.timeout = float(timeout)
         self.log = log or (lambda _msg: None)
@@ -276,6 +279,8 @@ class NetworkFleet:
             if item.body.get("refused") is True:  # the plan is beyond the site's limits (exit 5)
                 raise self._fail(site, f"refused the run: {reason}", tell_site=False, cls=SiteRefusedError)
             raise self._fail(site, f"aborted the run: {reason}", tell_site=False)
+        for observe in self.frame_observers:
+            observe(site.index, item)
         return item
 
     def _fail(self, site: Optional[SiteInfo], why: str, tell_site: bool = True, cls=FederationError):

@@ -37,7 +37,6 @@ import re
 import struct
 import warnings
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -107,28 +106,8 @@ def label(spec: MethodSpec, private: bool) -> str:
     return f"{spec.name}{' --dp' if private else ''}"
 
 
-_MISSING = object()
-
-
-@contextmanager
-def registered(spec: MethodSpec):
-    """While the block runs, ``spec`` is the registry's entry of its name: the run pipeline, the plan
-    and the site guard read it (a registered method's own spec: nothing changes). The registry has no
-    public way to add an entry for a while, so this sets its table, as ``tests/test_adding_a_method.py``
-    does (the one private name the suite touches)."""
-    table = registry._REGISTRY
-    before = table.get(spec.name, _MISSING)
-    if before is spec:
-        yield spec
-        return
-    table[spec.name] = spec
-    try:
-        yield spec
-    finally:
-        if before is _MISSING:
-            del table[spec.name]
-        else:
-            table[spec.name] = before
+#: While a block runs, a spec is the registry's entry of its name (the registry's own context manager).
+registered = registry.registered
 
 
 @functools.lru_cache(maxsize=None)

@@ -52,7 +52,7 @@ def test_learn_config_equals_serves(options, monkeypatch):
     captured = {}
 
     def fake(ctx=None, **kw):  # serve's own parsing and its _config; no network
-        captured["cfg"] = serve._config({k: v for k, v in kw.items() if k in serve.RUN_OPTIONS}, ctx)
+        captured["cfg"] = serve.run_options({k: v for k, v in kw.items() if k in serve.RUN_OPTIONS}, ctx)
 
     monkeypatch.setattr(serve, "_serve", fake)
     for var in ("BNSL_EPSILON", "BNSL_DELTA", "BNSL_SEED", "BNSL_METHOD", "BNSL_ROUNDS", "BNSL_QUIET"):

@@ -222,20 +222,19 @@ class Spy:
         from bnsl_cli.net import frames as F
 
         self.fleet, self.handed, self.masked = fleet, [], []
-        orig_next, orig_ex = fleet._next, fleet.exchange
+        orig_ex = fleet.exchange
 
-        def _next(site, *a, **kw):
-            frame = orig_next(site, *a, **kw)
+        def observe(index, frame):
             if frame.kind == F.MASKED:
-                self.masked.append((site.index, frame.body))
-            return frame
+                self.masked.append((index, frame.body))
 
         def exchange(msg):
             out = orig_ex(msg)
             self.handed.append(out)
             return out
 
-        fleet._next, fleet.exchange = _next, exchange
+        fleet.frame_observers.append(observe)
+        fleet.exchange = exchange
 
 
 def networked(plan, tables, *, secure=True, bits=32, part_for=None, transcripts=None):

@@ -382,15 +382,7 @@ def test_secure_sum_hides_terms_and_keeps_the_sum(tables):
     fleet = NetworkFleet("127.0.0.1:0", P, timeout=20, secure_sum=True)
     parts = _parts(tables)
     seen = []
-    orig = NetworkFleet._next
-
-    def spy(self, site, deadline, waiting_for, *a):
-        frame = orig(self, site, deadline, waiting_for, *a)
-        if frame.kind == F.MASKED:
-            seen.append(frame.body)
-        return frame
-
-    NetworkFleet._next = spy
+    fleet.frame_observers.append(lambda index, frame: seen.append(frame.body) if frame.kind == F.MASKED else None)
     threads, errors = [], []
     try:
         for k, t in enumerate(tables):
@@ -412,7 +404,6 @@ def test_secure_sum_hides_terms_and_keeps_the_sum(tables):
         fleet.finish()
         fleet.close(ok=True)
     finally:
-        NetworkFleet._next = orig
         fleet.close()
     for th in threads:
         th.join(20)

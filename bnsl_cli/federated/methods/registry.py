@@ -22,6 +22,7 @@ Modules: :mod:`~bnsl_cli.federated.methods.admm` (fed-sparse, fed-bnsl),
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Optional
 
 import numpy as np
@@ -68,6 +69,7 @@ __all__ = [
     "check_budget_options",
     "method_spec",
     "methods_where",
+    "registered",
     "make_participant",
     "audit_cases",
     "broken_audit_cases",
@@ -258,6 +260,26 @@ def method_spec(method: str) -> MethodSpec:
         return _REGISTRY[method]
     except KeyError:
         raise OptionError(f"--method: unknown method {method!r}; choose one of {', '.join(METHODS)}") from None
+
+
+_ABSENT = object()
+
+
+@contextmanager
+def registered(spec: MethodSpec):
+    """While the block runs, ``spec`` is the registry's entry of its name (a method in the making, a
+    test's toy method, a method's conformance checks): the run pipeline, the plan, the site guard and
+    the CLI's look-ups read it. The listings computed at import (:data:`METHODS`, help texts) do not
+    change. The entry it replaced, or none, is back afterwards."""
+    before = _REGISTRY.get(spec.name, _ABSENT)
+    _REGISTRY[spec.name] = spec
+    try:
+        yield spec
+    finally:
+        if before is _ABSENT:
+            del _REGISTRY[spec.name]
+        else:
+            _REGISTRY[spec.name] = before
 
 
 def methods_where(test) -> tuple:

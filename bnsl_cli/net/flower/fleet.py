@@ -98,7 +98,7 @@ class FlowerFleet(NetworkFleet):
             content = E.request_content(E.FRAME, self.run_tag, link.seq, item)
         return Message(content=content, dst_node_id=int(link.node_id), message_type=E.MESSAGE_TYPE)
 
-    def _flush(self, deadline: float) -> None:
+    def flush(self, deadline: float) -> None:
         """Send every queued frame (one message per site per batch, in order) and put the frames of
         the replies into the sites' inboxes."""
         while True:
@@ -120,7 +120,7 @@ class FlowerFleet(NetworkFleet):
             messages = [self._request(link, item) for link, item in batch]
             left = max(deadline - time.monotonic(), 0.5)
             t0 = time.monotonic()
-            replies = self._round_trip(messages, left)
+            replies = self.round_trip(messages, left)
             now = time.monotonic()
             self.batches.append((len(messages), now - t0))
             answered = set()
@@ -148,7 +148,7 @@ class FlowerFleet(NetworkFleet):
                 if link.node_id not in answered:
                     link.inbox.put(("closed", f"sent no reply within {left:.0f} s (timeout)"))
 
-    def _round_trip(self, messages: list, timeout: float) -> list:
+    def round_trip(self, messages: list, timeout: float) -> list:
         """Push ``messages`` and pull their replies every ``poll_s`` seconds until all came or
         ``timeout`` passed (Flower's own ``send_and_receive`` pulls every 3 s: a second or more of
         waiting per exchange that bnsl's many-round methods would pay every round)."""
@@ -166,7 +166,7 @@ class FlowerFleet(NetworkFleet):
 
     def _next(self, site, deadline: float, waiting_for: str) -> F.Frame:
         if site.inbox.empty():
-            self._flush(deadline)
+            self.flush(deadline)
         if site.inbox.empty():  # nothing was queued for it: nothing will come
             site.inbox.put(("closed", "has nothing to answer"))
         return super()._next(site, deadline, waiting_for)
@@ -218,7 +218,7 @@ class FlowerFleet(NetworkFleet):
         """Deliver the last frames (ABORT, DONE) while the run ends: a failure to reach a site then
         is logged, never raised over the error that ended the run."""
         try:
-            self._flush(time.monotonic() + min(self.timeout, 30.0))
+            self.flush(time.monotonic() + min(self.timeout, 30.0))
         except Exception as exc:  # noqa: BLE001 - the run is over either way
             self.log(f"could not tell every site that the run ended ({type(exc).__name__}: {exc})")
 

@@ -67,7 +67,7 @@ def main(grid: Grid, context: Context) -> None:
         """Send each (site, raw frame), one batch; record what each answered."""
         for site, raw in pairs:
             site.send(raw)
-        fleet._flush(time.monotonic() + 120)
+        fleet.flush(time.monotonic() + 120)
         for site, _ in pairs:
             got = site.inbox.get_nowait()
             seen[site.name].append([got.name, got.body if got.kind == F.ABORT else None]
@@ -86,7 +86,7 @@ def main(grid: Grid, context: Context) -> None:
     # site 3: round 2's Flower message again, exactly (its number is the last one used)
     again = Message(E.request_content(E.FRAME, fleet.run_tag, sites[2].seq, rnd(2)),
                     dst_node_id=int(sites[2].node_id), message_type=E.MESSAGE_TYPE)
-    for reply in fleet._round_trip([again], 120):
+    for reply in fleet.round_trip([again], 120):
         seen[sites[2].name].append([F.decode(r).name for r in E.read_reply(reply.content)]
                                    + [F.decode(r).body for r in E.read_reply(reply.content)])
     (out / "outcome.json").write_text(json.dumps(seen, indent=1, default=str))

@@ -196,6 +196,15 @@ def command(
     ).prepare()
 
     graph = read_graph(est_path)
+    source = _source_report(est_path)
+    kinds = (source or {}).get("columns") or {}
+    categorical = [n for n, k in zip(kinds.get("names", ()), kinds.get("kinds", ())) if k == "categorical"]
+    if categorical:  # before reading the shards: their text columns would only fail as "not a number"
+        raise InputDataError(
+            f"{est_path}: the learn run had categorical columns ({', '.join(map(repr, categorical[:3]))}"
+            f"{', …' if len(categorical) > 3 else ''}); refit fits linear weights of continuous nodes only, and has no "
+            "parameters for a categorical node in this version"
+        )
     progress = common.read_progress(quiet)
     try:
         tables = read_shards(paths, progress=progress, options=read_opts)

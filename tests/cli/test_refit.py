@@ -245,3 +245,16 @@ def test_refit_reuses_a_recorded_decimal_comma_and_sep(tmp_path, hetero):
     (run_dir / "report.json").write_text(json.dumps({"input": entry}))
     res = run("refit", run_dir, *sites, "--out", tmp_path / "o", "-q")
     assert res.exit_code == 3 and "site1.csv" in res.stderr and "--sep ','" in res.stderr, res.output
+
+
+def test_a_structure_learned_with_categorical_columns_is_refused_in_one_line_before_reading(tmp_path):
+    sim = tmp_path / "sim"
+    assert run("simulate", "-d", 5, "-e", 5, "-p", 2, "-n", 300, "--categorical", 0.4, "--seed", 2, "--out", sim,
+               "-q").exit_code == 0
+    learned = tmp_path / "learned"
+    assert run("learn", sim / "shards", "--seed", 1, "--out", learned, "-q").exit_code == 0
+    res = run("refit", learned, sim / "shards", "--out", tmp_path / "refit", "-q")
+    assert res.exit_code == 3, res.output
+    assert "the learn run had categorical columns" in res.stderr and "not a number" not in res.stderr
+    assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1
+    assert not (tmp_path / "refit").exists()

@@ -80,6 +80,8 @@ __all__ = [
 
 POSITIVE = "#1f5fbf"
 NEGATIVE = "#c0392b"
+#: an edge into or out of a categorical node: it has one coefficient per level, no single sign
+CATEGORICAL_EDGE = "#7f8c8d"
 STATUS_COLOURS = {"true": "#2e7d32", "reversed": "#8e44ad", "extra": "#e67e22", "missing": "#7f8c8d"}
 
 _FONT = 9.0  # points
@@ -197,13 +199,17 @@ def _label_width(text: str) -> float:
     return 0.1 + 0.62 * _LABEL_FONT / 72.0 * len(text)
 
 
-def graph_geometry(W, names: Sequence[str], truth=None, strength=None, sd=None) -> Geometry:
+def graph_geometry(W, names: Sequence[str], truth=None, strength=None, sd=None, levels=None) -> Geometry:
     """Where the node-link view of ``W`` (``W[i, j]``: edge ``i → j``) puts its nodes, arrows and
     labels (numpy only; :func:`graph_figure` draws it). ``truth``: a matrix in the same node order;
-    ``strength``, ``sd``: see :func:`edge_emphasis`."""
+    ``strength``, ``sd``: see :func:`edge_emphasis`; ``levels``: name -> level count of the categorical
+    nodes (a run with categorical columns): such a node's box carries its count, and an edge into or out of
+    one has no single weight (sign 0, no weight label)."""
     W = np.asarray(W, dtype=float)
     d = W.shape[0]
+    levels = dict(levels or {})
     names = tuple(str(n) for n in names)
+    shown = tuple(f"{n} ({levels[n]})" if n in levels else n for n in names)
     E = W != 0
     status = edge_status(E, truth) if truth is not None else None
     emph = edge_emphasis(W, strength=strength, sd=sd)
@@ -214,7 +220,7 @@ def graph_geometry(W, names: Sequence[str], truth=None, strength=None, sd=None) 
             if s == "missing":
                 A[i, j] = 1.0
                 keep[i, j] = 1.0
-    widths = np.array([0.22 + _CHAR_W * max(len(n), 1) for n in names])
+    widths = np.array([0.22 + _CHAR_W * max(len(n), 1) for n in shown])
     lay = layered_layout(A, widths, layer_gap=_LAYER_GAP, node_gap=_NODE_GAP, strength=keep)
     xy = lay.xy
     hh = _BOX_H / 2
@@ -235,7 +241,8 @@ def graph_geometry(W, names: Sequence[str], truth=None, strength=None, sd=None) 
         pts = [(float(x), float(y)) for x, y in pts]
         xs += [p[0] for p in pts]
         ys += [p[1] for p in pts]
-        label = emph.label(i, j) if E[i, j] else None
+        categorical = names[i] in levels or names[j] in levels
+        label = emph.label(i, j) if E[i, j] and not (categorical and emph.what != "strength") else None
         spot, lw = None, 0.0
         if label is not None:
             lw = _label_width(label)
@@ -243,27 +250,31 @@ def graph_geometry(W, names: Sequence[str], truth=None, strength=None, sd=None) 
             placed.append((spot[0], spot[1], lw))
             xs += [spot[0] - lw / 2, spot[0] + lw / 2]
             ys += [spot[1] - _LABEL_H / 2, spot[1] + _LABEL_H / 2]
-        sign = 0 if not E[i, j] else (1 if W[i, j] > 0 else -1)
+        sign = 0 if not E[i, j] or categorical else (1 if W[i, j] > 0 else -1)
         edges.append(EdgeGeometry(i, j, st, sign, pts, label, spot, lw, float(emph.level[i, j]) if E[i, j] else 0.0))
     bounds = (min(xs), max(xs), min(ys), max(ys)) if xs else (-1.0, 1.0, -0.5, 0.5)
-    return Geometry(names, xy, widths, _BOX_H, edges, bounds, lay, emph)
+    return Geometry(shown, xy, widths, _BOX_H, edges, bounds, lay, emph)
 
 
 def _text_width(text: str, points: float) -> float:
     return 0.62 * points / 72.0 * len(text)
 
 
-def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, strength=None, sd=None):
+def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, strength=None, sd=None,
+                 levels=None):
     """A matplotlib Figure of the weighted graph ``W`` (``W[i, j]``: edge ``i → j``), optionally
     marked against the truth matrix ``truth`` (same node order); ``strength``/``sd`` choose what
-    the arrows' widths and labels say (:func:`edge_emphasis`)."""
+    the arrows' widths and labels say (:func:`edge_emphasis`); ``levels``: the categorical nodes'
+    level counts (:func:`graph_geometry`): their boxes are square-cornered and tinted, and their edges grey."""
     need_matplotlib()
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
     from matplotlib.path import Path as MPath
 
-    geo = graph_geometry(W, names, truth=truth, strength=strength, sd=sd)
+    geo = graph_geometry(W, names, truth=truth, strength=strength, sd=sd, levels=levels)
+    levels = dict(levels or {})
+    categorical_edges = any(e.sign == 0 and e.status != "missing" for e in geo.edges)
     emph = geo.emphasis
     with_truth = truth is not None
     x0, x1, y0, y1 = geo.bounds
@@ -272,7 +283,7 @@ def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, 
         counts = {s: sum(1 for e in geo.edges if e.status == s) for s in STATUS_COLOURS}
         entries = [f"{s} ({counts[s]})" for s in STATUS_COLOURS]
     else:
-        entries = ["positive weight", "negative weight"]
+        entries = ["positive weight", "negative weight"] + (["categorical: a weight per level"] if categorical_edges else [])
     legend_w = sum(0.6 + _text_width(t, _FONT - 1) for t in entries) + 0.4
     need_w = max(legend_w, _text_width(title or "", _FONT + 2) * 1.1 + 0.2, _text_width(note, _FONT - 2) + 0.2)
     top = 0.55 + (0.35 if title else 0.0) + (0.22 if note else 0.0)
@@ -289,7 +300,7 @@ def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, 
     hh = geo.box_h / 2
     strength_alpha = emph.what == "strength"
     for e in geo.edges:
-        sign_colour = POSITIVE if e.sign > 0 else NEGATIVE
+        sign_colour = POSITIVE if e.sign > 0 else NEGATIVE if e.sign < 0 else CATEGORICAL_EDGE
         colour = STATUS_COLOURS[e.status] if e.status is not None else sign_colour
         missing = e.status == "missing"
         lw = 1.0 if missing else 0.7 + 2.3 * e.level
@@ -298,7 +309,7 @@ def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, 
             path=_smooth_path(MPath, e.points), arrowstyle="-|>", mutation_scale=11, linewidth=lw, color=colour,
             alpha=alpha, linestyle="--" if missing else "-", zorder=1, joinstyle="round", capstyle="round",
         )
-        arrow.set_gid(f"edge-{e.status if e.status is not None else ('sign+' if e.sign > 0 else 'sign-')}-{e.i}-{e.j}")
+        arrow.set_gid(f"edge-{e.status if e.status is not None else ('sign+' if e.sign > 0 else 'sign-' if e.sign < 0 else 'categorical')}-{e.i}-{e.j}")
         ax.add_patch(arrow)
         if e.label is not None:
             text = ax.text(e.label_xy[0], e.label_xy[1], e.label, fontsize=_LABEL_FONT, color=sign_colour,
@@ -306,9 +317,11 @@ def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, 
                            bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.85})
             text.set_gid(f"label-{e.i}-{e.j}")
     for k, name in enumerate(geo.names):
+        categorical = str(names[k]) in levels
         box = FancyBboxPatch(
             (geo.xy[k, 0] - geo.widths[k] / 2, geo.xy[k, 1] - hh), geo.widths[k], geo.box_h,
-            boxstyle="round,pad=0,rounding_size=0.1", fc="#f4f6f8", ec="#34495e", lw=1.0, zorder=4,
+            boxstyle="square,pad=0" if categorical else "round,pad=0,rounding_size=0.1",
+            fc="#fdf2e9" if categorical else "#f4f6f8", ec="#34495e", lw=1.0, zorder=4,
         )
         box.set_gid(f"node-{k}")
         ax.add_patch(box)
@@ -325,6 +338,8 @@ def graph_figure(W, names: Sequence[str], truth=None, title: str | None = None, 
     else:
         handles = [Line2D([], [], color=POSITIVE, lw=2, label=entries[0]),
                    Line2D([], [], color=NEGATIVE, lw=2, label=entries[1])]
+        if categorical_edges:
+            handles.append(Line2D([], [], color=CATEGORICAL_EDGE, lw=2, label=entries[2]))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, (ytop - ybot) / (y1 + top - ybot)),
               ncol=len(handles), frameon=False, fontsize=_FONT - 1, handlelength=2.2)
     if note:

@@ -515,8 +515,12 @@ def render_run(run: Run, formats=FORMATS, truth=None, truth_name=None, view: str
         title = f"bnsl show: {run.source.name}"
     else:
         title = f"bnsl {run.report.get('method_label', run.report.get('method'))}"
-    draw = matrix_figure if view == "matrix" else graph_figure
-    fig = draw(run.W, run.names, truth=T, title=title, strength=run.strength, sd=run.sd)
+    cols = run.report.get("columns") or {}
+    levels = {n: len(v) for n, v in (cols.get("levels") or {}).items()}
+    if view == "matrix":
+        fig = matrix_figure(run.W, run.names, truth=T, title=title, strength=run.strength, sd=run.sd)
+    else:  # a categorical node's box says how many levels it has; its edges have no single weight
+        fig = graph_figure(run.W, run.names, truth=T, title=title, strength=run.strength, sd=run.sd, levels=levels)
     names = output_names(run)
     out: dict = {}
     svg = figure_bytes(fig, "svg") if ("svg" in formats or "html" in formats) else None

@@ -229,3 +229,31 @@ def test_headerless_truth_is_matched_by_position(run_dir, tmp_path):
     assert res.exit_code == 0, res.output
     ids = {i for i in _svg_ids((run_dir / "graph.svg").read_bytes()) if i.startswith("edge-")}
     assert ids and all(i.startswith("edge-true-") for i in ids)
+
+
+def test_a_mixed_run_draws_categorical_nodes_with_their_levels_and_edges_without_a_sign(tmp_path):
+    from bnsl_cli.io.draw import graph_geometry
+
+    sim = tmp_path / "sim"
+    assert run("simulate", "-d", 6, "-e", 6, "-p", 2, "-n", 600, "--categorical", 0.5, "--seed", 3, "--out", sim,
+               "-q").exit_code == 0
+    out = tmp_path / "run"
+    assert run("learn", sim / "shards", "--seed", 1, "--out", out, "-q").exit_code == 0
+    res = run("show", out, "-q")
+    assert res.exit_code == 0, res.output
+    svg = (out / "graph.svg").read_text()
+    rep = json.loads((out / "report.json").read_text())
+    cat = {n: len(v) for n, v in rep["columns"]["levels"].items()}
+    names = rep["columns"]["names"]
+    edges = [(e["source"], e["target"]) for e in rep["graph"]["edges"]]
+    assert edges, "the run learned no edge"
+    for a, b in edges:
+        i, j = names.index(a), names.index(b)
+        kind = "categorical" if a in cat or b in cat else "sign[+-]"
+        assert re.search(f'id="edge-{kind}-{i}-{j}"', svg), (a, b)
+    W = np.zeros((3, 3))
+    W[0, 1], W[1, 2] = 1.0, -0.5
+    geo = graph_geometry(W, ["g", "x", "y"], levels={"g": 3})
+    assert geo.names == ("g (3)", "x", "y")
+    assert [(e.sign, e.label) for e in geo.edges] == [(0, None), (-1, geo.edges[1].label)]
+    assert geo.edges[1].label is not None

@@ -199,6 +199,7 @@ def command(
         refuse_standardize=refuse_standardize,
         require_secure_sum=require_secure_sum,
         allow_tables=allow_tables,
+        max_levels=max_levels,
         max_sessions=max_sessions,
         max_total_epsilon=max_total_epsilon,
     )

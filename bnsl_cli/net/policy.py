@@ -44,6 +44,7 @@ from bnsl_cli.errors import (
 from bnsl_cli.federated.messages import read_header
 from bnsl_cli.federated.methods.registry import Rounds, make_participant
 from bnsl_cli.federated.site_sequence import SequenceState, steps_by_kind
+from bnsl_cli.io.kinds import MAX_LEVELS
 from bnsl_cli.net.common import FederationError
 from bnsl_cli.net.site_budget import SiteBudget
 from bnsl_cli.net.site_sessions import DEFAULT_MAX_SESSIONS, BootstrapSessions
@@ -101,6 +102,9 @@ class SiteLimits:
     require_secure_sum: bool = False
     #: answer the contingency tables of a non-private plan with categorical columns (``--allow-tables``)
     allow_tables: bool = False
+    #: the most levels a categorical column of a plan may have (``--max-levels``): a plan with more is refused
+    #: before this site expands its rows (each level is a column of its expanded data)
+    max_levels: int = MAX_LEVELS
     #: sessions answered in one join (``serve --bootstrap B``: B replicates and the run); also bounded
     #: by the site's rows (:mod:`bnsl_cli.net.site_sessions`)
     max_sessions: int = DEFAULT_MAX_SESSIONS
@@ -117,6 +121,8 @@ class SiteLimits:
             raise OptionError(f"max_delta must be > 0, got {self.max_delta!r}")
         if self.max_rounds is not None and not (isinstance(self.max_rounds, int) and self.max_rounds >= 1):
             raise OptionError(f"max_rounds must be at least 1, got {self.max_rounds!r}")
+        if not (isinstance(self.max_levels, int) and self.max_levels >= 2):
+            raise OptionError(f"max_levels must be at least 2, got {self.max_levels!r}")
         if not (isinstance(self.max_sessions, int) and self.max_sessions >= 1):
             raise OptionError(f"max_sessions must be at least 1, got {self.max_sessions!r}")
         if self.max_total_epsilon is None:
@@ -267,6 +273,10 @@ def check_plan(body: dict, table, limits: SiteLimits, name: str,
         if not limits.allow_non_private:
             raise RefusedError("the coordinator asks for a non-private run with categorical columns; this site accepts "
                                "private runs only (--allow-non-private to accept)")
+        wide = [(n, len(lv)) for n, lv in plan.columns.levels if len(lv) > limits.max_levels]
+        if wide:
+            raise RefusedError(f"the plan's column {wide[0][0]!r} has {wide[0][1]} levels, more than this site's "
+                               f"--max-levels {limits.max_levels}")
         if plan.tables and not limits.allow_tables:
             raise RefusedError("the plan asks for contingency tables of the categorical columns, which this site did "
                                "not allow (--allow-tables to accept)")

@@ -157,3 +157,29 @@ def test_a_column_numeric_at_one_site_is_refused_naming_both_sites(certs, mixed_
     assert code == 3, err
     assert f"column {names[cat[0]]!r} is categorical at site 'site1' but numeric at site 'site3'" in err
     assert not (served / "report.json").exists()
+
+
+def test_a_site_checks_the_plans_categorical_columns_on_public_values_first():
+    from dataclasses import replace
+
+    from bnsl_cli.errors import RefusedError
+    from bnsl_cli.net.policy import SiteLimits, check_plan
+    from bnsl_cli.plan.options import LearnConfig
+    from bnsl_cli.plan.run_plan import RunPlan
+    from bnsl_cli.plan.shapes import Shapes
+
+    a = _raw(["u", "v", "w", "u"] * 10, np.arange(40.0), "a.csv")
+    b = _raw(["w", "u", "v", "v"] * 10, np.arange(40.0) ** 0.5, "b.csv")
+    enc, kinds = encode([a, b], ["g"], order=["g", "x"])
+    plan = RunPlan.resolve(LearnConfig(method="fed-suffstats"), Shapes.of_tables(enc))
+    site, _, _ = site_table(a, ["g"], order=["g", "x"])
+    ok = SiteLimits(allow_non_private=True, allow_tables=True)
+    body = {"plan": replace(plan, participants=(replace(plan.participants[0], label="s"), plan.participants[1])).to_dict(),
+            "index": 0}
+    acc = check_plan(body, site, ok, "s")
+    assert np.array_equal(acc.X, enc[0].X)  # the site's expansion is learn's
+    for limits, why in ((SiteLimits(allow_non_private=True, allow_tables=True, max_levels=2), "3 levels, more than"),
+                        (SiteLimits(allow_non_private=True), "did not allow \\(--allow-tables"),
+                        (SiteLimits(max_epsilon=5.0, allow_tables=True), "accepts private runs only")):
+        with pytest.raises(RefusedError, match=why):
+            check_plan(body, site, limits, "s")

@@ -119,6 +119,7 @@ class SiteConfig:
             refuse_standardize=bool(cfg.get("refuse-standardize", False)),
             require_secure_sum=bool(cfg.get("require-secure-sum", False)),
             allow_tables=bool(cfg.get("allow-tables", False)),
+            **({"max_levels": cfg["max-levels"]} if "max-levels" in cfg else {}),
             max_total_epsilon=cfg.get("max-total-epsilon"),
             **({"max_sessions": cfg["max-sessions"]} if "max-sessions" in cfg else {}),
         )

@@ -18,7 +18,7 @@ are the coordinator's post-processing, not DP noise: they live outside ``privacy
 whose every noise draw goes through :func:`bnsl_cli.privacy.mechanisms.sample_noise`.
 
 Each replicate's graph is the noise-aware search and the finished-graph choice of the run itself
-(``final_graph``), weights in original units.
+(:func:`~bnsl_cli.federated.methods.suffstats.candidates.final_graph`), weights in original units.
 """
 
 from __future__ import annotations

@@ -9,10 +9,9 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from bnsl_cli.dag import finish_graph
-from bnsl_cli.errors import BnslError, ClippedRowsWarning, NoisyReleaseWarning, warn
+from bnsl_cli.errors import ClippedRowsWarning, NoisyReleaseWarning, warn
 from bnsl_cli.federated.messages import ShareReply
-from bnsl_cli.federated.methods.admm.on_moments import effective_rows, learn_on_moments, psd_moments
+from bnsl_cli.federated.methods.admm.on_moments import effective_rows
 from bnsl_cli.federated.methods.suffstats.messages import (
     CENTRE_ROUND,
     TABLE_ROUND,
@@ -48,14 +47,13 @@ from bnsl_cli.federated.outcome import (
     SolverOutcome,
     SolverTiming,
 )
+from bnsl_cli.federated.methods.suffstats.candidates import final_graph
 from bnsl_cli.federated.methods.suffstats.outcome import SuffstatsBasis, SuffstatsStage
 from bnsl_cli.privacy.releases import ReleaseKind
-from bnsl_cli.solvers.gaussian_score import bic_of, ebic_penalty, least_squares_weights
 from bnsl_cli.column_kinds import CATEGORICAL
 from bnsl_cli.solvers.discrete_score import TwoPhaseScore
 from bnsl_cli.solvers.mixed_score import MixedGaussianScore, best_order_graph, mixed_graph, mixed_weights
-from bnsl_cli.solvers.moment_search import MomentSearchResult, backward_parents, learn_from_moments
-from bnsl_cli.solvers.score_search import polish_graph
+from bnsl_cli.solvers.moment_search import MomentSearchResult, learn_from_moments
 from bnsl_cli.stats import check_scales, from_upper_triangle, standardized, sum_shares, to_original_units
 
 
@@ -158,135 +156,6 @@ def entry_noise_std(tau: float, H: Optional[np.ndarray], sd: Optional[np.ndarray
     h = np.diag(H)
     out = tau * np.sqrt(np.outer(h, h) + H * H)
     return out if sd is None else out / np.outer(sd, sd)
-
-
-#: The order search (which scores the moments as if exact) is a candidate only when the release noise std
-#: is at most twice the rows' own sampling error: ``n_eff ≥ ORDER_SEARCH_ROWS · n``. Noisier moments make the
-#: exact score fit hundreds of noise edges (ε = 1, d = 50: 250–500 removed by the pruning; ER2 d = 100 at
-#: ε = 5: 875, and 160 s against 8 s), and its graph was rarely kept there. The level 0.2 (was 0.5) was
-#: chosen after measuring both on the ε = 5 grid and magic-irri (benchmarks/RESULTS.md, issue 27).
-ORDER_SEARCH_ROWS = 0.2
-
-
-def final_graph(plan, spec, res, S, noise, n, metric=(0.0, None)):
-    """The finished graph from the moments ``S`` (standardised under ``--standardize``) whose entries
-    have the release noise std ``noise`` (``None``: exact). Candidates compete by extended BIC at the
-    moments' effective row count ``n_eff`` (the lower of the equal- and per-node-variance Gaussian
-    likelihoods on ``S``; the truth is never consulted):
-
-    1. the noise-aware search (``res``);
-    2. the default learner on the moments
-       (:func:`~bnsl_cli.federated.methods.admm.on_moments.learn_on_moments`: ADMM rounds with an
-       ℓ₁ weight and a snap grown with the moments' error, and the polish at ``n_eff`` rows), without the edges
-       the noise-aware search's test removes (:func:`_prune_within_noise`); a candidate with more
-       edges than ``n_eff`` is kept only when the other has more too (more weights than the moments
-       are worth rows);
-    3. where the noise is at most twice the rows' sampling error (:data:`ORDER_SEARCH_ROWS`), the order
-       search from the better of the two (:func:`_order_search`), without the edges the noise-aware
-       search's test removes
-       (``metric = (τ, H)``: the noise per entry of the moments and its metric, as the search was
-       given them), kept when it is lower by more than one edge's penalty.
-
-    Returns the weights (standardised under ``--standardize``), the DAG, the removed edges and a note."""
-    d = S.shape[0]
-    n_eff = effective_rows(n, noise, S)
-    thr = plan.threshold if plan.threshold_given else 0.0
-    A, removed_a = finish_graph(res.W, thr, spec.name, plan.names, plan.knowledge)
-    exact_enough = n_eff >= ORDER_SEARCH_ROWS * n
-    pen = ebic_penalty(n_eff, d)
-
-    def ebic(E):
-        return min(bic_of(S, n_eff, E != 0, score, pen) for score in ("equal", "node"))
-
-    try:
-        fit = learn_on_moments(S, plan, n=n, noise_std=noise)
-    except BnslError as exc:  # the other candidate is optional: its failure on noisy moments leaves the search's
-        chosen = (res.W, A, removed_a, (f"n_eff {n_eff:.0f}; the default learner failed on the released moments "
-                                        f"({exc}); the noise-aware search's graph is kept"))
-    else:
-        B, weak_b = fit.W, 0
-        if noise is not None:  # the polish scored the moments as if exact: the edges within the noise leave
-            E_b, weak_b = _prune_within_noise(psd_moments(S), B != 0, n, metric, plan.knowledge)
-            if weak_b:
-                B = least_squares_weights(psd_moments(S), E_b)
-        if plan.threshold_given:
-            B, _ = finish_graph(B, thr, spec.name, plan.names, plan.knowledge)
-        bic_a, bic_b = ebic(A), ebic(B)
-        e_a, e_b = int((A != 0).sum()), int((B != 0).sum())
-        note = (f"n_eff {n_eff:.0f}; extended BIC: noise-aware search {bic_a:.6g} ({e_a} edges), "
-                f"default learner {bic_b:.6g} ({e_b} edges"
-                + (f", {weak_b} within the release noise removed)" if weak_b else ")"))
-        # a graph with more edge weights than the moments are worth rows cannot be told from noise fitted
-        # by it: such a candidate competes only when both are
-        fits_a, fits_b = e_a <= n_eff, e_b <= n_eff
-        if fits_a != fits_b:
-            keep_b = fits_b
-            note += f"; only the {'default learner' if keep_b else 'noise-aware search'}'s graph has at most n_eff edges"
-        else:
-            keep_b = bic_b <= bic_a
-        if keep_b:
-            chosen = (fit.W_raw, B, fit.removed, note + "; the default learner's graph is kept")
-        else:
-            chosen = (res.W, A, removed_a, note + "; the noise-aware search's graph is kept")
-    if not exact_enough:
-        return chosen
-    return _order_search(plan, spec, S, n, n_eff, chosen, ebic, pen, metric)
-
-
-def _order_search(plan, spec, S, n, n_eff, chosen, ebic, margin, metric):
-    """The order search from the chosen graph (``chosen = (W, DAG, removed, note)``), kept when it
-    lowers the extended BIC at ``n_eff`` by more than ``margin`` (one edge's penalty: a smaller
-    difference is within what the score tells apart, e.g. among nearly equivalent orientations,
-    and the chosen graph stays): the polish's per-node search from that graph and from the
-    empty graph, then the order search from two topological orders of each result and their reverses
-    (:func:`~bnsl_cli.solvers.score_search.polish_graph` with ``orders``, the search of a non-private
-    ``--standardize`` run), on the moments as if exact at ``n_eff`` rows. Run only where the noise is
-    at most twice the rows' sampling error (:data:`ORDER_SEARCH_ROWS`): on noisier moments the exact
-    score fits the noise (hundreds of edges whose extended BIC beats the truth's). Greedy searches on the
-    moments stop in local optima whose extended BIC is above the truth's; from an ordering the search
-    reaches the truth's (benchmarks/RESULTS.md, issue 27). Its graph then loses the edges the
-    noise-aware search would remove (:func:`_prune_within_noise`): where the noise is small that is the
-    extended BIC's own level; where a few directions of the moments are noisier than ``n_eff`` says,
-    it removes the edges the exact score fitted to that noise (measured at ε = 5, d = 20: without it,
-    graphs of 54 edges against the truth's 37, whose extended BIC was far below the truth's)."""
-    W_c, A_c, removed_c, note = chosen
-    Sp = psd_moments(S)
-    try:
-        r = polish_graph(Sp, max(2, int(round(n_eff))), A_c, A_c, None, score="node", additions="all",
-                         knowledge=plan.knowledge, orders=True)
-    except np.linalg.LinAlgError as exc:  # (an optional candidate: singular moments leave the chosen graph)
-        return W_c, A_c, removed_c, note + f"; the order search failed ({exc})"
-    if not r.info.get("applied"):
-        return W_c, A_c, removed_c, note + f"; the order search did not apply ({r.info.get('reason')})"
-    thr = plan.threshold if plan.threshold_given else 0.0
-    E_o, weak = _prune_within_noise(Sp, r.W != 0, n, metric, plan.knowledge)
-    W_o = least_squares_weights(Sp, E_o)
-    A_o, removed_o = finish_graph(W_o, thr, spec.name, plan.names, plan.knowledge)
-    bic_c, bic_o = ebic(A_c), ebic(A_o)
-    note += (f"; the order search from it: extended BIC {bic_o:.6g} ({int((A_o != 0).sum())} edges"
-             + (f", {weak} within the release noise removed)" if weak else ")"))
-    if bic_o < bic_c - margin:
-        return W_o, A_o, removed_o, note + ", kept"
-    return W_c, A_c, removed_c, note + f", not lower by one edge's penalty ({margin:.3g}): not kept"
-
-
-def _prune_within_noise(S, E, n, metric, knowledge) -> tuple[np.ndarray, int]:
-    """The DAG ``E`` without the edges the noise-aware search would remove: per child, the backward
-    elimination of :func:`~bnsl_cli.solvers.moment_search.backward_parents` with the release noise
-    ``metric = (τ, H)`` at ``κ = log n + 2 log d`` (a required edge never leaves). Returns the pruned
-    DAG and how many edges left."""
-    tau, H = metric
-    d = S.shape[0]
-    kappa = ebic_penalty(n, d, units="statistic")
-    R = None if knowledge is None else knowledge.required_mask()
-    H = np.eye(d) if H is None else H
-    out = np.zeros((d, d), bool)
-    for j in range(d):
-        pa = np.flatnonzero(E[:, j])
-        if pa.size:
-            out[backward_parents(S, j, pa.tolist(), n, float(tau) ** 2, H, kappa,
-                                 None if R is None else R[:, j]), j] = True
-    return out, int(np.asarray(E, bool).sum() - out.sum())
 
 
 def _sum(raw) -> np.ndarray:

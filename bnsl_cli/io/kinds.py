@@ -100,6 +100,23 @@ def _is_number(cell: str, decimal: str) -> bool:
     return True
 
 
+def _complete_rows(t: Table, cat: Sequence[str], na_drop: bool, missing: Sequence[str]) -> np.ndarray:
+    """The rows of ``t`` without a missing cell in its categorical columns ``cat`` (held as text in
+    ``t.extra``); a missing cell is an error naming file, row and column unless ``na_drop``."""
+    keep = np.ones(t.n, dtype=bool)
+    for c in cat:
+        miss = np.isin(np.char.strip(np.asarray(t.extra[c], dtype=str)), list(missing))
+        if miss.any():
+            if not na_drop:
+                row = int(np.flatnonzero(miss)[0])
+                raise InputDataError(
+                    f"{display_name(t.path)}: column {c!r} (categorical) has a missing cell in data row {row + 1}; "
+                    "fill it, or --na drop-rows leaves such rows out"
+                )
+            keep &= ~miss
+    return keep
+
+
 def encode(tables: Sequence[Table], categorical: Sequence[str], max_levels: int = MAX_LEVELS,
            na_drop: bool = False, order: Optional[Sequence[str]] = None,
            missing: Sequence[str] = tuple(_MISSING)) -> tuple[list, ColumnKinds]:
@@ -119,18 +136,7 @@ def encode(tables: Sequence[Table], categorical: Sequence[str], max_levels: int 
     levels: dict = {}
     kept_rows = []
     for t in tables:
-        keep = np.ones(t.n, dtype=bool)
-        for c in cat:
-            col = np.asarray(t.extra[c], dtype=str)
-            miss = np.isin(np.char.strip(col), list(missing))
-            if miss.any():
-                if not na_drop:
-                    row = int(np.flatnonzero(miss)[0])
-                    raise InputDataError(
-                        f"{display_name(t.path)}: column {c!r} (categorical) has a missing cell in data row {row + 1}; "
-                        "fill it, or --na drop-rows leaves such rows out"
-                    )
-                keep &= ~miss
+        keep = _complete_rows(t, cat, na_drop, missing)
         kept_rows.append(keep)
         for c in cat:
             col = np.char.strip(np.asarray(t.extra[c], dtype=str))[keep]
@@ -192,18 +198,7 @@ def site_table(table: Table, categorical: Sequence[str], max_levels: int = MAX_L
     leaves the site (an identifier's values would); one level is fine (the sites' union decides). The
     site expands its rows against the plan's levels once a plan arrives (:func:`expand_for_plan`)."""
     cat = list(categorical)
-    keep = np.ones(table.n, dtype=bool)
-    for c in cat:
-        col = np.asarray(table.extra[c], dtype=str)
-        miss = np.isin(np.char.strip(col), list(missing))
-        if miss.any():
-            if not na_drop:
-                row = int(np.flatnonzero(miss)[0])
-                raise InputDataError(
-                    f"{display_name(table.path)}: column {c!r} (categorical) has a missing cell in data row {row + 1}; "
-                    "fill it, or --na drop-rows leaves such rows out"
-                )
-            keep &= ~miss
+    keep = _complete_rows(table, cat, na_drop, missing)
     levels = {}
     for c in cat:
         lv = sorted(np.unique(np.char.strip(np.asarray(table.extra[c], dtype=str))[keep]).tolist())

@@ -13,7 +13,9 @@ Both equal ``Σ_k c_k tr(A^k)`` over closed walks (``1/k!`` and ``1/(k s^k)``), 
 the strongly connected components of W's support (:func:`cyclic_blocks`). The W-step evaluates them
 through :class:`BlockAcyclicity` on its variables only; on log-det blocks of :data:`SELECTED_FROM`
 nodes or more it reads the gradient entries off the triangular inverses of the LU factors instead
-of forming the full inverse.
+of forming the full inverse; log-det blocks of at most :data:`BATCHED_UPTO` nodes (the many 2–4-node
+cycles of a sparse consensus) it evaluates without a LAPACK call per block, with the operations of
+that call (:func:`logdet_small`), so the values are the same bits.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import scipy.sparse.csgraph
 from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
+from bnsl_cli.small_logdet import BATCH_FROM, BATCHED_UPTO, logdet_small, lu_inverse_2, lu_inverse_small
+
 __all__ = [
     "ACYCLICITY",
     "acyclicity",
@@ -42,6 +46,8 @@ __all__ = [
     "BlockAcyclicity",
     "logdet_core",
     "logdet_selected",
+    "logdet_small",
+    "BATCHED_UPTO",
     "single_blas_thread",
 ]
 
@@ -138,7 +144,10 @@ def logdet_selected(A: np.ndarray, s: float, rows: np.ndarray, cols: np.ndarray)
     # Z[r, c] = U⁻¹[r, :] · L⁻¹[:, inv_perm[c]]
     CT = np.ascontiguousarray(L_inv.T)
     z = np.empty(rows.size)
-    chunk = max(1, (1 << 21) // max(n, 1))  # ≈ 16 MB of gathered rows at a time
+    # ≈ 1 MB of gathered rows per operand at a time: einsum reads them from cache while they are
+    # still there (measured: gathers and dot products about twice as fast on 280-node blocks as
+    # with all rows gathered first); the rows, and so each dot product, are the same whatever the chunk
+    chunk = max(1, (1 << 17) // max(n, 1))
     for start in range(0, rows.size, chunk):
         sl = slice(start, start + chunk)
         z[sl] = np.einsum("ij,ij->i", U_inv[rows[sl]], CT[inv_perm[cols[sl]]])
@@ -229,15 +238,25 @@ class BlockAcyclicity:
     ``n``: one dense ``n × n`` ``exp`` (or one LU and inverse), and the gradient read off at the
     block's entries only: ``∂h/∂W_ab = 2 W_ab Z_ba`` with ``Z = exp(A_CC)`` or ``(sI − A_CC)⁻¹``.
     Entries outside every block lie on no cycle: their gradient is 0. ``blocks`` lists the block
-    sizes, largest first."""
+    sizes, largest first.
 
-    def __init__(self, d: int, idx: np.ndarray, kind: str = "expm", s: float = 1.0):
+    Log-det blocks of ``n ≤`` :data:`BATCHED_UPTO` nodes skip the per-block LAPACK calls and the
+    dozen NumPy calls around each (tens of microseconds per block; about 15 such blocks per
+    evaluation at d = 400): the blocks of one size form one array batch (:func:`logdet_small`) when
+    there are at least ``BATCH_FROM[n]`` of them (``batch_from``: other counts), else they are done one by one on Python floats
+    (:func:`lu_inverse_small`). Both perform OpenBLAS's ``dgetrf`` + ``dgetri`` operations in
+    their order, and ``h`` adds the block values in the order of the blocks, so ``(h, ∇h)`` are
+    those of the per-block path (bit for bit on OpenBLAS; to rounding on any BLAS)."""
+
+    def __init__(self, d: int, idx: np.ndarray, kind: str = "expm", s: float = 1.0, batch_from: dict | None = None):
         if kind not in ACYCLICITY:
             raise ValueError(f"unknown acyclicity function {kind!r}; choose one of {', '.join(ACYCLICITY)}")
         idx = np.asarray(idx, dtype=np.int64)
         self.d, self.size, self.kind, self.s = int(d), int(idx.size), kind, float(s)
         rows, cols = idx // d, idx % d
         self._parts: list[tuple] = []
+        self._batches: list[tuple] = []
+        self._scalar: list[tuple] = []
         if idx.size == 0:
             self.blocks: list[int] = []
             return
@@ -265,6 +284,36 @@ class BlockAcyclicity:
             self._parts.append((n, p, r * n + q, q * n + r, q, r))
         self._parts.sort(key=lambda t: -t[0])
         self.blocks = [t[0] for t in self._parts]
+        # log-det blocks of n ≤ BATCHED_UPTO nodes, by size: many of one size as one array batch
+        # (logdet_small), a few block by block on Python floats (_scalar_blocks). Their values
+        # are added to h in the order of the parts (sizes descending), as one block after another.
+        if kind == "logdet":
+            small = [t for t in self._parts if t[0] <= BATCHED_UPTO]
+            self._parts = [t for t in self._parts if t[0] > BATCHED_UPTO]
+            scalar_p = []
+            for n in sorted({t[0] for t in small}, reverse=True):
+                group = [t for t in small if t[0] == n]
+                if len(group) >= (BATCH_FROM if batch_from is None else batch_from)[n]:
+                    offsets = np.repeat(np.arange(len(group)) * (n * n), [t[1].size for t in group])
+                    p = np.concatenate([t[1] for t in group])
+                    loc = np.concatenate([t[2] for t in group]) + offsets
+                    loc_t = np.concatenate([t[3] for t in group]) + offsets
+                    self._batches.append((n, len(group), p, loc, loc_t))
+                else:
+                    # per block: its entries' (row, column), the positions of their transposes in
+                    # the block's row-major inverse
+                    cells = [list(zip((t[2] // n).tolist(), (t[2] % n).tolist())) for t in group]
+                    self._scalar.append((n, cells, [t[3].tolist() for t in group]))
+                    scalar_p += [t[1] for t in group]
+                    self._batches.append((n, len(group), None, None, None))
+            if scalar_p:
+                self._scalar_p = np.concatenate(scalar_p)
+
+    @property
+    def small_routes(self) -> dict:
+        """How the log-det blocks of each size up to :data:`BATCHED_UPTO` are evaluated: ``{n: "batch"}`` (one
+        array batch, :func:`logdet_small`) or ``{n: "one by one"}`` (Python floats, :func:`lu_inverse_small`)."""
+        return {n: "batch" if p is not None else "one by one" for n, _, p, _, _ in self._batches}
 
     def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """``(h, ∇h)`` at the entries ``w`` (``(inf, zeros)`` outside the domain)."""
@@ -290,7 +339,89 @@ class BlockAcyclicity:
                 return float("inf"), np.zeros(self.size)
             h += hb
             g[p] = 2.0 * Z.flat[loc_t] * wp
+        if not self._batches:
+            return h, g
+        by_size = {}
+        if self._scalar:
+            found = self._scalar_blocks(w)
+            if found is None:
+                return float("inf"), np.zeros(self.size)
+            by_size, g[self._scalar_p] = found
+        for n, k, p, loc, loc_t in self._batches:
+            if p is None:  # block by block, above
+                for x in by_size[n]:
+                    h = h + x
+                continue
+            wp = w[p]
+            A = np.zeros(k * n * n)
+            A[loc] = wp * wp
+            A = A.reshape(k, n, n)
+            hb, Z, redo = logdet_small(A, self.s)
+            for b in np.flatnonzero(redo).tolist():
+                hb[b], Zb = logdet_core(A[b].copy(), self.s)
+                if Zb is not None:
+                    Z[b] = Zb.ravel()
+            if not np.isfinite(hb).all():
+                return float("inf"), np.zeros(self.size)
+            for x in hb.tolist():  # h + hb[0] + hb[1] + … in this order
+                h = h + x
+            g[p] = 2.0 * Z.ravel()[loc_t] * wp
         return h, g
+
+    def _scalar_blocks(self, w: np.ndarray):
+        """The small blocks that are few of their size, one by one on Python floats
+        (:func:`lu_inverse_small`): ``({n: [h_b per block]}, ∇h at their entries)``, or ``None``
+        when a block lies outside the domain. The operations, including ``2 Z_ba W_ab`` and the
+        logarithms of all pivots in one array call, are those of :func:`logdet_small`."""
+        s = self.s
+        wp = w[self._scalar_p]
+        sq = (wp * wp).tolist()
+        diags, zs, order = [], [], []
+        e = 0
+        for n, cells, cells_t in self._scalar:
+            for entries, where_t in zip(cells, cells_t):
+                m = len(entries)
+                if n == 2:
+                    res = lu_inverse_2(s, entries, sq[e : e + m])
+                else:
+                    a = [[-0.0] * n for _ in range(n)]  # −A: off the diagonal, zeros of sI − A are −0.0
+                    for r in range(n):
+                        a[r][r] = s
+                    for (r, c), x in zip(entries, sq[e : e + m]):
+                        a[r][c] = -x + s if r == c else -x
+                    res = lu_inverse_small(a, n)
+                e += m
+                if res is None:  # the LAPACK path decides (see logdet_small)
+                    A = np.zeros((n, n))
+                    for (r, c), x in zip(entries, sq[e - m : e]):
+                        A[r, c] = x
+                    hb, Z = logdet_core(A, s)
+                    if Z is None:
+                        return None
+                    order.append((n, None, hb))
+                    zs.extend(Z.ravel()[where_t].tolist())
+                    continue
+                diag, swaps, z = res
+                if (swaps + sum(1 for x in diag if x < 0)) % 2:
+                    return None
+                lo, hi = min(z), max(z)
+                if lo < -1e-10 * max(hi, -lo):
+                    return None
+                order.append((n, len(diags), None))
+                diags.extend(diag)
+                zs.extend([z[i] for i in where_t])
+        logs = np.log(np.abs(np.array(diags))).tolist() if diags else []
+        log_s = np.log(s)
+        by_size = {n: [] for n, _, _ in self._scalar}
+        for n, at, h_lapack in order:
+            if at is None:
+                by_size[n].append(h_lapack)
+                continue
+            logsum = logs[at]
+            for x in logs[at + 1 : at + n]:
+                logsum = logsum + x
+            by_size[n].append(max(float(n * log_s) - logsum, 0.0))
+        return by_size, [2.0 * z * x for z, x in zip(zs, wp.tolist())]
 
 
 @contextlib.contextmanager

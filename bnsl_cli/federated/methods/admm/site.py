@@ -23,7 +23,7 @@ from bnsl_cli.federated.messages import (
 from bnsl_cli.federated.methods.admm.local_step import sparse_step
 from bnsl_cli.federated.methods.admm.sequence import next_penalty
 from bnsl_cli.federated.site_sequence import refuse_unsafe
-from bnsl_cli.solvers.pgcd import local_objective
+from bnsl_cli.solvers.pgcd import local_objective, times_sparse
 
 __all__ = [
     "Participant",
@@ -200,13 +200,28 @@ class SparseParticipant(Participant):
         #: prior knowledge (public, from the plan): PGCD never selects a forbidden coordinate
         self.forbidden = forbidden
         self.required = required
+        # ``S B_p`` and the ``B_p`` it belongs to: a round's objective takes it at the new ``B_p`` and the
+        # next round's PGCD starts its gradient from the same product (``B_p`` is replaced, never
+        # written in place, so the identity of the array tells whether the product is current)
+        self._SB = None
+        self._SB_of = None
+
+    def _product(self) -> np.ndarray:
+        """``times_sparse(S, B_p)``, computed once per ``B_p``."""
+        if self._SB_of is not self.B:
+            self._SB = times_sparse(self._S, self.B)
+            self._SB_of = self.B
+        return self._SB
 
     def _local_update(self, rnd: int) -> SparseUpdate:
         res, entries = sparse_step(self._S, self.B, self.beta, self.W, self.rho2, self.lam, self.steps, self.tol,
-                                   self.forbidden, self.required)
+                                   self.forbidden, self.required, SB=self._product())
         self.steps_taken += res.steps
         self.B = res.B
         return SparseUpdate(rnd, self.pid, self.d, entries, self.objective())
+
+    def objective(self) -> float:
+        return local_objective(self._S, self.B, self.beta, self.W, self.rho2 or 0.0, self.lam, SB=self._product())
 
 
 class DenseParticipant(Participant):

@@ -66,6 +66,7 @@ class FlowerFleet(NetworkFleet):
         self.secure_sum = bool(secure_sum)
         self.scale_bits = int(scale_bits)
         self.limits = None
+        self.frame_observers: list = []  # as NetworkFleet's: every frame a site sent, before it is used
         self.tls = False  # Flower's own TLS (SuperLink ↔ SuperNode) is the transport's, not bnsl's
         self.identity = None
         self.allow_sites = None

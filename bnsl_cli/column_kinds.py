@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bnsl_cli.errors import InputDataError, OptionError
+
 __all__ = ["CONTINUOUS", "CATEGORICAL", "ColumnKinds", "combine_site_levels", "site_specific_levels"]
 
 CONTINUOUS = "continuous"
@@ -99,8 +101,6 @@ def combine_site_levels(variables, sites, max_levels: int) -> "ColumnKinds | Non
     sites: a column categorical at one site and numeric at another, more than ``max_levels`` levels
     in all, one level in all. Returns the kinds and, for a column whose levels no two sites share (it
     names the site rather than measuring a variable), nothing more: the caller warns."""
-    from bnsl_cli.errors import InputDataError, OptionError
-
     variables = list(variables)
     cat = [v for v in variables if any(v in lv for _, lv in sites)]
     if not cat:

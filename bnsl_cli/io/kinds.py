@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from bnsl_cli.column_kinds import ColumnKinds
-from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError
+from bnsl_cli.errors import IdentifierColumnWarning, InputDataError, OptionError, ShardMismatchError
 from bnsl_cli.io.csv_check import is_date
 from bnsl_cli.io.table import MISSING, STDIN, Table, display_name
 
@@ -222,8 +222,6 @@ def expand_for_plan(table: Table, kinds: ColumnKinds) -> Table:
     """A site's table (:func:`site_table`) as the expanded data of the plan's ``kinds``. A
     :class:`~bnsl_cli.errors.ShardMismatchError` when the plan takes a column as categorical that this site
     holds as numbers (or the other way round), or lacks a level this site holds."""
-    from bnsl_cli.errors import ShardMismatchError
-
     where = display_name(table.path)
     cat = kinds.categorical
     for name in kinds.names:
